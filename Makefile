@@ -1,0 +1,43 @@
+# One command to run, one to test. Everything installs into .venv from the project's own files.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: run test lint typecheck migrate worker openapi bench clean install
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e ".[dev]"
+	touch $(STAMP)
+
+install: $(STAMP)
+
+run: $(STAMP)
+	$(BIN)/callboard serve --host 127.0.0.1 --port 8000
+
+migrate: $(STAMP)
+	$(BIN)/callboard migrate
+
+worker: $(STAMP)
+	$(BIN)/callboard worker
+
+test: $(STAMP)
+	$(BIN)/pytest -q
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check callboard_core http_api tests
+
+typecheck: $(STAMP)
+	$(BIN)/mypy
+
+openapi: $(STAMP)
+	$(BIN)/python -m http_api openapi
+
+bench: $(STAMP)
+	$(BIN)/python bench/run.py
+
+clean:
+	rm -rf $(VENV) var .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,147 @@
+"""API keys: issue, authenticate, list and revoke."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import timedelta
+
+from sqlalchemy import or_, select, update
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from callboard_core import clock
+from callboard_core.agents.models import Agent
+from callboard_core.api_keys.models import ApiKey
+from callboard_core.api_keys.schemas import ApiKeyInfo
+from callboard_core.db import Database
+from callboard_core.errors import Forbidden, NotFound, Unauthenticated, ValidationFailed
+from callboard_core.principals import KeyPrincipal
+from callboard_core.security import tokens
+
+READ = "read"
+WRITE = "write"
+READ_WRITE = [READ, WRITE]
+ALL_SCOPES = frozenset(READ_WRITE)
+# lastUsedAt is kept to this precision, so a busy key costs one write a minute, not one per request.
+LAST_USED_PRECISION = timedelta(seconds=60)
+
+
+async def issue(
+    session: AsyncSession,
+    *,
+    agent_id: str | None,
+    owner_id: str | None,
+    scopes: Sequence[str],
+    label: str | None = None,
+    expires_at=None,
+) -> tuple[str, ApiKey]:
+    plaintext = tokens.new_api_key()
+    key = ApiKey(
+        key_hash=tokens.hash_token(plaintext),
+        key_prefix=tokens.api_key_prefix(plaintext),
+        label=label,
+        agent_id=agent_id,
+        owner_id=owner_id,
+        scopes=sorted(set(scopes)),
+        expires_at=expires_at,
+    )
+    session.add(key)
+    await session.flush()
+    return plaintext, key
+
+
+async def authenticate(session: AsyncSession, raw_key: str) -> tuple[KeyPrincipal, bool]:
+    """The caller behind an X-API-Key value, and whether its lastUsedAt is due for a refresh.
+
+    Refuses malformed (bad checksum), unknown, revoked and expired keys alike, with one message.
+    """
+    invalid = Unauthenticated("The API key is not valid (unknown, revoked or expired).", code="invalid_api_key")
+    if not tokens.api_key_well_formed(raw_key):
+        raise invalid
+    row = (
+        await session.execute(
+            select(ApiKey.id, ApiKey.agent_id, ApiKey.owner_id, ApiKey.scopes, ApiKey.revoked_at,
+                   ApiKey.expires_at, ApiKey.last_used_at)
+            .where(ApiKey.key_hash == tokens.hash_token(raw_key))
+        )
+    ).one_or_none()
+    now = clock.now()
+    if row is None or row.revoked_at is not None or (row.expires_at is not None and row.expires_at <= now):
+        raise invalid
+    due = row.last_used_at is None or now - row.last_used_at >= LAST_USED_PRECISION
+    return KeyPrincipal(key_id=row.id, agent_id=row.agent_id, owner_id=row.owner_id,
+                        scopes=frozenset(row.scopes)), due
+
+
+async def touch(db: Database, key_id: str) -> None:
+    """Record use, in its own short write transaction (authentication itself only reads)."""
+    now = clock.now()
+    async with db.session(write=True) as session, session.begin():
+        await session.execute(
+            update(ApiKey)
+            .where(ApiKey.id == key_id, or_(ApiKey.last_used_at.is_(None),
+                                            ApiKey.last_used_at < now - LAST_USED_PRECISION))
+            .values(last_used_at=now)
+        )
+
+
+def check_scopes(requested: Sequence[str] | None, *, default: Sequence[str], ceiling: frozenset[str]) -> list[str]:
+    scopes = sorted(set(requested)) if requested else sorted(set(default))
+    if not scopes:
+        raise ValidationFailed("At least one scope is required.",
+                               errors=[{"field": "scopes", "code": "empty", "message": "at least one scope"}])
+    if not set(scopes) <= ceiling:
+        raise Forbidden("A key cannot grant scopes its creator does not hold.", code="scope_escalation",
+                        allowed=sorted(ceiling))
+    return scopes
+
+
+async def info(session: AsyncSession, keys: Sequence[ApiKey]) -> list[ApiKeyInfo]:
+    agent_ids = {k.agent_id for k in keys if k.agent_id}
+    agents: dict[str, tuple[str, str]] = {}
+    if agent_ids:
+        rows = await session.execute(select(Agent.id, Agent.handle, Agent.name).where(Agent.id.in_(agent_ids)))
+        agents = {r.id: (r.handle, r.name) for r in rows}
+    return [
+        ApiKeyInfo(
+            id=k.id, key_prefix=k.key_prefix, label=k.label, agent_id=k.agent_id,
+            agent_handle=agents.get(k.agent_id or "", (None, None))[0],
+            agent_name=agents.get(k.agent_id or "", (None, None))[1],
+            scopes=list(k.scopes), last_used_at=k.last_used_at, expires_at=k.expires_at,
+            revoked=k.revoked_at is not None, created_at=k.created_at,
+        )
+        for k in keys
+    ]
+
+
+async def info_one(session: AsyncSession, key: ApiKey) -> ApiKeyInfo:
+    return (await info(session, [key]))[0]
+
+
+async def revoke_for_agent(session: AsyncSession, agent_id: str, *, reason: str) -> int:
+    result = await session.execute(
+        update(ApiKey).where(ApiKey.agent_id == agent_id, ApiKey.revoked_at.is_(None))
+        .values(revoked_at=clock.now(), revoked_reason=reason)
+    )
+    return int(getattr(result, "rowcount", 0) or 0)
+
+
+async def revoke_for_owner(session: AsyncSession, owner_id: str, *, reason: str) -> int:
+    result = await session.execute(
+        update(ApiKey).where(ApiKey.owner_id == owner_id, ApiKey.revoked_at.is_(None))
+        .values(revoked_at=clock.now(), revoked_reason=reason)
+    )
+    return int(getattr(result, "rowcount", 0) or 0)
+
+
+async def get_visible(session: AsyncSession, key_id: str, *, owner_id: str | None, agent_id: str | None) -> ApiKey:
+    """A key the caller may see: its owner's keys, or (for an unclaimed agent) the agent's own. Else 404."""
+    key = await session.get(ApiKey, key_id)
+    if key is None or not _visible(key, owner_id=owner_id, agent_id=agent_id):
+        raise NotFound("No such API key.", code="api_key_not_found")
+    return key
+
+
+def _visible(key: ApiKey, *, owner_id: str | None, agent_id: str | None) -> bool:
+    if owner_id is not None:
+        return key.owner_id == owner_id
+    return agent_id is not None and key.agent_id == agent_id

@@ -1,0 +1,110 @@
+"""Settings from the environment (CALLBOARD_*)."""
+
+from __future__ import annotations
+
+import secrets
+from enum import StrEnum
+from functools import lru_cache
+from pathlib import Path
+
+from pydantic import Field, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+VAR_DIR = PROJECT_ROOT / "var"
+
+
+class Environment(StrEnum):
+    DEVELOPMENT = "development"
+    TEST = "test"
+    PRODUCTION = "production"
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="CALLBOARD_", extra="ignore")
+
+    env: Environment = Environment.DEVELOPMENT
+    database_url: str = Field(default_factory=lambda: f"sqlite+aiosqlite:///{VAR_DIR / 'callboard.db'}")
+    base_url: str = "http://127.0.0.1:8000"
+    trusted_origins: list[str] = Field(default_factory=list)
+    secret_key: str = ""
+    redis_url: str | None = None
+    var_dir: Path = VAR_DIR
+
+    # Mail: "outbox" records to the database (and logs); "smtp" sends through aiosmtplib.
+    mail_backend: str = "outbox"
+    mail_from: str = "callboard <no-reply@callboard.local>"
+    smtp_host: str = "127.0.0.1"
+    smtp_port: int = 25
+    smtp_username: str | None = None
+    smtp_password: str | None = None
+    smtp_starttls: bool = False
+
+    # Limits and lifetimes.
+    max_body_bytes: int = 1_048_576
+    session_ttl_hours: int = 24 * 14
+    magic_link_ttl_minutes: int = 15
+    rate_limit_enabled: bool = True
+    rate_limit_public: str = "30/minute"
+    rate_limit_signin: str = "10/minute"
+    machine_token: str | None = None
+    db_pool_size: int = 10
+    sqlite_busy_timeout_ms: int = 30_000
+
+    @model_validator(mode="after")
+    def _production_rules(self) -> Settings:
+        if self.env is Environment.PRODUCTION and not self.secret_key:
+            raise ValueError("CALLBOARD_SECRET_KEY must be set in production")
+        return self
+
+    @property
+    def is_production(self) -> bool:
+        return self.env is Environment.PRODUCTION
+
+    @property
+    def origins(self) -> set[str]:
+        """Origins trusted for cookie-authenticated unsafe requests: the base URL's plus the configured ones."""
+        return {_origin_of(self.base_url), *(_origin_of(o) for o in self.trusted_origins)}
+
+    @property
+    def is_sqlite(self) -> bool:
+        return self.database_url.startswith("sqlite")
+
+
+def _origin_of(url: str) -> str:
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url.strip())
+    return f"{parts.scheme}://{parts.netloc}".lower()
+
+
+def _dev_secret(var_dir: Path) -> str:
+    """Development keeps a generated secret under var/ so sessions survive restarts."""
+    var_dir.mkdir(parents=True, exist_ok=True)
+    path = var_dir / "secret_key"
+    if path.exists():
+        return path.read_text().strip()
+    key = secrets.token_urlsafe(48)
+    path.write_text(key)
+    path.chmod(0o600)
+    return key
+
+
+def load_settings(**overrides: object) -> Settings:
+    import os
+
+    settings = Settings(**overrides)  # type: ignore[arg-type]
+    if settings.is_production and "CALLBOARD_BASE_URL" not in os.environ and "base_url" not in overrides:
+        raise ValueError("CALLBOARD_BASE_URL must be set in production")
+    if not settings.secret_key:
+        settings.secret_key = (
+            secrets.token_urlsafe(48) if settings.env is Environment.TEST else _dev_secret(settings.var_dir)
+        )
+    if settings.database_url.startswith("sqlite"):
+        settings.var_dir.mkdir(parents=True, exist_ok=True)
+    return settings
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    return load_settings()

@@ -1,0 +1,37 @@
+"""The core's dependencies, built once per process and shared by every front end."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from callboard_core.config import Environment, Settings
+from callboard_core.db import Database, UnitOfWork
+from callboard_core.idempotency.service import Sealer
+from callboard_core.mail.service import Mailer, build_mailer
+from callboard_core.ratelimit import RateLimiter
+from callboard_core.security import passwords
+
+
+@dataclass
+class Core:
+    settings: Settings
+    db: Database
+    mailer: Mailer
+    rate_limiter: RateLimiter
+    sealer: Sealer
+
+    @classmethod
+    def build(cls, settings: Settings) -> Core:
+        passwords.configure(fast=settings.env is Environment.TEST)
+        db = Database(
+            settings.database_url, pool_size=settings.db_pool_size, busy_timeout_ms=settings.sqlite_busy_timeout_ms
+        )
+        return cls(settings=settings, db=db, mailer=build_mailer(settings, db), rate_limiter=RateLimiter(settings),
+                   sealer=Sealer(settings.secret_key))
+
+    def uow(self, *, write: bool = True) -> UnitOfWork:
+        return UnitOfWork(self.db, write=write)
+
+    async def close(self) -> None:
+        await self.mailer.drain()
+        await self.db.dispose()

@@ -1,0 +1,85 @@
+"""The one error hierarchy of the core. Front ends map it (HTTP status, MCP isError) in one place each."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class CallboardError(Exception):
+    """Base class: every domain error has a stable machine-readable code and a human message."""
+
+    code: str = "error"
+    message: str = "Something went wrong."
+
+    def __init__(self, message: str | None = None, *, code: str | None = None, **details: Any) -> None:
+        self.message = message or type(self).message
+        if code:
+            self.code = code
+        self.details = {k: v for k, v in details.items() if v is not None}
+        super().__init__(self.message)
+
+
+class ValidationFailed(CallboardError):
+    """The request is well-formed but its content breaks a rule (400/422)."""
+
+    code = "validation_failed"
+    message = "The request is not valid."
+
+    def __init__(self, message: str | None = None, *, errors: list[dict[str, Any]] | None = None, **kw: Any):
+        super().__init__(message, **kw)
+        self.errors = errors or []
+
+
+class BadRequest(CallboardError):
+    code = "bad_request"
+    message = "The request could not be understood."
+
+
+class Unauthenticated(CallboardError):
+    code = "unauthenticated"
+    message = "A valid credential is required."
+
+
+class Forbidden(CallboardError):
+    code = "forbidden"
+    message = "This credential may not perform this action."
+
+
+class NotFound(CallboardError):
+    code = "not_found"
+    message = "No such resource."
+
+
+class Conflict(CallboardError):
+    """The resource is not in a state that allows the action; details carry the current state."""
+
+    code = "conflict"
+    message = "The resource is not in a state that allows this action."
+
+
+class Gone(CallboardError):
+    code = "gone"
+    message = "This resource is no longer available."
+
+
+class PayloadTooLarge(CallboardError):
+    code = "payload_too_large"
+    message = "The request body is too large."
+
+
+class RateLimited(CallboardError):
+    code = "rate_limited"
+    message = "Too many requests; retry later."
+
+    def __init__(self, retry_after: int, message: str | None = None) -> None:
+        super().__init__(message, retry_after=retry_after)
+        self.retry_after = retry_after
+
+
+class PaymentNotReady(CallboardError):
+    code = "payment_not_ready"
+    message = "The owner's payment set-up is not complete."
+
+
+def field_error(field: str, message: str, code: str = "invalid") -> ValidationFailed:
+    return ValidationFailed(message, errors=[{"field": field, "code": code, "message": message}])

@@ -1,0 +1,98 @@
+"""The Mailer port. Every message is written to the outbox in the caller's transaction; the backend
+decides what happens after commit: log it (default), or deliver it over SMTP."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+from email.message import EmailMessage
+
+import aiosmtplib
+from sqlalchemy import update
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from callboard_core import clock
+from callboard_core.config import Settings
+from callboard_core.db import Database
+from callboard_core.db.uow import after_commit
+from callboard_core.mail.models import OutboxMessage
+
+log = logging.getLogger("callboard.mail")
+
+
+@dataclass(frozen=True)
+class Mail:
+    kind: str
+    to: str
+    subject: str
+    body: str
+
+
+class Mailer:
+    """Outbox mailer: the database row and a log line are the delivery."""
+
+    def __init__(self, settings: Settings, db: Database) -> None:
+        self.settings = settings
+        self.db = db
+        self._pending: set[asyncio.Task[None]] = set()
+
+    async def send(self, session: AsyncSession, mail: Mail) -> OutboxMessage:
+        message = OutboxMessage(kind=mail.kind, to_address=mail.to, subject=mail.subject, body_text=mail.body)
+        session.add(message)
+        await session.flush()
+        message_id = message.id
+        after_commit(session, lambda: self._schedule(message_id, mail))
+        return message
+
+    async def _schedule(self, message_id: str, mail: Mail) -> None:
+        # Delivery runs after the response: a slow mail server must not slow requests, and the
+        # time a request takes must not tell whether a mail was sent (account enumeration).
+        task = asyncio.create_task(self._deliver(message_id, mail))
+        self._pending.add(task)
+        task.add_done_callback(self._pending.discard)
+
+    async def drain(self) -> None:
+        """Wait for deliveries under way (shutdown, tests)."""
+        while self._pending:
+            await asyncio.gather(*list(self._pending), return_exceptions=True)
+
+    async def _deliver(self, message_id: str, mail: Mail) -> None:
+        log.info("mail %s to %s: %s\n%s", mail.kind, mail.to, mail.subject, mail.body)
+        await self._mark(message_id, "LOGGED", None)
+
+    async def _mark(self, message_id: str, status: str, error: str | None) -> None:
+        async with self.db.session(write=True) as session, session.begin():
+            await session.execute(
+                update(OutboxMessage)
+                .where(OutboxMessage.id == message_id)
+                .values(status=status, error=error, sent_at=clock.now() if status != "FAILED" else None)
+            )
+
+
+class SmtpMailer(Mailer):
+    async def _deliver(self, message_id: str, mail: Mail) -> None:
+        email = EmailMessage()
+        email["From"] = self.settings.mail_from
+        email["To"] = mail.to
+        email["Subject"] = mail.subject
+        email.set_content(mail.body)
+        try:
+            await aiosmtplib.send(
+                email,
+                hostname=self.settings.smtp_host,
+                port=self.settings.smtp_port,
+                username=self.settings.smtp_username,
+                password=self.settings.smtp_password,
+                start_tls=self.settings.smtp_starttls,
+                timeout=15,
+            )
+        except (aiosmtplib.SMTPException, OSError) as exc:
+            log.warning("mail %s to %s failed: %s", mail.kind, mail.to, exc)
+            await self._mark(message_id, "FAILED", str(exc)[:1000])
+            return
+        await self._mark(message_id, "SENT", None)
+
+
+def build_mailer(settings: Settings, db: Database) -> Mailer:
+    return SmtpMailer(settings, db) if settings.mail_backend == "smtp" else Mailer(settings, db)

@@ -1,0 +1,1 @@
+"""The HTTP front end: a Starlette app over callboard_core."""

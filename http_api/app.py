@@ -1,0 +1,85 @@
+"""The Starlette application: the core for owners, staff and HTTP agents."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, Response
+from starlette.routing import BaseRoute, Route
+from starlette.templating import Jinja2Templates
+
+from callboard_core.config import Settings, load_settings
+from callboard_core.container import Core
+from http_api.endpoint import build_endpoint
+from http_api.errors import EXCEPTION_HANDLERS
+from http_api.middleware import BodyLimitMiddleware, RequestIdMiddleware
+from http_api.openapi import build_openapi
+from http_api.routes import all_routes
+from http_api.routing import RouteDef
+
+TEMPLATES = Jinja2Templates(directory=str(Path(__file__).parent / "templates"))
+
+
+def create_app(settings: Settings | None = None, *, core: Core | None = None) -> Starlette:
+    settings = settings or (core.settings if core else load_settings())
+    core = core or Core.build(settings)
+    table = all_routes()
+    openapi_doc = build_openapi(table, base_url=settings.base_url)
+    openapi_bytes = orjson.dumps(openapi_doc)
+
+    async def openapi_json(_: Request) -> Response:
+        return Response(openapi_bytes, media_type="application/json")
+
+    async def docs(request: Request) -> Response:
+        return TEMPLATES.TemplateResponse(request, "docs.html", {"doc": openapi_doc, "groups": _groups(table)})
+
+    async def healthz(_: Request) -> Response:
+        return Response(b'{"status":"ok"}', media_type="application/json")
+
+    routes: list[BaseRoute] = [
+        Route("/openapi.json", openapi_json, methods=["GET"], include_in_schema=False),
+        Route("/docs", docs, methods=["GET"], include_in_schema=False),
+        Route("/healthz", healthz, methods=["GET"], include_in_schema=False),
+    ]
+    by_path: dict[str, list[RouteDef]] = {}
+    for route in table:
+        by_path.setdefault(route.path, []).append(route)
+    for path, defs in by_path.items():
+        for route in defs:
+            routes.append(Route(path, build_endpoint(route, core), methods=[route.method]))
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_: Starlette) -> AsyncIterator[dict[str, Any]]:
+        try:
+            yield {}
+        finally:
+            await core.close()
+
+    app = Starlette(routes=routes, exception_handlers=EXCEPTION_HANDLERS, lifespan=lifespan)
+    app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
+    app.add_middleware(RequestIdMiddleware)
+    app.state.core = core
+    app.state.openapi = openapi_doc
+    app.state.route_table = table
+    return app
+
+
+def _groups(table: list[RouteDef]) -> dict[str, list[RouteDef]]:
+    groups: dict[str, list[RouteDef]] = {}
+    for route in table:
+        if not route.page:
+            groups.setdefault(route.tag, []).append(route)
+    return groups
+
+
+def page(request: Request, template: str, status: int = 200, **context: Any) -> HTMLResponse:
+    """Render a server-side page (sign-in, magic-link landing, claim)."""
+    response = TEMPLATES.TemplateResponse(request, template, context, status_code=status)
+    assert isinstance(response, HTMLResponse)
+    return response

@@ -1,0 +1,125 @@
+"""Credential checks: one function per credential kind, and one dispatcher by the route's auth kind."""
+
+from __future__ import annotations
+
+from urllib.parse import urlsplit
+
+from sqlalchemy.ext.asyncio import AsyncSession
+from starlette.requests import Request
+
+from callboard_core.api_keys import service as api_keys
+from callboard_core.auth import sessions
+from callboard_core.container import Core
+from callboard_core.errors import Forbidden, Unauthenticated
+from callboard_core.onboarding import tokens as onboarding_tokens
+from callboard_core.principals import (
+    KeyPrincipal,
+    MachinePrincipal,
+    OnboardingPrincipal,
+    Principal,
+    UserPrincipal,
+)
+from callboard_core.security import tokens
+from callboard_core.security.permissions import Permission
+from http_api.routing import SAFE_METHODS, AuthKind
+
+API_KEY_HEADER = "x-api-key"
+
+
+def _bearer(request: Request) -> str | None:
+    header = request.headers.get("authorization", "")
+    scheme, _, value = header.partition(" ")
+    return value.strip() if scheme.lower() == "bearer" and value.strip() else None
+
+
+def request_origin(request: Request) -> str | None:
+    origin = request.headers.get("origin")
+    if origin and origin != "null":
+        return origin.lower().rstrip("/")
+    referer = request.headers.get("referer")
+    if referer:
+        parts = urlsplit(referer)
+        if parts.scheme and parts.netloc:
+            return f"{parts.scheme}://{parts.netloc}".lower()
+    return None
+
+
+def check_origin(request: Request, core: Core, *, required: bool) -> None:
+    """Cookie-authenticated mutations must come from a trusted origin (CSRF defence)."""
+    origin = request_origin(request)
+    if origin is None and not required:
+        return
+    if origin not in core.settings.origins:
+        raise Forbidden("This request did not come from a trusted origin.", code="untrusted_origin",
+                        origin=origin)
+
+
+async def api_key(request: Request, session: AsyncSession, core: Core, *, write: bool) -> KeyPrincipal:
+    raw = request.headers.get(API_KEY_HEADER)
+    if not raw:
+        raise Unauthenticated("Send your API key in the X-API-Key header.", code="missing_api_key")
+    principal, due = await api_keys.authenticate(session, raw.strip())
+    needed = api_keys.WRITE if write else api_keys.READ
+    if needed not in principal.scopes:
+        raise Forbidden(f"This API key lacks the '{needed}' scope.", code="insufficient_scope",
+                        required=needed, scopes=sorted(principal.scopes))
+    if due:
+        request.state.touch_key = principal.key_id
+    return principal
+
+
+async def user_session(request: Request, session: AsyncSession, core: Core) -> UserPrincipal:
+    token = request.cookies.get(sessions.COOKIE_NAME)
+    if not token:
+        raise Unauthenticated("Sign in first.", code="session_required")
+    principal = await sessions.authenticate(session, token)
+    if request.method not in SAFE_METHODS:
+        check_origin(request, core, required=True)
+    return principal
+
+
+async def onboarding_token(request: Request, session: AsyncSession) -> OnboardingPrincipal:
+    token = _bearer(request)
+    if not token:
+        raise Unauthenticated("Send the onboarding token as 'Authorization: Bearer <token>'.",
+                              code="missing_onboarding_token")
+    return await onboarding_tokens.authenticate(session, request.path_params.get("slug", ""), token)
+
+
+def machine_token(request: Request, core: Core) -> MachinePrincipal:
+    token = _bearer(request)
+    expected = core.settings.machine_token
+    if not token:
+        raise Unauthenticated("Send the machine token as 'Authorization: Bearer <token>'.",
+                              code="missing_machine_token")
+    if not expected or not tokens.constant_time_equals(token, expected):
+        raise Unauthenticated("The machine token is not valid.", code="invalid_machine_token")
+    return MachinePrincipal()
+
+
+async def authenticate(kind: AuthKind, request: Request, session: AsyncSession, core: Core) -> Principal | None:
+    if kind is AuthKind.PUBLIC:
+        return None
+    if kind in (AuthKind.KEY_READ, AuthKind.KEY_WRITE):
+        return await api_key(request, session, core, write=kind is AuthKind.KEY_WRITE)
+    if kind is AuthKind.ONBOARDING:
+        return await onboarding_token(request, session)
+    if kind is AuthKind.MACHINE:
+        return machine_token(request, core)
+    user = await user_session(request, session, core)
+    if kind is AuthKind.STAFF:
+        user.require(Permission.STAFF_CONSOLE)
+    elif kind is AuthKind.ADMIN:
+        user.require(Permission.ADMIN_CONSOLE)
+    return user
+
+
+async def optional_user(request: Request, session: AsyncSession) -> UserPrincipal | None:
+    """For public pages that change with a signed-in visitor (the claim page)."""
+    token = request.cookies.get(sessions.COOKIE_NAME)
+    if not token:
+        return None
+    try:
+        return await sessions.authenticate(session, token)
+    except Unauthenticated:
+        return None

@@ -1,0 +1,106 @@
+"""The `callboard` command: serve, migrate, worker, users create, openapi."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import sys
+
+
+def _serve(args: argparse.Namespace) -> None:
+    import uvicorn
+
+    from callboard_core.config import get_settings
+    from callboard_core.db.migrate import upgrade
+
+    settings = get_settings()
+    if not args.no_migrate:
+        asyncio.run(upgrade(settings))
+    uvicorn.run(
+        "http_api.app:create_app", factory=True, host=args.host, port=args.port, log_level=args.log_level,
+        workers=args.workers, proxy_headers=True,
+    )
+
+
+def _migrate(_: argparse.Namespace) -> None:
+    from callboard_core.config import get_settings
+    from callboard_core.db.migrate import upgrade
+
+    asyncio.run(upgrade(get_settings()))
+    print("database is at the latest schema; seed data applied")
+
+
+def _worker(args: argparse.Namespace) -> None:
+    from callboard_core.config import get_settings
+    from callboard_core.worker import run_worker
+
+    asyncio.run(run_worker(get_settings(), once=args.once))
+
+
+def _users_create(args: argparse.Namespace) -> None:
+    from callboard_core.config import get_settings
+    from callboard_core.container import Core
+    from callboard_core.users import service as users
+
+    async def run() -> None:
+        core = Core.build(get_settings())
+        try:
+            async with core.uow() as uow:
+                user = await users.create_with_password(
+                    uow.session, email=args.email, password=args.password, role=args.role, name=args.name
+                )
+                user_id = user.id
+        finally:
+            await core.close()
+        print(json.dumps({"id": user_id, "email": args.email.lower(), "role": args.role}))
+
+    asyncio.run(run())
+
+
+def _openapi(_: argparse.Namespace) -> None:
+    from callboard_core.config import load_settings
+    from http_api.openapi import build_openapi
+    from http_api.routes import all_routes
+
+    settings = load_settings()
+    json.dump(build_openapi(all_routes(), base_url=settings.base_url), sys.stdout, indent=2)
+    sys.stdout.write("\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="callboard", description="callboard marketplace service")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    serve = sub.add_parser("serve", help="migrate, then serve the HTTP API")
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=int, default=8000)
+    serve.add_argument("--workers", type=int, default=1)
+    serve.add_argument("--log-level", default="info")
+    serve.add_argument("--no-migrate", action="store_true", help="do not apply migrations first")
+    serve.set_defaults(func=_serve)
+
+    sub.add_parser("migrate", help="apply migrations and seed data").set_defaults(func=_migrate)
+
+    worker = sub.add_parser("worker", help="run background jobs")
+    worker.add_argument("--once", action="store_true", help="run one pass and exit")
+    worker.set_defaults(func=_worker)
+
+    users = sub.add_parser("users", help="manage users").add_subparsers(dest="users_command", required=True)
+    create = users.add_parser("create", help="create a user with a password")
+    create.add_argument("--email", required=True)
+    create.add_argument("--password", required=True)
+    create.add_argument("--role", default="USER", choices=["USER", "SUPPORT", "MODERATOR", "ADMIN", "SUPERADMIN"])
+    create.add_argument("--name", default=None)
+    create.set_defaults(func=_users_create)
+
+    sub.add_parser("openapi", help="print the OpenAPI document").set_defaults(func=_openapi)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    logging.getLogger("alembic").setLevel(logging.WARNING)
+    args = build_parser().parse_args(argv)
+    args.func(args)

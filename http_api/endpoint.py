@@ -1,0 +1,201 @@
+"""Turns a RouteDef into a Starlette endpoint: rate limit, parse, authenticate, idempotency, one unit of
+work, call the handler, render. Handlers never see raw requests or commit anything themselves."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import orjson
+from pydantic import BaseModel, ValidationError
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import Response
+
+from callboard_core.api_keys import service as api_keys
+from callboard_core.container import Core
+from callboard_core.errors import BadRequest, ValidationFailed
+from callboard_core.idempotency import service as idempotency
+from callboard_core.principals import KeyPrincipal, Principal, UserPrincipal
+from http_api import auth
+from http_api.errors import from_pydantic
+from http_api.routing import SAFE_METHODS, RequestContext, RouteDef
+
+_background: set[asyncio.Task[None]] = set()
+_REPLAY_HEADERS = ("content-type", "location")
+
+
+def client_ip(request: Request) -> str:
+    return request.client.host if request.client else "unknown"
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json", by_alias=True)
+    raise TypeError(f"cannot serialise {type(value).__name__}")
+
+
+def render(result: Any, status: int) -> Response:
+    if isinstance(result, Response):
+        return result
+    if isinstance(result, BaseModel):
+        payload = orjson.dumps(result.model_dump(mode="json", by_alias=True))
+    else:
+        payload = orjson.dumps(result, default=_json_default)
+    return Response(payload, status_code=status, media_type="application/json")
+
+
+def parse_query(route: RouteDef, request: Request) -> Any:
+    params = request.query_params
+    if route.query is None:
+        if params and not route.page:
+            unknown = sorted(params.keys())
+            raise ValidationFailed(
+                "This route takes no query parameters.",
+                errors=[{"field": k, "in": "query", "code": "unknown", "message": "unknown parameter"} for k in unknown],
+            )
+        return None
+    data: dict[str, Any] = {}
+    for name in params:
+        values = params.getlist(name)
+        data[name] = values if len(values) > 1 else values[0]
+    try:
+        return route.query.model_validate(data)
+    except ValidationError as exc:
+        raise from_pydantic(exc, location="query") from None
+
+
+async def read_body(request: Request) -> bytes:
+    try:
+        return await request.body()
+    except ClientDisconnect:
+        raise BadRequest("The client went away before sending the whole body.", code="client_disconnected") from None
+
+
+def parse_body(route: RouteDef, request: Request, raw: bytes) -> Any:
+    if route.page:
+        return None
+    stripped = raw.strip()
+    empty = not stripped or stripped in (b"{}", b"null")
+    if route.body is None:
+        if not empty:
+            raise ValidationFailed("This route takes no request body.",
+                                   errors=[{"field": "body", "in": "body", "code": "unexpected_body",
+                                            "message": "no body expected"}])
+        return None
+    ctype = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if stripped and ctype and not (ctype == "application/json" or ctype.endswith("+json")):
+        raise BadRequest("Send the body as application/json.", code="unsupported_media_type")
+    if not stripped:
+        if route.body_optional:
+            return route.body()
+        raise ValidationFailed("A JSON request body is required.",
+                               errors=[{"field": "body", "in": "body", "code": "missing", "message": "body required"}])
+    try:
+        data = orjson.loads(stripped)
+    except orjson.JSONDecodeError as exc:
+        raise BadRequest(f"The body is not valid JSON: {exc}.", code="malformed_json") from None
+    if data is None and route.body_optional:
+        return route.body()
+    try:
+        return route.body.model_validate(data)
+    except ValidationError as exc:
+        raise from_pydantic(exc) from None
+
+
+def idempotency_scope(principal: Principal | None, ip: str) -> str:
+    if isinstance(principal, KeyPrincipal):
+        return f"key:{principal.key_id}"
+    if isinstance(principal, UserPrincipal):
+        return f"user:{principal.user_id}"
+    return f"ip:{ip}"
+
+
+def _spawn(coro: Any) -> None:
+    task = asyncio.create_task(coro)
+    _background.add(task)
+    task.add_done_callback(_background.discard)
+
+
+def build_endpoint(route: RouteDef, core: Core) -> Any:
+    write = route.method not in SAFE_METHODS
+
+    async def endpoint(request: Request) -> Response:
+        rid = request.scope["state"]["request_id"]
+        ip = client_ip(request)
+        if route.rate_limit:
+            await core.rate_limiter.hit(route.rate_limit, "ip", ip)
+        query = parse_query(route, request)
+        raw = await read_body(request) if write else b""
+        body = parse_body(route, request, raw)
+        idem_key = request.headers.get("idempotency-key") if write and route.idempotent and not route.page else None
+
+        if not write:
+            async with core.uow(write=False) as uow:
+                principal = await auth.authenticate(route.auth, request, uow.session, core)
+                ctx = _context(request, route, core, uow.session, principal, body, query, rid, ip)
+                response = _finish(ctx, render(await route.handler(ctx), ctx.status or route.status))
+            _after(request, core)
+            return response
+
+        # Credentials are checked before the write lock is taken, so a flood of bad keys cannot queue writers.
+        async with core.uow(write=False) as uow:
+            principal = await auth.authenticate(route.auth, request, uow.session, core)
+        if route.rate_limit and isinstance(principal, KeyPrincipal):
+            await core.rate_limiter.hit(route.rate_limit, "key", principal.key_id)
+
+        record_id: str | None = None
+        if idem_key is not None:
+            reservation = await idempotency.reserve(
+                core.db, core.sealer, scope=idempotency_scope(principal, ip), key=idem_key,
+                method=route.method, path=request.url.path, fingerprint=idempotency.request_fingerprint(
+                    route.method, request.url.path + "?" + request.url.query, raw),
+            )
+            if reservation.replay is not None:
+                stored = reservation.replay
+                headers = dict(stored.headers)
+                headers["Idempotent-Replayed"] = "true"
+                return Response(stored.body, status_code=stored.status, headers=headers)
+            record_id = reservation.record_id
+        try:
+            async with core.uow(write=True) as uow:
+                ctx = _context(request, route, core, uow.session, principal, body, query, rid, ip)
+                response = _finish(ctx, render(await route.handler(ctx), ctx.status or route.status))
+                if record_id is not None:
+                    await idempotency.complete(uow.session, core.sealer, record_id, idempotency.StoredResponse(
+                        status=response.status_code, body=bytes(response.body),
+                        headers={k: v for k, v in response.headers.items() if k in _REPLAY_HEADERS},
+                    ))
+        except BaseException:
+            if record_id is not None:
+                await idempotency.release(core.db, record_id)
+            raise
+        _after(request, core)
+        return response
+
+    endpoint.__name__ = route.operation_id
+    return endpoint
+
+
+def _context(request: Request, route: RouteDef, core: Core, session: Any, principal: Principal | None,
+             body: Any, query: Any, rid: str, ip: str) -> RequestContext:
+    return RequestContext(request=request, core=core, session=session, principal=principal, body=body,
+                          query=query, params=dict(request.path_params), request_id=rid, client_ip=ip)
+
+
+def _finish(ctx: RequestContext, response: Response) -> Response:
+    for name, value in ctx.headers.items():
+        response.headers[name] = value
+    secure = ctx.core.settings.is_production
+    for cookie in ctx.cookies:
+        if cookie.delete:
+            response.delete_cookie(cookie.key, path="/", secure=secure, httponly=True, samesite="lax")
+        else:
+            response.set_cookie(cookie.key, cookie.value, max_age=cookie.max_age, path="/", secure=secure,
+                                httponly=True, samesite="lax")
+    return response
+
+
+def _after(request: Request, core: Core) -> None:
+    key_id = getattr(request.state, "touch_key", None)
+    if key_id:
+        _spawn(api_keys.touch(core.db, key_id))

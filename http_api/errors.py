@@ -1,0 +1,106 @@
+"""The one error map of the HTTP front end: every core error becomes problem+json with a stable code."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import orjson
+from pydantic import ValidationError
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import Response
+
+from callboard_core import errors as e
+
+log = logging.getLogger("callboard.http")
+
+STATUS: dict[type[e.CallboardError], int] = {
+    e.ValidationFailed: 422,
+    e.BadRequest: 400,
+    e.Unauthenticated: 401,
+    e.Forbidden: 403,
+    e.NotFound: 404,
+    e.Conflict: 409,
+    e.PaymentNotReady: 409,
+    e.Gone: 410,
+    e.PayloadTooLarge: 413,
+    e.RateLimited: 429,
+}
+
+HTTP_CODES = {404: "not_found", 405: "method_not_allowed", 400: "bad_request", 413: "payload_too_large"}
+
+
+def status_for(exc: e.CallboardError) -> int:
+    for cls in type(exc).__mro__:
+        if cls in STATUS:
+            return STATUS[cls]  # type: ignore[index]
+    return 400
+
+
+def problem(status: int, code: str, message: str, request_id: str, **extra: Any) -> Response:
+    body: dict[str, Any] = {
+        "type": f"urn:callboard:error:{code}",
+        "title": message,
+        "status": status,
+        "code": code,
+        "message": message,
+        "requestId": request_id,
+    }
+    body.update({k: v for k, v in extra.items() if v is not None})
+    headers = {"X-Request-Id": request_id}
+    if status == 401:
+        headers["WWW-Authenticate"] = 'ApiKey header="X-API-Key", Cookie name="svc_session"'
+    return Response(orjson.dumps(body), status_code=status, media_type="application/problem+json", headers=headers)
+
+
+def render_error(exc: e.CallboardError, request_id: str) -> Response:
+    status = status_for(exc)
+    extra: dict[str, Any] = dict(exc.details)
+    if isinstance(exc, e.ValidationFailed):
+        extra["errors"] = exc.errors
+    response = problem(status, exc.code, exc.message, request_id, **extra)
+    if isinstance(exc, e.RateLimited):
+        response.headers["Retry-After"] = str(exc.retry_after)
+    return response
+
+
+def from_pydantic(exc: ValidationError, *, location: str = "body") -> e.ValidationFailed:
+    errors = []
+    for err in exc.errors(include_url=False, include_context=False, include_input=False):
+        loc = [str(p) for p in err["loc"]]
+        errors.append({"field": ".".join(loc) or location, "in": location, "code": err["type"], "message": err["msg"]})
+    fields = ", ".join(sorted({x["field"] for x in errors}))[:300]
+    return e.ValidationFailed(f"The {location} is not valid: {fields}.", errors=errors)
+
+
+def request_id_of(request: Request) -> str:
+    return str(request.scope.get("state", {}).get("request_id") or "")
+
+
+async def handle_callboard_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, e.CallboardError)
+    return render_error(exc, request_id_of(request))
+
+
+async def handle_http_exception(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    code = HTTP_CODES.get(exc.status_code, "http_error")
+    message = {404: "No such route.", 405: "Method not allowed on this route."}.get(exc.status_code, str(exc.detail))
+    response = problem(exc.status_code, code, message, request_id_of(request))
+    if exc.headers:
+        response.headers.update(exc.headers)
+    return response
+
+
+async def handle_unexpected(request: Request, exc: Exception) -> Response:
+    rid = request_id_of(request)
+    log.exception("unhandled error (request %s)", rid, exc_info=exc)
+    return problem(500, "internal_error", "An unexpected error occurred; it has been logged.", rid)
+
+
+EXCEPTION_HANDLERS: dict[Any, Any] = {
+    e.CallboardError: handle_callboard_error,
+    HTTPException: handle_http_exception,
+    Exception: handle_unexpected,
+}

@@ -1,0 +1,144 @@
+"""The OpenAPI document, generated from the route table and the same pydantic models the handlers use."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel
+from pydantic.json_schema import models_json_schema
+
+from http_api.routing import AuthKind, RouteDef
+
+SECURITY = {
+    AuthKind.PUBLIC: [],
+    AuthKind.SESSION: [{"session": []}],
+    AuthKind.ADMIN: [{"session": []}],
+    AuthKind.STAFF: [{"session": []}],
+    AuthKind.KEY_READ: [{"apiKey": ["read"]}],
+    AuthKind.KEY_WRITE: [{"apiKey": ["write"]}],
+    AuthKind.ONBOARDING: [{"onboardingToken": []}],
+    AuthKind.MACHINE: [{"machineToken": []}],
+}
+
+AUTH_TEXT = {
+    AuthKind.PUBLIC: "Public.",
+    AuthKind.SESSION: "Session cookie; mutations need a trusted Origin.",
+    AuthKind.ADMIN: "Session of an ADMIN or SUPERADMIN.",
+    AuthKind.STAFF: "Session of SUPPORT, MODERATOR, ADMIN or SUPERADMIN.",
+    AuthKind.KEY_READ: "API key with the read scope.",
+    AuthKind.KEY_WRITE: "API key with the write scope.",
+    AuthKind.ONBOARDING: "Onboarding bearer token for this slug.",
+    AuthKind.MACHINE: "Machine token.",
+}
+
+PROBLEM = {
+    "type": "object",
+    "required": ["type", "title", "status", "code", "message", "requestId"],
+    "properties": {
+        "type": {"type": "string"},
+        "title": {"type": "string"},
+        "status": {"type": "integer"},
+        "code": {"type": "string", "description": "Stable machine-readable error code."},
+        "message": {"type": "string"},
+        "requestId": {"type": "string"},
+        "errors": {
+            "type": "array",
+            "items": {"type": "object", "properties": {"field": {"type": "string"}, "in": {"type": "string"},
+                                                       "code": {"type": "string"}, "message": {"type": "string"}}},
+        },
+    },
+    "additionalProperties": True,
+}
+
+
+def _error_responses(route: RouteDef) -> dict[str, Any]:
+    ref = {"application/problem+json": {"schema": {"$ref": "#/components/schemas/Problem"}}}
+    codes = {"400": "Bad request", "422": "Invalid body or query", "429": "Rate limited"}
+    if route.auth is not AuthKind.PUBLIC:
+        codes["401"] = "No or invalid credential"
+        codes["403"] = "Wrong scope, role or origin"
+    if route.path_params:
+        codes["404"] = "Unknown, or not yours"
+    if route.method not in ("GET", "HEAD"):
+        codes["409"] = "State conflict"
+        codes["413"] = "Body too large"
+    return {code: {"description": text, "content": ref} for code, text in codes.items()}
+
+
+def build_openapi(routes: list[RouteDef], *, base_url: str) -> dict[str, Any]:
+    models: dict[tuple[type[BaseModel], str], None] = {}
+    for route in routes:
+        if route.page:
+            continue
+        if route.body is not None:
+            models[(route.body, "validation")] = None
+        if route.response is not None:
+            models[(route.response, "serialization")] = None
+    key_map, schema = models_json_schema(
+        list(models), by_alias=True, ref_template="#/components/schemas/{model}"
+    )
+    components: dict[str, Any] = dict(schema.get("$defs", {}))
+    components["Problem"] = PROBLEM
+    paths: dict[str, dict[str, Any]] = {}
+    for route in routes:
+        if route.page:
+            continue
+        op: dict[str, Any] = {
+            "operationId": route.operation_id,
+            "summary": route.summary or route.operation_id.replace("_", " "),
+            "tags": [route.tag],
+            "security": SECURITY[route.auth],
+            "x-auth-kind": route.auth.value,
+            "description": "\n\n".join(x for x in (route.description, "Auth: " + AUTH_TEXT[route.auth]) if x),
+            "parameters": _parameters(route),
+        }
+        if route.deprecated:
+            op["deprecated"] = True
+        if route.method not in ("GET", "HEAD", "DELETE") or route.body is not None:
+            op["parameters"].append({
+                "name": "Idempotency-Key", "in": "header", "required": False,
+                "schema": {"type": "string", "maxLength": 255},
+                "description": "Same key and body within 24 h replays the stored response.",
+            })
+        if route.body is not None:
+            op["requestBody"] = {
+                "required": not route.body_optional,
+                "content": {"application/json": {"schema": key_map[(route.body, "validation")]}},
+            }
+        success: dict[str, Any] = {"description": "Success"}
+        if route.response is not None:
+            success["content"] = {"application/json": {"schema": key_map[(route.response, "serialization")]}}
+        op["responses"] = {str(route.status): success, **_error_responses(route)}
+        paths.setdefault(route.path, {})[route.method.lower()] = op
+    return {
+        "openapi": "3.1.0",
+        "info": {
+            "title": "callboard",
+            "version": "0.1.0",
+            "description": "A marketplace where software agents hire other software agents.",
+        },
+        "servers": [{"url": base_url}],
+        "paths": paths,
+        "components": {
+            "schemas": components,
+            "securitySchemes": {
+                "apiKey": {"type": "apiKey", "in": "header", "name": "X-API-Key"},
+                "session": {"type": "apiKey", "in": "cookie", "name": "svc_session"},
+                "onboardingToken": {"type": "http", "scheme": "bearer"},
+                "machineToken": {"type": "http", "scheme": "bearer"},
+            },
+        },
+    }
+
+
+def _parameters(route: RouteDef) -> list[dict[str, Any]]:
+    params: list[dict[str, Any]] = [
+        {"name": name, "in": "path", "required": True, "schema": {"type": "string"}} for name in route.path_params
+    ]
+    if route.query is not None:
+        schema = route.query.model_json_schema(by_alias=True)
+        required = set(schema.get("required", []))
+        for name, prop in schema.get("properties", {}).items():
+            params.append({"name": name, "in": "query", "required": name in required, "schema": prop,
+                           **({"description": prop["description"]} if "description" in prop else {})})
+    return params

@@ -1,0 +1,24 @@
+"""Every route module of the HTTP API; each defines `router`."""
+
+from __future__ import annotations
+
+import importlib
+
+from http_api.routing import RouteDef
+
+MODULES = [
+    "http_api.routes.auth",
+    "http_api.routes.pages",
+    "http_api.routes.agents",
+    "http_api.routes.dashboard",
+    "http_api.routes.api_keys",
+    "http_api.routes.capabilities",
+    "http_api.routes.waitlist",
+]
+
+
+def all_routes() -> list[RouteDef]:
+    table: list[RouteDef] = []
+    for name in MODULES:
+        table.extend(importlib.import_module(name).router.routes)
+    return table

@@ -1,0 +1,5 @@
+from __future__ import annotations
+
+from http_api.routing import Router
+
+router = Router("pages")

@@ -1,0 +1,183 @@
+"""The route table: every route is declared once with its auth kind, body, query and response models.
+
+The same declarations build the Starlette routes and the OpenAPI document, so the two cannot drift.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel
+from sqlalchemy.ext.asyncio import AsyncSession
+from starlette.requests import Request
+
+from callboard_core.container import Core
+from callboard_core.errors import Unauthenticated
+from callboard_core.principals import (
+    KeyPrincipal,
+    MachinePrincipal,
+    OnboardingPrincipal,
+    Principal,
+    UserPrincipal,
+)
+
+
+class AuthKind(StrEnum):
+    PUBLIC = "P"
+    SESSION = "S"
+    KEY_READ = "Kr"
+    KEY_WRITE = "Kw"
+    ONBOARDING = "O"
+    ADMIN = "A"
+    STAFF = "St"
+    MACHINE = "M"
+
+
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+
+
+@dataclass
+class Cookie:
+    key: str
+    value: str = ""
+    max_age: int | None = None
+    delete: bool = False
+
+
+@dataclass
+class RequestContext:
+    """What a handler gets: the parsed request, the caller and the unit of work's session."""
+
+    request: Request
+    core: Core
+    session: AsyncSession
+    principal: Principal | None
+    body: Any
+    query: Any
+    params: dict[str, str]
+    request_id: str
+    client_ip: str
+    cookies: list[Cookie] = field(default_factory=list)
+    headers: dict[str, str] = field(default_factory=dict)
+    status: int | None = None
+
+    @property
+    def user(self) -> UserPrincipal:
+        if not isinstance(self.principal, UserPrincipal):
+            raise Unauthenticated("Sign in first.", code="session_required")
+        return self.principal
+
+    @property
+    def key(self) -> KeyPrincipal:
+        if not isinstance(self.principal, KeyPrincipal):
+            raise Unauthenticated("An API key is required.", code="api_key_required")
+        return self.principal
+
+    @property
+    def agent_id(self) -> str:
+        """The calling agent (API-key routes that act as an agent)."""
+        return self.key.require_agent()
+
+    @property
+    def onboarding(self) -> OnboardingPrincipal:
+        assert isinstance(self.principal, OnboardingPrincipal)
+        return self.principal
+
+    @property
+    def machine(self) -> MachinePrincipal:
+        assert isinstance(self.principal, MachinePrincipal)
+        return self.principal
+
+    @property
+    def user_agent(self) -> str | None:
+        ua = self.request.headers.get("user-agent")
+        return ua[:512] if ua else None
+
+
+Handler = Callable[[RequestContext], Awaitable[Any]]
+
+
+@dataclass
+class RouteDef:
+    method: str
+    path: str
+    auth: AuthKind
+    handler: Handler
+    tag: str
+    body: type[BaseModel] | None = None
+    body_optional: bool = False
+    query: type[BaseModel] | None = None
+    response: type[BaseModel] | None = None
+    status: int = 200
+    summary: str = ""
+    description: str = ""
+    rate_limit: str | None = None
+    deprecated: bool = False
+    idempotent: bool = True
+    page: bool = False  # server-rendered HTML; not in the OpenAPI document
+    operation_id: str = ""
+
+    @property
+    def path_params(self) -> list[str]:
+        return re.findall(r"{(\w+)}", self.path)
+
+
+class Router:
+    """Collects routes for one area of the API. `paths` may hold aliases (the bounty naming)."""
+
+    def __init__(self, tag: str) -> None:
+        self.tag = tag
+        self.routes: list[RouteDef] = []
+
+    def route(
+        self,
+        method: str,
+        *paths: str,
+        auth: AuthKind,
+        body: type[BaseModel] | None = None,
+        body_optional: bool = False,
+        query: type[BaseModel] | None = None,
+        response: type[BaseModel] | None = None,
+        status: int = 200,
+        summary: str = "",
+        rate_limit: str | None = None,
+        deprecated_paths: tuple[str, ...] = (),
+        idempotent: bool = True,
+        page: bool = False,
+    ) -> Callable[[Handler], Handler]:
+        def register(handler: Handler) -> Handler:
+            doc = (handler.__doc__ or "").strip()
+            first, _, rest = doc.partition("\n")
+            for index, path in enumerate(paths):
+                suffix = "" if index == 0 else f"_{index}"
+                self.routes.append(
+                    RouteDef(
+                        method=method.upper(), path=path, auth=auth, handler=handler, tag=self.tag, body=body,
+                        body_optional=body_optional, query=query, response=response, status=status,
+                        summary=summary or first, description=rest.strip(), rate_limit=rate_limit,
+                        deprecated=path in deprecated_paths, idempotent=idempotent, page=page,
+                        operation_id=handler.__name__ + suffix,
+                    )
+                )
+            return handler
+
+        return register
+
+    def get(self, *paths: str, **kw: Any) -> Callable[[Handler], Handler]:
+        return self.route("GET", *paths, **kw)
+
+    def post(self, *paths: str, **kw: Any) -> Callable[[Handler], Handler]:
+        return self.route("POST", *paths, **kw)
+
+    def patch(self, *paths: str, **kw: Any) -> Callable[[Handler], Handler]:
+        return self.route("PATCH", *paths, **kw)
+
+    def put(self, *paths: str, **kw: Any) -> Callable[[Handler], Handler]:
+        return self.route("PUT", *paths, **kw)
+
+    def delete(self, *paths: str, **kw: Any) -> Callable[[Handler], Handler]:
+        return self.route("DELETE", *paths, **kw)

@@ -1,0 +1,193 @@
+"""Test tiers share these fixtures.
+
+Every database test runs on SQLite (a fresh file) and, when PostgreSQL is reachable, on PostgreSQL (a
+fresh database made for this run and dropped after it). The schema is made by the Alembic migrations,
+as in production. Rows written by a test are removed after it; the seeded taxonomy stays.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import secrets
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from sqlalchemy import text
+
+from callboard_core import clock
+from callboard_core.auth import sessions
+from callboard_core.config import Environment, Settings
+from callboard_core.container import Core
+from callboard_core.db.migrate import upgrade
+from callboard_core.models import metadata
+from callboard_core.security.permissions import Role
+from callboard_core.users import service as users
+from http_api.app import create_app
+
+BASE_URL = "http://testserver"
+ORIGIN = {"Origin": BASE_URL}
+PG_ADMIN_URL = os.environ.get("CALLBOARD_TEST_POSTGRES_URL", "postgresql://root@127.0.0.1:5432/test")
+REQUIRE_PG = os.environ.get("CALLBOARD_TEST_REQUIRE_POSTGRES") == "1"
+SEEDED_TABLES = {"capability_categories", "capability_tags", "alembic_version"}
+
+
+def _pg_reachable() -> bool:
+    import asyncpg
+
+    async def probe() -> bool:
+        try:
+            conn = await asyncpg.connect(PG_ADMIN_URL, timeout=3)
+        except (TimeoutError, OSError, asyncpg.PostgresError):
+            return False
+        await conn.close()
+        return True
+
+    return asyncio.run(probe())
+
+
+PG_AVAILABLE = _pg_reachable()
+if REQUIRE_PG and not PG_AVAILABLE:
+    raise RuntimeError(f"CALLBOARD_TEST_REQUIRE_POSTGRES=1 but PostgreSQL is not reachable at {PG_ADMIN_URL}")
+
+
+def _backends() -> list[Any]:
+    params: list[Any] = ["sqlite"]
+    params.append(pytest.param("postgres", marks=pytest.mark.skipif(not PG_AVAILABLE, reason="PostgreSQL not reachable")))
+    return params
+
+
+@pytest.fixture(scope="session")
+def tmp_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("callboard")
+
+
+@pytest.fixture(scope="session")
+def sqlite_url(tmp_root: Path) -> str:
+    return f"sqlite+aiosqlite:///{tmp_root / 'test.db'}"
+
+
+@pytest.fixture(scope="session")
+def postgres_url() -> Iterator[str]:
+    import asyncpg
+
+    name = f"callboard_test_{uuid.uuid4().hex[:12]}"
+
+    async def admin(sql: str) -> None:
+        conn = await asyncpg.connect(PG_ADMIN_URL)
+        try:
+            await conn.execute(sql)
+        finally:
+            await conn.close()
+
+    asyncio.run(admin(f'CREATE DATABASE "{name}"'))
+    base = PG_ADMIN_URL.rsplit("/", 1)[0].replace("postgresql://", "postgresql+asyncpg://")
+    yield f"{base}/{name}"
+    asyncio.run(admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+
+
+_migrated: set[str] = set()
+
+
+def make_settings(database_url: str, tmp_root: Path, **overrides: Any) -> Settings:
+    values: dict[str, Any] = dict(
+        env=Environment.TEST, database_url=database_url, base_url=BASE_URL, secret_key=secrets.token_urlsafe(32),
+        var_dir=tmp_root, rate_limit_public="10000/minute", rate_limit_signin="10000/minute",
+    )
+    values.update(overrides)
+    return Settings(**values)
+
+
+@pytest.fixture(params=_backends())
+def database_url(request: pytest.FixtureRequest, tmp_root: Path) -> str:
+    if request.param == "sqlite":
+        return str(request.getfixturevalue("sqlite_url"))
+    return str(request.getfixturevalue("postgres_url"))
+
+
+@pytest.fixture
+async def core(database_url: str, tmp_root: Path) -> AsyncIterator[Core]:
+    settings = make_settings(database_url, tmp_root)
+    if database_url not in _migrated:
+        await upgrade(settings)
+        _migrated.add(database_url)
+    core = Core.build(settings)
+    try:
+        yield core
+    finally:
+        await core.mailer.drain()
+        await _wipe(core)
+        await core.db.dispose()
+
+
+async def _wipe(core: Core) -> None:
+    tables = [t.name for t in reversed(metadata.sorted_tables) if t.name not in SEEDED_TABLES]
+    async with core.db.session(write=True) as session, session.begin():
+        if core.db.is_sqlite:
+            for name in tables:
+                await session.execute(text(f'DELETE FROM "{name}"'))
+        else:
+            await session.execute(text("TRUNCATE " + ", ".join(f'"{n}"' for n in tables) + " CASCADE"))
+        # Tags added by a test (staff-created, approved requests) go too; the seeded ones stay.
+        await session.execute(text("DELETE FROM capability_tags WHERE created_at > :t"), {"t": _SEEDED_BEFORE})
+        await session.execute(text("DELETE FROM capability_categories WHERE created_at > :t "
+                                   "AND id NOT IN (SELECT category_id FROM capability_tags)"), {"t": _SEEDED_BEFORE})
+
+
+_SEEDED_BEFORE = clock.now().replace(tzinfo=None)
+
+
+@pytest.fixture
+def app(core: Core) -> Any:
+    return create_app(core=core)
+
+
+@pytest.fixture
+async def client(app: Any) -> AsyncIterator[httpx.AsyncClient]:
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=BASE_URL) as c:
+        yield c
+
+
+def new_client(app: Any) -> httpx.AsyncClient:
+    """Another browser or agent: its own cookie jar."""
+    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=BASE_URL)
+
+
+async def make_user(core: Core, *, email: str | None = None, role: str = Role.USER,
+                    password: str | None = None) -> tuple[str, str]:
+    """A user and a live session token for it: (user_id, session token)."""
+    email = email or f"u{uuid.uuid4().hex[:10]}@example.com"
+    async with core.uow() as uow:
+        if password:
+            user = await users.create_with_password(uow.session, email=email, password=password, role=role)
+        else:
+            user = await users.create(uow.session, email=email, role=role)
+        token, _ = await sessions.start(uow.session, user, ttl=__import__("datetime").timedelta(hours=1))
+        user_id = user.id
+    return user_id, token
+
+
+async def owner_client(app: Any, core: Core, *, role: str = Role.USER) -> tuple[httpx.AsyncClient, str]:
+    """A signed-in browser: a client carrying a session cookie and a trusted Origin. Returns (client, user_id)."""
+    user_id, token = await make_user(core, role=role)
+    c = new_client(app)
+    c.cookies.set(sessions.COOKIE_NAME, token)
+    c.headers.update(ORIGIN)
+    return c, user_id
+
+
+async def register_agent(client: httpx.AsyncClient, **overrides: Any) -> dict[str, Any]:
+    body = {"name": "Agent " + uuid.uuid4().hex[:6], "endpointUrl": "https://agent.example.com/hook",
+            "capabilities": ["python"]}
+    body.update(overrides)
+    response = await client.post("/api/v2/agents/register", json=body)
+    assert response.status_code == 201, response.text
+    return response.json()
+
+
+def key_headers(key: str) -> dict[str, str]:
+    return {"X-API-Key": key}
