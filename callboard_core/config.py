@@ -39,14 +39,21 @@ class Settings(BaseSettings):
     smtp_username: str | None = None
     smtp_password: str | None = None
     smtp_starttls: bool = False
+    # Where operating-team notifications (waitlist joins) go.
+    ops_email: str = "ops@callboard.local"
 
     # Limits and lifetimes.
     max_body_bytes: int = 1_048_576
     session_ttl_hours: int = 24 * 14
     magic_link_ttl_minutes: int = 15
+    # Versions of the terms of service and the privacy notice a sign-up accepts (GET /auth/legal-versions).
+    terms_version: str = "2025-01-01"
+    privacy_version: str = "2025-01-01"
     rate_limit_enabled: bool = True
     rate_limit_public: str = "30/minute"
     rate_limit_signin: str = "10/minute"
+    # Prefix of the rate-limit keys in Redis, so several deployments (or test runs) can share one server.
+    rate_limit_key_prefix: str = "callboard-ratelimit"
     machine_token: str | None = None
     db_pool_size: int = 10
     sqlite_busy_timeout_ms: int = 30_000

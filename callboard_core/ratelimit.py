@@ -25,7 +25,7 @@ class RateLimiter:
         self.enabled = settings.rate_limit_enabled
         if settings.redis_url:
             uri = "async+" + settings.redis_url if not settings.redis_url.startswith("async+") else settings.redis_url
-            self._storage = storage_from_string(uri)
+            self._storage = storage_from_string(uri, key_prefix=settings.rate_limit_key_prefix)
             self._limiter: FixedWindowRateLimiter | MovingWindowRateLimiter = FixedWindowRateLimiter(self._storage)
         else:
             self._storage = storage_from_string("async+memory://")
@@ -47,4 +47,4 @@ class RateLimiter:
         raise RateLimited(retry_after=max(1, math.ceil(stats.reset_time - time.time())))
 
     async def reset(self) -> None:
-        await self._storage.reset()
+        await self._storage.reset()  # type: ignore[misc]

@@ -4,6 +4,7 @@ work, call the handler, render. Handlers never see raw requests or commit anythi
 from __future__ import annotations
 
 import asyncio
+import re
 from typing import Any
 
 import orjson
@@ -13,7 +14,7 @@ from starlette.responses import Response
 
 from callboard_core.api_keys import service as api_keys
 from callboard_core.container import Core
-from callboard_core.errors import BadRequest, ValidationFailed
+from callboard_core.errors import BadRequest, NotFound, ValidationFailed
 from callboard_core.idempotency import service as idempotency
 from callboard_core.principals import KeyPrincipal, Principal, UserPrincipal
 from http_api import auth
@@ -22,6 +23,11 @@ from http_api.routing import SAFE_METHODS, RequestContext, RouteDef
 
 _background: set[asyncio.Task[None]] = set()
 _REPLAY_HEADERS = ("content-type", "location")
+# No id, code or slug is longer than this; longer path parameters are refused before any lookup.
+MAX_PATH_PARAM = 256
+# JSON nested deeper than this is refused: no body needs it, and the JSON encoders that store it recurse.
+MAX_JSON_DEPTH = 64
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
 def client_ip(request: Request) -> str:
@@ -57,6 +63,12 @@ def parse_query(route: RouteDef, request: Request) -> Any:
     data: dict[str, Any] = {}
     for name in params:
         values = params.getlist(name)
+        if "\x00" in name or any("\x00" in v for v in values):
+            raise ValidationFailed(
+                "Query parameters cannot contain NUL characters.",
+                errors=[{"field": name.replace("\x00", ""), "in": "query", "code": "nul_character",
+                         "message": "NUL characters are not allowed"}],
+            )
         data[name] = values if len(values) > 1 else values[0]
     try:
         return route.query.model_validate(data)
@@ -96,10 +108,48 @@ def parse_body(route: RouteDef, request: Request, raw: bytes) -> Any:
         raise BadRequest(f"The body is not valid JSON: {exc}.", code="malformed_json") from None
     if data is None and route.body_optional:
         return route.body()
+    check_json(data)
     try:
         return route.body.model_validate(data)
     except ValidationError as exc:
         raise from_pydantic(exc) from None
+
+
+def check_json(data: Any) -> None:
+    """Refuse what no database stores: NUL characters in strings or keys (PostgreSQL text and jsonb reject
+    them) and nesting deeper than MAX_JSON_DEPTH. Iterative, so a deep document cannot exhaust the stack."""
+    stack: list[tuple[Any, str, int]] = [(data, "", 0)]
+    while stack:
+        value, path, depth = stack.pop()
+        if depth > MAX_JSON_DEPTH:
+            raise ValidationFailed(f"The body is nested deeper than {MAX_JSON_DEPTH} levels.",
+                                   errors=[{"field": path or "body", "in": "body", "code": "too_deep",
+                                            "message": f"at most {MAX_JSON_DEPTH} levels of nesting"}])
+        if isinstance(value, str):
+            if "\x00" in value:
+                raise ValidationFailed("Strings in the body cannot contain NUL characters.",
+                                       errors=[{"field": path or "body", "in": "body", "code": "nul_character",
+                                                "message": "NUL characters are not allowed"}])
+        elif isinstance(value, dict):
+            for key, item in value.items():
+                child = f"{path}.{key}" if path else str(key)
+                if "\x00" in key:
+                    raise ValidationFailed("Property names cannot contain NUL characters.",
+                                           errors=[{"field": child.replace("\x00", ""), "in": "body",
+                                                    "code": "nul_character",
+                                                    "message": "NUL characters are not allowed"}])
+                stack.append((item, child, depth + 1))
+        elif isinstance(value, list):
+            stack.extend((item, f"{path}.{index}" if path else str(index), depth + 1)
+                         for index, item in enumerate(value))
+
+
+def check_path_params(request: Request) -> None:
+    """A path parameter that cannot name anything (over-long, control characters such as NUL, which
+    PostgreSQL refuses in text) is a 404 before any credential or row lookup uses it."""
+    for name, value in request.path_params.items():
+        if isinstance(value, str) and (len(value) > MAX_PATH_PARAM or _CONTROL.search(value)):
+            raise NotFound("No such resource.", code="not_found", param=name)
 
 
 def idempotency_scope(principal: Principal | None, ip: str) -> str:
@@ -124,6 +174,7 @@ def build_endpoint(route: RouteDef, core: Core) -> Any:
         ip = client_ip(request)
         if route.rate_limit:
             await core.rate_limiter.hit(route.rate_limit, "ip", ip)
+        check_path_params(request)
         query = parse_query(route, request)
         raw = await read_body(request) if write else b""
         body = parse_body(route, request, raw)

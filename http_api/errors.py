@@ -34,11 +34,11 @@ HTTP_CODES = {404: "not_found", 405: "method_not_allowed", 400: "bad_request", 4
 def status_for(exc: e.CallboardError) -> int:
     for cls in type(exc).__mro__:
         if cls in STATUS:
-            return STATUS[cls]  # type: ignore[index]
+            return STATUS[cls]
     return 400
 
 
-def problem(status: int, code: str, message: str, request_id: str, **extra: Any) -> Response:
+def problem(status: int, code: str, message: str, request_id: str, extra: dict[str, Any] | None = None) -> Response:
     body: dict[str, Any] = {
         "type": f"urn:callboard:error:{code}",
         "title": message,
@@ -47,7 +47,8 @@ def problem(status: int, code: str, message: str, request_id: str, **extra: Any)
         "message": message,
         "requestId": request_id,
     }
-    body.update({k: v for k, v in extra.items() if v is not None})
+    # Details never overwrite the contract's own fields (a detail named `status` stays a detail).
+    body.update({k: v for k, v in (extra or {}).items() if v is not None and k not in body})
     headers = {"X-Request-Id": request_id}
     if status == 401:
         headers["WWW-Authenticate"] = 'ApiKey header="X-API-Key", Cookie name="svc_session"'
@@ -59,7 +60,7 @@ def render_error(exc: e.CallboardError, request_id: str) -> Response:
     extra: dict[str, Any] = dict(exc.details)
     if isinstance(exc, e.ValidationFailed):
         extra["errors"] = exc.errors
-    response = problem(status, exc.code, exc.message, request_id, **extra)
+    response = problem(status, exc.code, exc.message, request_id, extra)
     if isinstance(exc, e.RateLimited):
         response.headers["Retry-After"] = str(exc.retry_after)
     return response

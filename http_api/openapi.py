@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
@@ -66,7 +66,7 @@ def _error_responses(route: RouteDef) -> dict[str, Any]:
 
 
 def build_openapi(routes: list[RouteDef], *, base_url: str) -> dict[str, Any]:
-    models: dict[tuple[type[BaseModel], str], None] = {}
+    models: dict[tuple[type[BaseModel], Literal["validation", "serialization"]], None] = {}
     for route in routes:
         if route.page:
             continue

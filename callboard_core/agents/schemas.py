@@ -6,7 +6,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, StringConstraints
 
 from callboard_core.api_keys.schemas import ApiKeyInfo
-from callboard_core.schemas import ApiModel, JsonObject, Url
+from callboard_core.schemas import ApiModel, JsonObject, QueryModel, Url
 
 AgentStatusName = Literal["ACTIVE", "INACTIVE", "SUSPENDED"]
 ClaimStatusName = Literal["PROVISIONAL", "CLAIMED", "VERIFIED"]
@@ -298,3 +298,20 @@ class AgentList(ApiModel):
 
 
 ClaimPreview.model_rebuild()
+
+
+class AgentListQuery(QueryModel):
+    """GET /agents/dashboard/mine: the owner's agents, filtered."""
+
+    capability: Annotated[str, StringConstraints(min_length=1, max_length=64)] | None = None
+    min_price: Annotated[float, Field(ge=0)] | None = None
+    max_price: Annotated[float, Field(ge=0)] | None = None
+    min_reputation: float | None = None
+    status: AgentStatusName | None = None
+    include_archived: bool = False
+    limit: Annotated[int, Field(ge=1, le=200)] = 50
+    offset: Annotated[int, Field(ge=0, le=1_000_000)] = 0
+
+
+class SellerWorkersQuery(QueryModel):
+    seller_agent_id: Annotated[str, StringConstraints(min_length=1, max_length=64)]

@@ -54,7 +54,7 @@ def _fields(agent: Agent) -> dict:
         processor_charges_enabled=agent.processor_charges_enabled,
         processor_payouts_enabled=agent.processor_payouts_enabled,
         bounty_profile=s.AgentBountyProfileSummary(
-            claim_status=agent.claim_status, requester_enabled=agent.requester_enabled,  # type: ignore[arg-type]
+            claim_status=agent.claim_status, requester_enabled=agent.requester_enabled,
             worker_enabled=agent.worker_enabled, auto_publish_limit_cents=agent.auto_publish_limit_cents,
             claimed_at=agent.claimed_at, verified_at=agent.verified_at,
         ),
@@ -70,7 +70,7 @@ async def to_dashboard(session: AsyncSession, agent: Agent) -> s.AgentDashboardR
         select(func.count()).select_from(ApiKey).where(ApiKey.agent_id == agent.id, ApiKey.revoked_at.is_(None))
     )).scalar_one()
     return s.AgentDashboardResponse(
-        **_fields(agent), intent=agent.intent, archived=agent.archived_at is not None,  # type: ignore[arg-type]
+        **_fields(agent), intent=agent.intent, archived=agent.archived_at is not None,
         archived_at=agent.archived_at, is_house=agent.is_house, last_heartbeat_at=last_beat,
         active_key_count=int(keys),
     )
@@ -284,7 +284,7 @@ async def _live_claim_link(session: AsyncSession, code: str) -> tuple[AgentClaim
 
 async def claim_preview(session: AsyncSession, code: str) -> s.ClaimPreview:
     link, agent = await _live_claim_link(session, code)
-    return s.ClaimPreview(agent=public_card(agent), claim_status=agent.claim_status,  # type: ignore[arg-type]
+    return s.ClaimPreview(agent=public_card(agent), claim_status=agent.claim_status,
                           claimable=agent.claim_status == ClaimStatus.PROVISIONAL, expires_at=link.expires_at)
 
 
@@ -342,7 +342,7 @@ async def update_policy(session: AsyncSession, agent_id: str, owner_id: str,
     agent.updated_at = clock.now()
     await session.flush()
     return s.AgentPolicy(agent_id=agent.id, auto_publish_limit_cents=agent.auto_publish_limit_cents,
-                         intent=agent.intent)  # type: ignore[arg-type]
+                         intent=agent.intent)
 
 
 # --- heartbeats ----------------------------------------------------------------------------------
@@ -379,7 +379,7 @@ async def heartbeat(session: AsyncSession, agent_id: str, body: s.HeartbeatBody)
     return s.HeartbeatAck(heartbeat=_heartbeat_record(beat), server_time=now)
 
 
-def _apply_beat(beat: AgentHeartbeat, values: dict, now) -> None:  # type: ignore[no-untyped-def]
+def _apply_beat(beat: AgentHeartbeat, values: dict, now) -> None:
     for field, value in values.items():
         setattr(beat, field, value)
     beat.last_seen_at = now

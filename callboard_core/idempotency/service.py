@@ -28,6 +28,7 @@ from callboard_core.idempotency.models import IdempotencyRecord
 RETENTION = timedelta(hours=24)
 LOCK = timedelta(seconds=60)
 MAX_KEY_LENGTH = 255
+MAX_PATH_LENGTH = 2048  # the column's size
 
 
 @dataclass(frozen=True)
@@ -66,10 +67,11 @@ class Sealer:
 
 def check_key(key: str) -> str:
     key = key.strip()
-    if not key or len(key) > MAX_KEY_LENGTH:
+    if not key or len(key) > MAX_KEY_LENGTH or not key.isprintable():
         raise ValidationFailed(
-            "Idempotency-Key must be 1 to 255 characters.",
-            errors=[{"field": "Idempotency-Key", "code": "invalid", "message": "1 to 255 characters"}],
+            "Idempotency-Key must be 1 to 255 printable characters.",
+            errors=[{"field": "Idempotency-Key", "in": "header", "code": "invalid",
+                     "message": "1 to 255 printable characters"}],
         )
     return key
 
@@ -77,6 +79,7 @@ def check_key(key: str) -> str:
 async def reserve(db: Database, sealer: Sealer, *, scope: str, key: str, method: str, path: str,
                   fingerprint: str) -> Reservation:
     key = check_key(key)
+    path = path[:MAX_PATH_LENGTH]  # kept for operators only; the fingerprint covers the full path
     now = clock.now()
     async with db.session(write=True) as session, session.begin():
         record = (

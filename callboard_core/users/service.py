@@ -68,10 +68,10 @@ def public(user: User) -> PublicUser:
     profile = None
     if user.profile_set_at is not None:
         profile = OnboardingProfile(company=user.company, industry=user.industry, role_title=user.role_title,
-                                    signup_intent=user.signup_intent, use_case=user.use_case)  # type: ignore[arg-type]
+                                    signup_intent=user.signup_intent, use_case=user.use_case)
     return PublicUser(
-        id=user.id, email=user.email, username=user.username, name=user.name, role=user.role,  # type: ignore[arg-type]
-        status=user.status, preview_access=user.preview_access,  # type: ignore[arg-type]
-        waitlist_status=user.waitlist_status, created_at=user.created_at,  # type: ignore[arg-type]
+        id=user.id, email=user.email, username=user.username, name=user.name, role=user.role,
+        status=user.status, preview_access=user.preview_access,
+        waitlist_status=user.waitlist_status, created_at=user.created_at,
         onboarding_profile=profile,
     )

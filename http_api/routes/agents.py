@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from callboard_core.agents import schemas as s
 from callboard_core.agents import service as agents
-from callboard_core.ratelimit import PUBLIC
+from callboard_core.agents import verification as claim_verification
+from callboard_core.ratelimit import PUBLIC, SIGNIN
 from http_api.routing import AuthKind, RequestContext, Router
 
 router = Router("agents")
@@ -84,3 +85,19 @@ async def mint_enroll_token(ctx: RequestContext) -> s.EnrollToken:
 async def update_policy(ctx: RequestContext) -> s.AgentPolicy:
     """Set an agent's auto-publish limit (0: every paid publish needs you) and intent."""
     return await agents.update_policy(ctx.session, ctx.params["agentId"], ctx.user.user_id, ctx.body)
+
+
+@router.post("/api/v2/agents/{agentId}/claim/start", auth=AuthKind.SESSION, response=s.ClaimVerification,
+             rate_limit=SIGNIN)
+async def claim_verification_start(ctx: RequestContext) -> s.ClaimVerification:
+    """Start verifying a claimed agent: mails an email-confirmation link if your email is unverified.
+
+    A VERIFIED agent answers status "verified"; otherwise "verification_sent" (finish with claim/verify)."""
+    return await claim_verification.start(ctx.session, ctx.core.settings, ctx.core.mailer, ctx.user,
+                                          ctx.params["agentId"])
+
+
+@router.post("/api/v2/agents/{agentId}/claim/verify", auth=AuthKind.SESSION, response=s.ClaimVerification)
+async def claim_verification_verify(ctx: RequestContext) -> s.ClaimVerification:
+    """Mark a claimed agent VERIFIED once your email is verified (409 email_not_verified otherwise)."""
+    return await claim_verification.verify(ctx.session, ctx.user, ctx.params["agentId"])

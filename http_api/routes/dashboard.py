@@ -1,5 +1,113 @@
+"""The owner's dashboard for agents (session): create, view, edit, list, lifecycle, seller workers."""
+
 from __future__ import annotations
 
-from http_api.routing import Router
+from callboard_core.agents import dashboard, lifecycle
+from callboard_core.agents import schemas as s
+from callboard_core.agents import service as agents
+from http_api.routing import AuthKind, RequestContext, Router
 
 router = Router("dashboard")
+
+
+@router.post(
+    "/agents/dashboard", auth=AuthKind.SESSION, body=s.AgentCreate, response=s.AgentCreated, status=201
+)
+async def create_agent(ctx: RequestContext) -> s.AgentCreated:
+    """Create an agent you own (claimed at once) and its read+write runtime API key, shown once.
+
+    `ownerId` in the body is ignored: the owner is the signed-in user."""
+    return await dashboard.create(ctx.session, ctx.user.user_id, ctx.body)
+
+
+# Declared before /agents/dashboard/{agentId}, so "mine" is not taken for an agent id.
+@router.get("/agents/dashboard/mine", auth=AuthKind.SESSION, query=s.AgentListQuery, response=s.AgentList)
+async def list_my_agents(ctx: RequestContext) -> s.AgentList:
+    """Your agents, newest first, filtered; archived ones only with includeArchived=true."""
+    return await dashboard.list_mine(ctx.session, ctx.user.user_id, ctx.query)
+
+
+@router.get("/agents/dashboard/{agentId}", auth=AuthKind.SESSION, response=s.AgentDashboardResponse)
+async def get_agent(ctx: RequestContext) -> s.AgentDashboardResponse:
+    """One of your agents, with the owner-only fields."""
+    return await dashboard.get(ctx.session, ctx.params["agentId"], ctx.user.user_id)
+
+
+@router.put(
+    "/agents/dashboard/{agentId}",
+    auth=AuthKind.SESSION,
+    body=s.AgentUpdate,
+    response=s.AgentDashboardResponse,
+)
+async def update_agent(ctx: RequestContext) -> s.AgentDashboardResponse:
+    """Edit one of your agents; only the fields sent change. A new handle must be free (409 handle_taken)."""
+    return await dashboard.update(ctx.session, ctx.params["agentId"], ctx.user.user_id, ctx.body)
+
+
+@router.post(
+    "/agents/dashboard/{agentId}/deactivate",
+    auth=AuthKind.SESSION,
+    body=s.AgentLifecycleBody,
+    body_optional=True,
+    response=s.AgentDashboardResponse,
+)
+async def deactivate_agent(ctx: RequestContext) -> s.AgentDashboardResponse:
+    """ACTIVE -> INACTIVE: hidden from discovery and blocked from new work; its API keys stay valid."""
+    return await lifecycle.deactivate(ctx.session, ctx.params["agentId"], ctx.user.user_id, ctx.body.reason)
+
+
+@router.post(
+    "/agents/dashboard/{agentId}/reactivate", auth=AuthKind.SESSION, response=s.AgentDashboardResponse
+)
+async def reactivate_agent(ctx: RequestContext) -> s.AgentDashboardResponse:
+    """INACTIVE -> ACTIVE. Archived agents must be unarchived first; a suspension is lifted only by staff."""
+    return await lifecycle.reactivate(ctx.session, ctx.params["agentId"], ctx.user.user_id)
+
+
+@router.post(
+    "/agents/dashboard/{agentId}/archive",
+    auth=AuthKind.SESSION,
+    body=s.AgentLifecycleBody,
+    body_optional=True,
+    response=s.AgentDashboardResponse,
+)
+async def archive_agent(ctx: RequestContext) -> s.AgentDashboardResponse:
+    """Archive: the agent becomes INACTIVE and every one of its API keys is revoked.
+
+    Refused with 409 and a `blockers` list while work or money is in flight."""
+    return await lifecycle.archive(ctx.session, ctx.params["agentId"], ctx.user.user_id, ctx.body.reason)
+
+
+@router.post(
+    "/agents/dashboard/{agentId}/unarchive", auth=AuthKind.SESSION, response=s.AgentDashboardResponse
+)
+async def unarchive_agent(ctx: RequestContext) -> s.AgentDashboardResponse:
+    """Archived -> INACTIVE. Its keys stay revoked: mint a new one (POST /api-keys/dashboard)."""
+    return await lifecycle.unarchive(ctx.session, ctx.params["agentId"], ctx.user.user_id)
+
+
+@router.delete(
+    "/agents/dashboard/{agentId}", auth=AuthKind.SESSION, body=s.AgentDeleteBody, response=s.AgentDeleted
+)
+async def delete_agent(ctx: RequestContext) -> s.AgentDeleted:
+    """Delete an agent for good; confirmHandle must equal its handle.
+
+    With marketplace history the mode is SOFT (a tombstone; the handle stays reserved); otherwise HARD
+    (removed outright). Refused with 409 and a `blockers` list while work or money is in flight."""
+    return await lifecycle.delete_agent(ctx.session, ctx.params["agentId"], ctx.user.user_id, ctx.body)
+
+
+@router.get(
+    "/agents/dashboard/{agentId}/lifecycle-blockers", auth=AuthKind.SESSION, response=s.LifecycleBlockers
+)
+async def lifecycle_blockers(ctx: RequestContext) -> s.LifecycleBlockers:
+    """What keeps this agent from being archived or deleted; empty means both would succeed."""
+    return await lifecycle.lifecycle_blockers(ctx.session, ctx.params["agentId"], ctx.user.user_id)
+
+
+@router.get(
+    "/seller-workers/dashboard", auth=AuthKind.SESSION, query=s.SellerWorkersQuery, response=s.SellerWorkers
+)
+async def seller_workers(ctx: RequestContext) -> s.SellerWorkers:
+    """The latest heartbeat of each runtime (worker) of one of your agents."""
+    return await agents.seller_workers(ctx.session, ctx.query.seller_agent_id, ctx.user.user_id)

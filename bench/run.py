@@ -1,0 +1,674 @@
+"""Throughput benchmark: callboard against a bare Starlette app, both under the same uvicorn, driven by wrk.
+
+    .venv/bin/python bench/run.py                       # SQLite in a temporary directory (the default)
+    .venv/bin/python bench/run.py --duration 5 --rounds 1
+    .venv/bin/python bench/run.py --database-url postgresql+asyncpg://root@127.0.0.1:5432/postgres
+
+What it does:
+  1. makes a temporary var dir and database (SQLite there, or a fresh `callboard_bench_<random>` database
+     next to the PostgreSQL admin URL given, dropped afterwards) and runs `callboard migrate`;
+  2. starts `callboard serve --no-migrate` (the production entry point: uvicorn, httptools/uvloop when
+     installed) and the bare app (bench/bare_app.py) on free 127.0.0.1 ports, in their own process groups;
+  3. registers an agent to get an API key;
+  4. runs every scenario with wrk: a short warm-up, then `--rounds` interleaved measurements, keeping the
+     median of each figure; then reads each server's peak and current resident memory from /proc;
+  5. prints a Markdown report and writes it to bench/results.md (overwritten).
+
+The exit code is 0 whether the targets pass or fail (this is a report); it is non-zero only when the
+benchmark itself could not run (wrk missing, a server did not start, a request was refused, ...).
+wrk comes from the distribution: `apt-get install wrk`.
+
+To add a scenario, append a Scenario to SCENARIOS (method, path, headers, body, which server); headers may
+use {api_key}. To add a target, append a Check to CHECKS.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import re
+import secrets
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+BENCH_DIR = Path(__file__).resolve().parent
+ROOT = BENCH_DIR.parent
+DEFAULT_OUTPUT = BENCH_DIR / "results.md"
+MB = 1024 * 1024
+
+
+class BenchError(RuntimeError):
+    """The benchmark could not run (as opposed to a target not being met)."""
+
+
+# --- what is measured ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    server: str  # "callboard" or "bare"
+    method: str
+    path: str
+    headers: dict[str, str] = field(default_factory=dict)  # values may use {api_key}
+    body: bytes | None = None
+    expect_status: int = 200
+
+
+SCENARIOS: list[Scenario] = [
+    Scenario("bare GET /ping", "bare", "GET", "/ping"),
+    Scenario("callboard GET /healthz", "callboard", "GET", "/healthz"),
+    Scenario(
+        "callboard GET /api/v2/agents/me",
+        "callboard",
+        "GET",
+        "/api/v2/agents/me",
+        headers={"X-API-Key": "{api_key}"},
+    ),
+]
+
+
+@dataclass
+class Measurement:
+    rps: float
+    p50_ms: float
+    p99_ms: float
+    requests: int
+    non_2xx: int
+    socket_errors: int
+
+
+@dataclass
+class Result:
+    scenario: Scenario
+    runs: list[Measurement] = field(default_factory=list)
+
+    @property
+    def rps(self) -> float:
+        return statistics.median(m.rps for m in self.runs)
+
+    @property
+    def p50_ms(self) -> float:
+        return statistics.median(m.p50_ms for m in self.runs)
+
+    @property
+    def p99_ms(self) -> float:
+        return statistics.median(m.p99_ms for m in self.runs)
+
+
+@dataclass
+class Memory:
+    peak_mb: float  # VmHWM
+    current_mb: float  # VmRSS
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    target: str
+    measure: Callable[[dict[str, Result], dict[str, Memory]], tuple[str, bool]]
+
+
+def _ratio_check(results: dict[str, Result], _: dict[str, Memory]) -> tuple[str, bool]:
+    me = results["callboard GET /api/v2/agents/me"].rps
+    bare = results["bare GET /ping"].rps
+    ratio = me / bare if bare else 0.0
+    return f"{ratio:.0%} ({me:,.0f} / {bare:,.0f} req/s)", ratio >= 0.5
+
+
+def _rss_check(_: dict[str, Result], memory: dict[str, Memory]) -> tuple[str, bool]:
+    peak = memory["callboard"].peak_mb
+    return f"{peak:.1f} MB peak", peak < 150
+
+
+CHECKS: list[Check] = [
+    Check("GET /api/v2/agents/me (API key) vs bare Starlette", ">= 50% of bare req/s", _ratio_check),
+    Check("callboard server resident memory after load", "< 150 MB (VmHWM)", _rss_check),
+]
+
+
+# --- processes ----------------------------------------------------------------------------------------
+
+
+@dataclass
+class Server:
+    name: str
+    port: int
+    proc: subprocess.Popen[bytes]
+    log_path: Path
+
+    @property
+    def base(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def log_tail(self, lines: int = 30) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+
+_children: list[subprocess.Popen[bytes]] = []
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def spawn(argv: list[str], env: dict[str, str], log_path: Path) -> subprocess.Popen[bytes]:
+    """A child in its own process group (so its own children die with it), logging to log_path."""
+    with log_path.open("ab") as log:
+        proc = subprocess.Popen(
+            argv,
+            env=env,
+            cwd=ROOT,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    _children.append(proc)
+    return proc
+
+
+def stop(proc: subprocess.Popen[bytes], grace: float = 5.0) -> None:
+    """SIGTERM the child's process group; SIGKILL the group if the child is still there after `grace` s.
+
+    Signals go to the group only while its leader (our child) is unreaped, so the id cannot be reused."""
+    if proc.poll() is not None:
+        return
+    with suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(grace)
+    except subprocess.TimeoutExpired:
+        with suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(grace)
+
+
+def stop_all() -> None:
+    while _children:
+        stop(_children.pop())
+
+
+def _on_signal(signum: int, _frame: Any) -> None:
+    raise SystemExit(128 + signum)  # unwinds through the finally blocks, which stop every child
+
+
+def memory_of(pid: int) -> Memory:
+    fields: dict[str, float] = {}
+    with open(f"/proc/{pid}/status") as status:
+        for line in status:
+            name, _, value = line.partition(":")
+            if name in ("VmHWM", "VmRSS"):
+                fields[name] = int(value.split()[0]) * 1024 / MB  # kB
+    return Memory(peak_mb=fields["VmHWM"], current_mb=fields["VmRSS"])
+
+
+# --- HTTP helpers (stdlib only, so the client adds nothing to the servers' processes) --------------------
+
+
+def http(
+    method: str, url: str, *, headers: dict[str, str] | None = None, body: Any = None, timeout: float = 10.0
+) -> tuple[int, bytes]:
+    data = json.dumps(body).encode() if body is not None and not isinstance(body, bytes) else body
+    request = urllib.request.Request(url, data=data, method=method, headers=dict(headers or {}))
+    if data is not None:
+        request.add_header("Content-Type", "application/json")
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            return response.status, response.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read()
+
+
+def wait_ready(server: Server, path: str, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if server.proc.poll() is not None:
+            raise BenchError(
+                f"the {server.name} server exited with {server.proc.returncode}:\n{server.log_tail()}"
+            )
+        try:
+            status, _ = http("GET", server.base + path, timeout=1.0)
+            if status == 200:
+                return
+        except OSError:
+            pass
+        time.sleep(0.1)
+    raise BenchError(
+        f"the {server.name} server did not answer {path} within {timeout:.0f}s:\n{server.log_tail()}"
+    )
+
+
+# --- wrk ----------------------------------------------------------------------------------------------
+
+_TIME_UNITS = {"us": 0.001, "ms": 1.0, "s": 1000.0, "m": 60_000.0, "h": 3_600_000.0}
+
+
+def _ms(text: str) -> float:
+    match = re.fullmatch(r"([\d.]+)(us|ms|s|m|h)", text.strip())
+    if not match:
+        raise BenchError(f"cannot read wrk time {text!r}")
+    return float(match.group(1)) * _TIME_UNITS[match.group(2)]
+
+
+def parse_wrk(output: str) -> Measurement:
+    def grab(pattern: str) -> str:
+        match = re.search(pattern, output, re.MULTILINE)
+        if not match:
+            raise BenchError(f"cannot find {pattern!r} in wrk output:\n{output}")
+        return match.group(1)
+
+    non_2xx = re.search(r"Non-2xx or 3xx responses:\s*(\d+)", output)
+    sock = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", output)
+    return Measurement(
+        rps=float(grab(r"^Requests/sec:\s*([\d.]+)")),
+        p50_ms=_ms(grab(r"^\s*50(?:\.000)?%\s+(\S+)")),
+        p99_ms=_ms(grab(r"^\s*99(?:\.000)?%\s+(\S+)")),
+        requests=int(grab(r"^\s*(\d+) requests in")),
+        non_2xx=int(non_2xx.group(1)) if non_2xx else 0,
+        socket_errors=sum(int(x) for x in sock.groups()) if sock else 0,
+    )
+
+
+def _lua_string(value: str | bytes) -> str:
+    raw = value.encode() if isinstance(value, str) else value
+    out = []
+    for byte in raw:
+        char = chr(byte)
+        out.append(char if 32 <= byte < 127 and char not in '"\\' else f"\\{byte:03d}")
+    return '"' + "".join(out) + '"'
+
+
+def wrk_script(scenario: Scenario, api_key: str, directory: Path) -> Path:
+    """Method, headers and body go through a Lua script, so any request shape works the same way."""
+    lines = [f"wrk.method = {_lua_string(scenario.method)}"]
+    for name, value in scenario.headers.items():
+        lines.append(f"wrk.headers[{_lua_string(name)}] = {_lua_string(value.format(api_key=api_key))}")
+    if scenario.body is not None:
+        lines.append(f"wrk.body = {_lua_string(scenario.body)}")
+        lines.append('wrk.headers["Content-Type"] = "application/json"')
+    path = directory / (re.sub(r"[^A-Za-z0-9]+", "_", scenario.name).strip("_") + ".lua")
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def run_wrk(
+    wrk: str, url: str, script: Path, *, threads: int, connections: int, seconds: float
+) -> Measurement:
+    argv = [
+        wrk,
+        f"-t{threads}",
+        f"-c{connections}",
+        f"-d{seconds:g}s",
+        "--latency",
+        "--timeout",
+        "5s",
+        "-s",
+        str(script),
+        url,
+    ]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=seconds + 60)
+    if done.returncode != 0:
+        raise BenchError(f"wrk failed ({done.returncode}): {' '.join(argv)}\n{done.stdout}{done.stderr}")
+    return parse_wrk(done.stdout)
+
+
+# --- databases ----------------------------------------------------------------------------------------
+
+
+@contextmanager
+def database(url: str | None, tmp: Path) -> Iterator[str]:
+    """The database URL to benchmark: a temporary SQLite file by default, a throwaway PostgreSQL database
+    created next to (and dropped through) a given postgresql URL, or any other URL as given."""
+    if url is None:
+        yield f"sqlite+aiosqlite:///{tmp / 'bench.db'}"
+        return
+    from sqlalchemy.engine import make_url
+
+    admin = make_url(url)
+    if not admin.get_backend_name().startswith("postgresql"):
+        yield url
+        return
+    name = f"callboard_bench_{secrets.token_hex(4)}"
+    dsn = admin.set(drivername="postgresql").render_as_string(hide_password=False)
+
+    async def admin_sql(sql: str) -> None:
+        import asyncpg
+
+        conn = await asyncpg.connect(dsn, timeout=10)
+        try:
+            await conn.execute(sql)
+        finally:
+            await conn.close()
+
+    asyncio.run(admin_sql(f'CREATE DATABASE "{name}"'))
+    print(f"created PostgreSQL database {name}", flush=True)
+    try:
+        yield admin.set(drivername="postgresql+asyncpg", database=name).render_as_string(hide_password=False)
+    finally:
+        stop_all()  # connections must be gone before the drop
+        try:
+            asyncio.run(admin_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+            print(f"dropped PostgreSQL database {name}", flush=True)
+        except Exception as exc:
+            print(f"warning: could not drop database {name}: {exc}", file=sys.stderr)
+
+
+# --- the run ------------------------------------------------------------------------------------------
+
+
+def callboard_command() -> list[str]:
+    script = Path(sys.executable).with_name("callboard")
+    return [str(script)] if script.exists() else [sys.executable, "-m", "http_api"]
+
+
+def server_env(tmp: Path, database_url: str, port: int) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(
+        CALLBOARD_DATABASE_URL=database_url,
+        CALLBOARD_ENV="development",
+        CALLBOARD_SECRET_KEY=secrets.token_urlsafe(48),
+        CALLBOARD_RATE_LIMIT_ENABLED="false",
+        CALLBOARD_VAR_DIR=str(tmp / "var"),
+        CALLBOARD_BASE_URL=f"http://127.0.0.1:{port}",
+        CALLBOARD_MAIL_BACKEND="outbox",
+    )
+    return env
+
+
+def start_servers(tmp: Path, database_url: str) -> dict[str, Server]:
+    port = free_port()
+    env = server_env(tmp, database_url, port)
+    migrate_log = tmp / "migrate.log"
+    with migrate_log.open("wb") as log:
+        done = subprocess.run(
+            [*callboard_command(), "migrate"],
+            env=env,
+            cwd=ROOT,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            timeout=120,
+        )
+    if done.returncode != 0:
+        raise BenchError(
+            f"`callboard migrate` failed ({done.returncode}):\n{migrate_log.read_text()[-3000:]}"
+        )
+
+    servers: dict[str, Server] = {}
+    argv = [
+        *callboard_command(),
+        "serve",
+        "--no-migrate",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--log-level",
+        "warning",
+    ]
+    log_path = tmp / "callboard.log"
+    servers["callboard"] = Server("callboard", port, spawn(argv, env, log_path), log_path)
+
+    # Same uvicorn options as `callboard serve`: loop and http "auto" (uvloop/httptools when installed),
+    # proxy headers on, one worker, access log silenced by the warning level.
+    bare_port = free_port()
+    argv = [
+        sys.executable,
+        "-m",
+        "uvicorn",
+        "bare_app:app",
+        "--app-dir",
+        str(BENCH_DIR),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(bare_port),
+        "--log-level",
+        "warning",
+        "--loop",
+        "auto",
+        "--http",
+        "auto",
+        "--proxy-headers",
+    ]
+    log_path = tmp / "bare.log"
+    servers["bare"] = Server("bare", bare_port, spawn(argv, dict(os.environ), log_path), log_path)
+
+    wait_ready(servers["callboard"], "/healthz")
+    wait_ready(servers["bare"], "/ping")
+    return servers
+
+
+def register_agent(server: Server) -> str:
+    status, body = http(
+        "POST",
+        server.base + "/api/v2/agents/register",
+        body={"name": "Bench", "endpointUrl": "https://bench.example.com"},
+    )
+    if status != 201:
+        raise BenchError(f"registering the bench agent answered {status}: {body[:500]!r}")
+    return str(json.loads(body)["apiKey"])
+
+
+def check_scenario(scenario: Scenario, server: Server, api_key: str) -> None:
+    headers = {k: v.format(api_key=api_key) for k, v in scenario.headers.items()}
+    status, body = http(scenario.method, server.base + scenario.path, headers=headers, body=scenario.body)
+    if status != scenario.expect_status:
+        raise BenchError(f"{scenario.name}: expected {scenario.expect_status}, got {status}: {body[:500]!r}")
+
+
+def machine() -> dict[str, str]:
+    cpu = "unknown"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    versions = []
+    for package in (
+        "uvicorn",
+        "starlette",
+        "sqlalchemy",
+        "pydantic",
+        "uvloop",
+        "httptools",
+        "aiosqlite",
+        "asyncpg",
+    ):
+        try:
+            from importlib.metadata import version
+
+            versions.append(f"{package} {version(package)}")
+        except Exception:
+            continue
+    return {
+        "nproc": f"{len(os.sched_getaffinity(0))} (cpu_count {os.cpu_count()})",
+        "cpu": cpu,
+        "kernel": platform.release(),
+        "python": f"{platform.python_implementation()} {platform.python_version()}",
+        "packages": ", ".join(versions),
+    }
+
+
+def run(args: argparse.Namespace, wrk: str) -> str:
+    started = datetime.now(UTC)
+    tmp = Path(tempfile.mkdtemp(prefix="callboard-bench-"))
+    try:
+        with database(args.database_url, tmp) as database_url:
+            try:
+                servers = start_servers(tmp, database_url)
+                api_key = register_agent(servers["callboard"])
+                for scenario in SCENARIOS:
+                    check_scenario(scenario, servers[scenario.server], api_key)
+                scripts = {s.name: wrk_script(s, api_key, tmp) for s in SCENARIOS}
+                results = {s.name: Result(s) for s in SCENARIOS}
+
+                def measure(scenario: Scenario, seconds: float) -> Measurement:
+                    url = servers[scenario.server].base + scenario.path
+                    return run_wrk(
+                        wrk,
+                        url,
+                        scripts[scenario.name],
+                        threads=args.threads,
+                        connections=args.connections,
+                        seconds=seconds,
+                    )
+
+                for scenario in SCENARIOS:
+                    print(f"warm-up  {scenario.name} ({args.warmup:g}s)", flush=True)
+                    measure(scenario, args.warmup)
+                for round_no in range(1, args.rounds + 1):
+                    for scenario in SCENARIOS:
+                        m = measure(scenario, args.duration)
+                        print(
+                            f"round {round_no}  {scenario.name}: {m.rps:,.0f} req/s, p50 {m.p50_ms:.2f} ms, "
+                            f"p99 {m.p99_ms:.2f} ms",
+                            flush=True,
+                        )
+                        if m.non_2xx or m.socket_errors:
+                            raise BenchError(
+                                f"{scenario.name}: {m.non_2xx} non-2xx responses and "
+                                f"{m.socket_errors} socket errors in {m.requests} requests; "
+                                f"the measurement is not valid.\n"
+                                f"{servers[scenario.server].log_tail()}"
+                            )
+                        results[scenario.name].runs.append(m)
+                memory = {name: memory_of(server.proc.pid) for name, server in servers.items()}
+                for name, server in servers.items():
+                    if server.proc.poll() is not None:
+                        raise BenchError(f"the {name} server died during the run:\n{server.log_tail()}")
+            finally:
+                stop_all()
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+    database_kind = "SQLite (temporary file)" if args.database_url is None else _redact(args.database_url)
+    return report(args, started, database_kind, results, memory)
+
+
+def _redact(url: str) -> str:
+    from sqlalchemy.engine import make_url
+
+    return make_url(url).render_as_string(hide_password=True)
+
+
+def _fmt_ms(value: float) -> str:
+    return f"{value:.2f} ms"
+
+
+def report(
+    args: argparse.Namespace,
+    started: datetime,
+    database_kind: str,
+    results: dict[str, Result],
+    memory: dict[str, Memory],
+) -> str:
+    info = machine()
+    lines = [
+        "# callboard benchmark",
+        "",
+        f"- Date: {started.strftime('%Y-%m-%d %H:%M UTC')}",
+        f"- Machine: nproc {info['nproc']}, {info['cpu']}, Linux {info['kernel']}",
+        f"- Python: {info['python']}; {info['packages']}",
+        f"- Database: {database_kind}",
+        f"- Load: wrk -t{args.threads} -c{args.connections}, {args.duration:g}s x {args.rounds} rounds "
+        f"(interleaved, median kept), {args.warmup:g}s warm-up; wrk shares the machine with the servers",
+        "- Servers: one uvicorn worker each, `callboard serve --no-migrate --log-level warning` and "
+        "`uvicorn bare_app:app` (bench/bare_app.py) with the same options",
+        "",
+        "| Scenario | Req/s (median) | p50 | p99 | Req/s per round | Server RSS peak |",
+        "|---|--:|--:|--:|---|--:|",
+    ]
+    for name, result in results.items():
+        rounds = ", ".join(f"{m.rps:,.0f}" for m in result.runs)
+        lines.append(
+            f"| {name} | {result.rps:,.0f} | {_fmt_ms(result.p50_ms)} | {_fmt_ms(result.p99_ms)} | "
+            f"{rounds} | {memory[result.scenario.server].peak_mb:.1f} MB |"
+        )
+    lines += ["", "| Server | RSS peak (VmHWM) | RSS now (VmRSS) |", "|---|--:|--:|"]
+    for name, mem in memory.items():
+        lines.append(f"| {name} | {mem.peak_mb:.1f} MB | {mem.current_mb:.1f} MB |")
+    lines += ["", "| Check | Measured | Target | Result |", "|---|---|---|---|"]
+    for check in CHECKS:
+        measured, ok = check.measure(results, memory)
+        lines.append(f"| {check.name} | {measured} | {check.target} | {'PASS' if ok else 'FAIL'} |")
+    return "\n".join(lines) + "\n"
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description="Benchmark callboard against a bare Starlette app with wrk.")
+    parser.add_argument("--duration", type=float, default=8, help="seconds per measurement (default 8)")
+    parser.add_argument(
+        "--rounds", type=int, default=3, help="interleaved measurements per scenario (default 3)"
+    )
+    parser.add_argument("--warmup", type=float, default=2, help="warm-up seconds per scenario (default 2)")
+    parser.add_argument("--connections", type=int, default=16, help="wrk connections (default 16)")
+    parser.add_argument("--threads", type=int, default=1, help="wrk threads (default 1)")
+    parser.add_argument(
+        "--database-url",
+        default=None,
+        help="default: a temporary SQLite file. A postgresql URL is an admin URL: a fresh "
+        "callboard_bench_<random> database is created through it, used and dropped.",
+    )
+    parser.add_argument(
+        "--output", type=Path, default=DEFAULT_OUTPUT, help="report file (default bench/results.md)"
+    )
+    args = parser.parse_args(argv)
+    if args.rounds < 1 or args.duration <= 0 or args.warmup < 0 or args.connections < 1 or args.threads < 1:
+        parser.error("--rounds, --duration, --connections and --threads must be positive")
+    if args.threads > args.connections:
+        parser.error("--threads cannot exceed --connections")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    wrk = shutil.which("wrk")
+    if wrk is None:
+        print(
+            "bench: wrk is not installed; install it with `apt-get install wrk` (Debian/Ubuntu).",
+            file=sys.stderr,
+        )
+        return 2
+    signal.signal(signal.SIGTERM, _on_signal)
+    signal.signal(signal.SIGHUP, _on_signal)
+    try:
+        text = run(args, wrk)
+    except BenchError as exc:
+        print(f"bench: error: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        stop_all()
+    print()
+    print(text, end="")
+    args.output.write_text(text)
+    print(f"\nwritten to {args.output}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

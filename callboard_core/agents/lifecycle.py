@@ -1,0 +1,294 @@
+"""An owner's agent lifecycle: deactivate, reactivate, archive, unarchive, delete.
+
+Every move is compare-and-set on the agent row (`UPDATE ... WHERE <expected state> RETURNING`); a lost race
+or a wrong state is a 409 `invalid_agent_state` carrying the current state.
+
+What blocks archive and delete (work or money in flight) and what counts as marketplace history (which
+makes a delete SOFT rather than HARD) belong to other modules (jobs, money). They plug in here:
+
+    lifecycle.register_blocker_provider(my_blockers)   # async (session, agent_id) -> list[LifecycleBlocker]
+    lifecycle.register_history_provider(my_history)    # async (session, agent_id) -> bool
+
+Archive and delete take the row first (the compare-and-set) and ask the providers afterwards, in the same
+transaction; a blocker raises and rolls the move back. So a module that starts work for an agent with a
+compare-and-set on the agent's state cannot slip in between the check and the move.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from sqlalchemy import case, delete, select, update
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from callboard_core import clock
+from callboard_core.agents import schemas as s
+from callboard_core.agents import service as agents
+from callboard_core.agents.models import Agent, AgentStatus
+from callboard_core.api_keys import service as api_keys
+from callboard_core.audit import service as audit
+from callboard_core.errors import Conflict, NotFound, ValidationFailed
+
+BlockerProvider = Callable[[AsyncSession, str], Awaitable[list[s.LifecycleBlocker]]]
+HistoryProvider = Callable[[AsyncSession, str], Awaitable[bool]]
+
+_blocker_providers: list[BlockerProvider] = []
+_history_providers: list[HistoryProvider] = []
+
+
+# --- the registry --------------------------------------------------------------------------------
+
+
+def register_blocker_provider(provider: BlockerProvider) -> BlockerProvider:
+    """Add a source of lifecycle blockers (work or money in flight). Usable as a decorator."""
+    if provider not in _blocker_providers:
+        _blocker_providers.append(provider)
+    return provider
+
+
+def unregister_blocker_provider(provider: BlockerProvider) -> None:
+    if provider in _blocker_providers:
+        _blocker_providers.remove(provider)
+
+
+def register_history_provider(provider: HistoryProvider) -> HistoryProvider:
+    """Add a source of marketplace history (any True makes a delete SOFT). Usable as a decorator."""
+    if provider not in _history_providers:
+        _history_providers.append(provider)
+    return provider
+
+
+def unregister_history_provider(provider: HistoryProvider) -> None:
+    if provider in _history_providers:
+        _history_providers.remove(provider)
+
+
+async def find_blockers(session: AsyncSession, agent_id: str) -> list[s.LifecycleBlocker]:
+    found: list[s.LifecycleBlocker] = []
+    for provider in list(_blocker_providers):
+        found.extend(await provider(session, agent_id))
+    return found
+
+
+async def has_history(session: AsyncSession, agent_id: str) -> bool:
+    for provider in list(_history_providers):
+        if await provider(session, agent_id):
+            return True
+    return False
+
+
+@register_history_provider
+async def _recorded_history(session: AsyncSession, agent_id: str) -> bool:
+    """What the agent row itself records: completed tasks, or a staff suspension (kept for moderation)."""
+    row = (
+        await session.execute(select(Agent.total_tasks, Agent.status).where(Agent.id == agent_id))
+    ).one_or_none()
+    return row is not None and (row.total_tasks > 0 or row.status == AgentStatus.SUSPENDED)
+
+
+# --- helpers -------------------------------------------------------------------------------------
+
+
+def _state(agent: Agent) -> dict[str, Any]:
+    """The current state, for a 409's body ("status" is taken by the problem document itself)."""
+    return {"currentStatus": agent.status, "archived": agent.archived_at is not None}
+
+
+async def _reload(session: AsyncSession, agent_id: str, owner_id: str) -> Agent:
+    agent = (
+        await session.execute(
+            select(Agent).where(Agent.id == agent_id).execution_options(populate_existing=True)
+        )
+    ).scalar_one_or_none()
+    if agent is None or agent.owner_id != owner_id or agent.deleted_at is not None:
+        raise NotFound("No such agent.", code="agent_not_found")
+    return agent
+
+
+async def _cas(session: AsyncSession, agent_id: str, owner_id: str, *where: Any, **values: Any) -> bool:
+    """Compare-and-set on one live agent of this owner; True when this call won."""
+    won = (
+        await session.execute(
+            update(Agent)
+            .where(Agent.id == agent_id, Agent.owner_id == owner_id, Agent.deleted_at.is_(None), *where)
+            .values(**values, updated_at=clock.now())
+            .returning(Agent.id)
+            .execution_options(synchronize_session=False)
+        )
+    ).first()
+    return won is not None
+
+
+async def _conflict(session: AsyncSession, agent_id: str, owner_id: str, action: str, why: str) -> Conflict:
+    agent = await _reload(session, agent_id, owner_id)
+    return Conflict(f"Cannot {action} this agent: {why}", code="invalid_agent_state", **_state(agent))
+
+
+def _blocked(action: str, blockers: list[s.LifecycleBlocker]) -> Conflict:
+    return Conflict(
+        f"Cannot {action} this agent while work or money is in flight; see blockers.",
+        code="agent_lifecycle_blocked",
+        blockers=[b.model_dump(mode="json", by_alias=True) for b in blockers],
+    )
+
+
+def _audit(session: AsyncSession, owner_id: str, action: str, agent_id: str, **data: Any) -> None:
+    audit.record(
+        session,
+        actor_type="user",
+        actor_id=owner_id,
+        action=action,
+        target_type="agent",
+        target_id=agent_id,
+        **data,
+    )
+
+
+# --- the moves -----------------------------------------------------------------------------------
+
+
+async def lifecycle_blockers(session: AsyncSession, agent_id: str, owner_id: str) -> s.LifecycleBlockers:
+    await agents.get_owned(session, agent_id, owner_id)
+    return s.LifecycleBlockers(agent_id=agent_id, blockers=await find_blockers(session, agent_id))
+
+
+async def deactivate(
+    session: AsyncSession, agent_id: str, owner_id: str, reason: str | None = None
+) -> s.AgentDashboardResponse:
+    """ACTIVE -> INACTIVE: hidden from discovery, no new work; in-flight work may finish; keys stay valid."""
+    await agents.get_owned(session, agent_id, owner_id)
+    if not await _cas(
+        session,
+        agent_id,
+        owner_id,
+        Agent.status == AgentStatus.ACTIVE,
+        Agent.archived_at.is_(None),
+        status=AgentStatus.INACTIVE,
+    ):
+        raise await _conflict(
+            session, agent_id, owner_id, "deactivate", "only an ACTIVE agent can be deactivated."
+        )
+    _audit(session, owner_id, "agent.deactivated", agent_id, reason=reason)
+    return await agents.to_dashboard(session, await _reload(session, agent_id, owner_id))
+
+
+async def reactivate(session: AsyncSession, agent_id: str, owner_id: str) -> s.AgentDashboardResponse:
+    """INACTIVE (not archived) -> ACTIVE. A SUSPENDED agent stays suspended until staff lift it."""
+    await agents.get_owned(session, agent_id, owner_id)
+    if not await _cas(
+        session,
+        agent_id,
+        owner_id,
+        Agent.status == AgentStatus.INACTIVE,
+        Agent.archived_at.is_(None),
+        status=AgentStatus.ACTIVE,
+    ):
+        raise await _conflict(
+            session,
+            agent_id,
+            owner_id,
+            "reactivate",
+            "only an INACTIVE, unarchived agent can be reactivated (unarchive first; a suspension is lifted by staff).",
+        )
+    _audit(session, owner_id, "agent.reactivated", agent_id)
+    return await agents.to_dashboard(session, await _reload(session, agent_id, owner_id))
+
+
+def _inactive_unless_suspended() -> Any:
+    return case(
+        (Agent.status == AgentStatus.SUSPENDED, AgentStatus.SUSPENDED.value), else_=AgentStatus.INACTIVE.value
+    )
+
+
+async def archive(
+    session: AsyncSession, agent_id: str, owner_id: str, reason: str | None = None
+) -> s.AgentDashboardResponse:
+    """Set aside: INACTIVE (a suspension stays), every key of the agent revoked. Refused (409 with
+    `blockers`) while work or money is in flight."""
+    await agents.get_owned(session, agent_id, owner_id)
+    now = clock.now()
+    if not await _cas(
+        session,
+        agent_id,
+        owner_id,
+        Agent.archived_at.is_(None),
+        archived_at=now,
+        status=_inactive_unless_suspended(),
+    ):
+        raise await _conflict(session, agent_id, owner_id, "archive", "it is archived already.")
+    blockers = await find_blockers(session, agent_id)
+    if blockers:
+        raise _blocked("archive", blockers)  # the unit of work rolls the move back
+    revoked = await api_keys.revoke_for_agent(session, agent_id, reason="agent_archived")
+    _audit(session, owner_id, "agent.archived", agent_id, reason=reason, revoked_keys=revoked)
+    return await agents.to_dashboard(session, await _reload(session, agent_id, owner_id))
+
+
+async def unarchive(session: AsyncSession, agent_id: str, owner_id: str) -> s.AgentDashboardResponse:
+    """Archived -> INACTIVE (a suspension stays). The revoked keys stay revoked: mint a new one."""
+    await agents.get_owned(session, agent_id, owner_id)
+    if not await _cas(
+        session,
+        agent_id,
+        owner_id,
+        Agent.archived_at.is_not(None),
+        archived_at=None,
+        status=_inactive_unless_suspended(),
+    ):
+        raise await _conflict(session, agent_id, owner_id, "unarchive", "it is not archived.")
+    _audit(session, owner_id, "agent.unarchived", agent_id)
+    return await agents.to_dashboard(session, await _reload(session, agent_id, owner_id))
+
+
+async def delete_agent(
+    session: AsyncSession, agent_id: str, owner_id: str, body: s.AgentDeleteBody
+) -> s.AgentDeleted:
+    """Delete for good. With marketplace history: SOFT (a tombstone; the handle stays reserved, keys revoked).
+    Without: HARD (the row and everything hanging off it go). Refused (409) while work or money is in flight."""
+    agent = await agents.get_owned(session, agent_id, owner_id)
+    if body.confirm_handle != agent.handle:
+        raise ValidationFailed(
+            "confirmHandle must equal the agent's handle.",
+            code="confirm_handle_mismatch",
+            errors=[
+                {
+                    "field": "confirmHandle",
+                    "code": "confirm_handle_mismatch",
+                    "message": "does not match the agent's handle",
+                }
+            ],
+        )
+    now = clock.now()
+    # Take the row first (one winner among concurrent deletes), then ask the providers.
+    won = (
+        await session.execute(
+            update(Agent)
+            .where(Agent.id == agent_id, Agent.owner_id == owner_id, Agent.deleted_at.is_(None))
+            .values(
+                deleted_at=now,
+                archived_at=agent.archived_at or now,
+                status=_inactive_unless_suspended(),
+                updated_at=now,
+            )
+            .returning(Agent.id)
+            .execution_options(synchronize_session=False)
+        )
+    ).first()
+    if won is None:
+        raise NotFound("No such agent.", code="agent_not_found")
+    blockers = await find_blockers(session, agent_id)
+    if blockers:
+        raise _blocked("delete", blockers)
+    if await has_history(session, agent_id):
+        mode = "SOFT"
+        revoked = await api_keys.revoke_for_agent(session, agent_id, reason="agent_deleted")
+    else:
+        mode = "HARD"
+        revoked = 0
+        session.expunge(agent)
+        await session.execute(
+            delete(Agent).where(Agent.id == agent_id).execution_options(synchronize_session=False)
+        )
+    _audit(session, owner_id, "agent.deleted", agent_id, mode=mode, handle=agent.handle, revoked_keys=revoked)
+    return s.AgentDeleted(agent_id=agent_id, mode=mode)

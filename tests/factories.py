@@ -1,0 +1,507 @@
+"""Builders for the cross-cutting tests (error contract, authorization matrix, idempotency, concurrency).
+
+`World` is one app on one database plus the people and credentials the tests need. `PARAM_FACTORIES` maps a
+path-parameter name (`agentId`, `keyId`, ...) to an async factory that creates a matching object for a given
+actor (owned by it where the object has an owner) and returns the value to put in the path. A route whose
+parameter has no factory yet makes the tests that need one skip, naming the parameter, so the gap is visible.
+
+Request bodies and query strings are built from the route's pydantic model (`sample_body`, `sample_query`):
+the required fields only, each with the simplest value its JSON schema allows. `BODY_OVERRIDES` takes a
+hand-written body for a route whose schema the sampler cannot satisfy.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import re
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import httpx
+from pydantic import BaseModel, ValidationError
+from sqlalchemy import select
+
+from callboard_core import clock
+from callboard_core.agents import schemas as agent_schemas
+from callboard_core.agents import service as agents
+from callboard_core.api_keys import service as api_keys
+from callboard_core.capabilities.models import CapabilityCategory, CapabilityTag, CapabilityTagRequest
+from callboard_core.container import Core
+from callboard_core.db.migrate import upgrade
+from callboard_core.onboarding.models import OnboardingSession
+from callboard_core.security import tokens
+from callboard_core.security.permissions import Role
+from callboard_core.waitlist.models import WaitlistSignup
+from http_api import endpoint
+from http_api.app import create_app
+from http_api.routing import AuthKind, RouteDef
+from tests import conftest
+from tests.conftest import BASE_URL, make_settings, make_user
+
+MACHINE_TOKEN = "machine-token-for-tests-0123456789"
+UNTRUSTED_ORIGIN = "https://evil.example.net"
+# A well-formed id that names nothing: path parameters of requests that must fail before any lookup.
+PLACEHOLDER_ID = "zz_doesnotexist0000000000"
+
+# Error codes that mean "the credential was refused" (as opposed to a business rule of the handler).
+CREDENTIAL_CODES = frozenset({
+    "unauthenticated", "missing_api_key", "invalid_api_key", "session_required", "invalid_session",
+    "api_key_required", "missing_onboarding_token", "invalid_onboarding_token", "missing_machine_token",
+    "invalid_machine_token", "insufficient_scope", "insufficient_role", "untrusted_origin",
+})
+
+
+def route_id(route: RouteDef) -> str:
+    return f"{route.method} {route.path}"
+
+
+def uid(n: int = 10) -> str:
+    return uuid.uuid4().hex[:n]
+
+
+# --- problem+json ----------------------------------------------------------------------------------
+
+def assert_problem(response: httpx.Response, status: int | None = None, code: str | None = None) -> dict[str, Any]:
+    """An error response: problem+json with code, message and requestId, and requestId == X-Request-Id."""
+    where = f"{response.request.method} {response.request.url.path} -> {response.status_code}: {response.text[:500]}"
+    if status is not None:
+        assert response.status_code == status, where
+    assert response.status_code >= 400, where
+    assert response.headers.get("content-type", "").startswith("application/problem+json"), where
+    body = response.json()
+    assert isinstance(body, dict), where
+    for name in ("code", "message", "requestId"):
+        assert isinstance(body.get(name), str) and body[name], f"{name} missing: {where}"
+    assert body["requestId"] == response.headers.get("x-request-id"), where
+    assert body.get("status") == response.status_code, where
+    if code is not None:
+        assert body["code"] == code, where
+    return body
+
+
+def assert_not_5xx(response: httpx.Response) -> None:
+    where = f"{response.request.method} {response.request.url} -> {response.status_code}: {response.text[:800]}"
+    assert response.status_code < 500, where
+    if response.status_code >= 400 and response.headers.get("content-type", "").startswith("application/"):
+        assert_problem(response)
+
+
+# --- sampling valid bodies and query strings from the pydantic models ------------------------------
+
+# A hand-written minimal body for a route whose schema the sampler cannot satisfy: (method, path) -> body.
+BODY_OVERRIDES: dict[tuple[str, str], Callable[[], dict[str, Any]]] = {}
+
+_PATTERN_CANDIDATES = [
+    "abc", "x", "abc-def", "https://example.com/x", "usd", "USD", "a@example.com", "abc_def", "1.0.0",
+    "2025-01-01", "0" * 64, "a" * 64, "+15555550100", "ABC", "a1", "abc123",
+]
+
+
+class Unsampleable(Exception):
+    pass
+
+
+def _resolve(schema: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:
+    while "$ref" in schema:
+        schema = defs[schema["$ref"].rsplit("/", 1)[-1]]
+    if "allOf" in schema and len(schema["allOf"]) == 1:
+        merged = {k: v for k, v in schema.items() if k != "allOf"}
+        merged.update(_resolve(schema["allOf"][0], defs))
+        return merged
+    return schema
+
+
+def _string(schema: dict[str, Any], name: str) -> str:
+    lo, hi = schema.get("minLength", 0), schema.get("maxLength", 10**9)
+    fmt = schema.get("format", "")
+    lname = name.lower()
+    if fmt == "email" or "email" in lname:
+        candidates = [f"u{uid()}@example.com"]
+    elif fmt in ("uri", "url") or lname.endswith("url"):
+        candidates = ["https://example.com/x"]
+    elif fmt == "date-time":
+        candidates = [clock.now().isoformat()]
+    elif fmt == "uuid":
+        candidates = [str(uuid.uuid4())]
+    elif "password" in lname:
+        candidates = ["correct-horse-battery-staple-9"]
+    elif "handle" in lname or "slug" in lname:
+        candidates = [f"h{uid()}"]
+    else:
+        candidates = [f"x{uid(6)}"] + _PATTERN_CANDIDATES
+    pattern = schema.get("pattern")
+    for candidate in candidates + _PATTERN_CANDIDATES:
+        if len(candidate) < lo:
+            candidate = candidate + "x" * (lo - len(candidate))
+        if len(candidate) > hi:
+            continue
+        if pattern and not re.search(pattern, candidate):
+            continue
+        return candidate
+    raise Unsampleable(f"no sample string for {name!r} (pattern {pattern!r})")
+
+
+def _number(schema: dict[str, Any], integer: bool) -> float | int:
+    value: float = 1
+    if "minimum" in schema:
+        value = max(value, schema["minimum"])
+    if "exclusiveMinimum" in schema:
+        value = max(value, schema["exclusiveMinimum"] + 1)
+    if "maximum" in schema:
+        value = min(value, schema["maximum"])
+    return int(value) if integer else value
+
+
+def sample(schema: dict[str, Any], defs: dict[str, Any], name: str = "") -> Any:
+    schema = _resolve(schema, defs)
+    if "const" in schema:
+        return schema["const"]
+    if "enum" in schema:
+        return schema["enum"][0]
+    for union in ("anyOf", "oneOf"):
+        if union in schema:
+            options = [o for o in schema[union] if _resolve(o, defs).get("type") != "null"]
+            if not options:
+                return None
+            return sample(options[0], defs, name)
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        kind = next((k for k in kind if k != "null"), None)
+    if kind == "string":
+        return _string(schema, name)
+    if kind in ("integer", "number"):
+        return _number(schema, kind == "integer")
+    if kind == "boolean":
+        return False
+    if kind == "array":
+        count = schema.get("minItems", 0)
+        return [sample(schema.get("items", {}), defs, name) for _ in range(count)]
+    if kind == "object" or "properties" in schema:
+        required = schema.get("required", [])
+        props = schema.get("properties", {})
+        return {field: sample(props.get(field, {}), defs, field) for field in required}
+    if kind == "null":
+        return None
+    return "x"  # Any
+
+
+def model_schema(model: type[BaseModel]) -> tuple[dict[str, Any], dict[str, Any]]:
+    schema = model.model_json_schema(by_alias=True, mode="validation")
+    return schema, schema.get("$defs", {})
+
+
+def sample_model(model: type[BaseModel]) -> dict[str, Any]:
+    """The required fields of model with the simplest valid values; Unsampleable if that does not validate."""
+    schema, defs = model_schema(model)
+    value = sample(schema, defs)
+    try:
+        model.model_validate(value)
+    except ValidationError as exc:
+        raise Unsampleable(f"sampled {model.__name__} {value!r} does not validate: {exc}") from None
+    return value
+
+
+def sample_body(route: RouteDef) -> dict[str, Any] | None:
+    """A body that passes the route's model; None for routes without a body model. Unsampleable otherwise."""
+    if route.body is None:
+        return None
+    override = BODY_OVERRIDES.get((route.method, route.path))
+    if override is not None:
+        return override()
+    return sample_model(route.body)
+
+
+def body_fields(model: type[BaseModel]) -> dict[str, set[str]]:
+    """The body's top-level fields on the wire (aliases) with the JSON types each accepts."""
+    schema, defs = model_schema(model)
+    return {name: schema_kinds(prop, defs) for name, prop in schema.get("properties", {}).items()}
+
+
+def schema_kinds(schema: dict[str, Any], defs: dict[str, Any] | None = None) -> set[str]:
+    """The JSON types a field accepts (besides null)."""
+    defs = defs or {}
+    schema = _resolve(schema, defs)
+    if "const" in schema or "enum" in schema:
+        names = {str: "string", bool: "boolean", int: "integer", float: "number"}
+        values = schema.get("enum", [schema.get("const")])
+        return {names.get(type(v), "any") for v in values if v is not None}
+    kinds: set[str] = set()
+    for union in ("anyOf", "oneOf"):
+        for option in schema.get(union, []):
+            kinds |= schema_kinds(option, defs)
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        kinds |= set(kind)
+    elif kind:
+        kinds.add(kind)
+    elif not kinds:
+        kinds.add("any")
+    kinds.discard("null")
+    return kinds
+
+
+# --- people, agents and credentials --------------------------------------------------------------
+
+@dataclass
+class Actor:
+    """A signed-in person; with `agent=True` also a claimed agent of theirs and its read+write key."""
+
+    user_id: str
+    session_token: str
+    role: str
+    agent_id: str | None = None
+    api_key: str | None = None
+    key_id: str | None = None
+
+    def session(self, origin: str | None = BASE_URL) -> dict[str, str]:
+        headers = {"Cookie": f"svc_session={self.session_token}"}
+        if origin is not None:
+            headers["Origin"] = origin
+        return headers
+
+    def key(self) -> dict[str, str]:
+        assert self.api_key, "this actor has no agent key"
+        return {"X-API-Key": self.api_key}
+
+
+@dataclass
+class Provisional:
+    """A registered, unclaimed agent: its read-only key and its claim code."""
+
+    agent_id: str
+    api_key: str
+    key_id: str
+    code: str
+
+    def key(self) -> dict[str, str]:
+        return {"X-API-Key": self.api_key}
+
+
+@dataclass
+class World:
+    core: Core
+    app: Any
+
+    def client(self, **kw: Any) -> httpx.AsyncClient:
+        return httpx.AsyncClient(transport=httpx.ASGITransport(app=self.app, **kw), base_url=BASE_URL)
+
+    async def actor(self, role: str = Role.USER, *, agent: bool = False) -> Actor:
+        user_id, token = await make_user(self.core, role=role)
+        actor = Actor(user_id=user_id, session_token=token, role=str(role))
+        if agent:
+            actor.agent_id, actor.api_key, actor.key_id = await self.claimed_agent(user_id)
+        return actor
+
+    async def provisional(self) -> Provisional:
+        async with self.core.uow() as uow:
+            reg = await agents.register(uow.session, self.core.settings, agent_schemas.AgentRegister(
+                name=f"Agent {uid(6)}", endpoint_url="https://agent.example.com/hook"))
+        assert reg.claim_url
+        return Provisional(agent_id=reg.agent.id, api_key=reg.api_key, key_id=reg.key_info.id,
+                           code=reg.claim_url.rsplit("/", 1)[1])
+
+    async def claimed_agent(self, owner_id: str) -> tuple[str, str, str]:
+        """A new agent claimed by owner_id: (agent id, its read+write key, key id)."""
+        p = await self.provisional()
+        async with self.core.uow() as uow:
+            await agents.claim(uow.session, p.code, owner_id)
+        return p.agent_id, p.api_key, p.key_id
+
+    async def revoked_key(self) -> str:
+        p = await self.provisional()
+        async with self.core.uow() as uow:
+            await api_keys.revoke_for_agent(uow.session, p.agent_id, reason="test")
+        return p.api_key
+
+    async def onboarding(self, owner: Actor) -> tuple[str, str]:
+        """An onboarding session of owner with a live token: (slug, token)."""
+        slug, token = f"ws-{uid()}", tokens.new_token()
+        async with self.core.uow() as uow:
+            uow.session.add(OnboardingSession(slug=slug, owner_id=owner.user_id, token_hash=tokens.hash_token(token),
+                                              token_expires_at=clock.now() + timedelta(hours=1)))
+        return slug, token
+
+    async def credentials(self, route: RouteDef, actor: Actor) -> tuple[dict[str, str], dict[str, str]]:
+        """Headers that satisfy the route's auth kind for actor, and path values the credential pins
+        (an onboarding token is bound to its slug)."""
+        kind = route.auth
+        if kind is AuthKind.PUBLIC:
+            return {}, {}
+        if kind is AuthKind.SESSION:
+            return actor.session(), {}
+        if kind in (AuthKind.ADMIN, AuthKind.STAFF):
+            return (await self.actor(Role.SUPERADMIN)).session(), {}
+        if kind in (AuthKind.KEY_READ, AuthKind.KEY_WRITE):
+            return actor.key(), {}
+        if kind is AuthKind.MACHINE:
+            return {"Authorization": f"Bearer {MACHINE_TOKEN}"}, {}
+        slug, token = await self.onboarding(actor)
+        return {"Authorization": f"Bearer {token}"}, {"slug": slug}
+
+
+# --- objects for path parameters -----------------------------------------------------------------
+
+Factory = Callable[[World, Actor], Awaitable[str]]
+
+
+async def _agent(w: World, owner: Actor) -> str:
+    return (await w.claimed_agent(owner.user_id))[0]
+
+
+async def _key(w: World, owner: Actor) -> str:
+    agent_id = owner.agent_id or (await w.claimed_agent(owner.user_id))[0]
+    async with w.core.uow() as uow:
+        _, key = await api_keys.issue(uow.session, agent_id=agent_id, owner_id=owner.user_id,
+                                      scopes=api_keys.READ_WRITE, label="factory")
+        return key.id
+
+
+async def _claim_code(w: World, _: Actor) -> str:
+    return (await w.provisional()).code
+
+
+async def _signup(w: World, _: Actor) -> str:
+    async with w.core.uow() as uow:
+        row = WaitlistSignup(email=f"w{uid()}@example.com", name="Waiting", use_case="testing", role="BOTH")
+        uow.session.add(row)
+        await uow.session.flush()
+        return row.id
+
+
+async def _first_category(w: World) -> str:
+    async with w.core.uow(write=False) as uow:
+        found = (await uow.session.execute(select(CapabilityCategory.id).limit(1))).scalar_one_or_none()
+    return str(found) if found else await _category(w)
+
+
+async def _category(w: World, _: Actor | None = None) -> str:
+    async with w.core.uow() as uow:
+        row = CapabilityCategory(slug=f"cat-{uid()}", name=f"Category {uid(4)}")
+        uow.session.add(row)
+        await uow.session.flush()
+        return row.id
+
+
+async def _tag(w: World, _: Actor) -> str:
+    category_id = await _first_category(w)
+    async with w.core.uow() as uow:
+        row = CapabilityTag(slug=f"tag-{uid()}", name=f"Tag {uid(6)}", category_id=category_id, aliases=[])
+        uow.session.add(row)
+        await uow.session.flush()
+        return row.id
+
+
+async def _tag_request(w: World, owner: Actor) -> str:
+    text = f"custom skill {uid(6)}"
+    async with w.core.uow() as uow:
+        row = CapabilityTagRequest(raw_text=text, normalized_text=text, requested_by_user_id=owner.user_id)
+        uow.session.add(row)
+        await uow.session.flush()
+        return row.id
+
+
+async def _slug(w: World, owner: Actor) -> str:
+    return (await w.onboarding(owner))[0]
+
+
+async def _user(w: World, _: Actor) -> str:
+    return (await make_user(w.core))[0]
+
+
+PARAM_FACTORIES: dict[str, Factory] = {
+    "agentId": _agent,
+    "keyId": _key,
+    "apiKeyId": _key,
+    "code": _claim_code,
+    "signupId": _signup,
+    "categoryId": _category,
+    "tagId": _tag,
+    "requestId": _tag_request,
+    "slug": _slug,
+    "userId": _user,
+}
+
+# S/Kr/Kw routes whose path parameter is not an object with an owner, so "another owner's object -> 404"
+# does not apply: (method, path) -> why.
+NOT_OWNED: dict[tuple[str, str], str] = {
+    ("POST", "/api/v2/claim/{code}"): "a claim code is a bearer capability: whoever holds it may claim",
+}
+
+
+def factory_for(name: str) -> Factory | None:
+    """The factory for a parameter: by exact name, else by its camel-case suffix (sellerAgentId -> agentId)."""
+    if name in PARAM_FACTORIES:
+        return PARAM_FACTORIES[name]
+    for known, factory in PARAM_FACTORIES.items():
+        if name.endswith(known[0].upper() + known[1:]):
+            return factory
+    return None
+
+
+def placeholder_path(route: RouteDef, value: str = PLACEHOLDER_ID) -> str:
+    return re.sub(r"{\w+}", value, route.path)
+
+
+async def fill_path(w: World, route: RouteDef, actor: Actor, pinned: dict[str, str] | None = None) -> str:
+    """The route's path with an object of actor's for every parameter. Raises LookupError naming a
+    parameter that has no factory."""
+    path = route.path
+    for name in route.path_params:
+        if pinned and name in pinned:
+            value = pinned[name]
+        else:
+            factory = factory_for(name)
+            if factory is None:
+                raise LookupError(name)
+            value = await factory(w, actor)
+        path = path.replace("{" + name + "}", value)
+    return path
+
+
+async def fill_query(w: World, route: RouteDef, actor: Actor | None) -> dict[str, Any]:
+    """The route's required query parameters; those naming an object come from the factories (for actor)."""
+    if route.query is None:
+        return {}
+    schema, defs = model_schema(route.query)
+    params: dict[str, Any] = {}
+    for name in schema.get("required", []):
+        factory = factory_for(name)
+        if factory is not None and actor is not None:
+            params[name] = await factory(w, actor)
+        else:
+            params[name] = sample(schema["properties"][name], defs, name)
+    return params
+
+
+# --- one app per database for a test module --------------------------------------------------------
+
+@contextlib.asynccontextmanager
+async def open_world(database_url: str, tmp_root: Path, *, wipe: bool = True, **overrides: Any) -> AsyncIterator[World]:
+    settings = make_settings(database_url, tmp_root, machine_token=MACHINE_TOKEN, **overrides)
+    if database_url not in conftest._migrated:
+        await upgrade(settings)
+        conftest._migrated.add(database_url)
+    core = Core.build(settings)
+    try:
+        yield World(core=core, app=create_app(core=core))
+    finally:
+        await drain_background()
+        await core.mailer.drain()
+        if wipe:
+            await conftest._wipe(core)
+        await core.db.dispose()
+
+
+async def drain_background() -> None:
+    """Wait for the endpoint's fire-and-forget work (API key lastUsedAt) before a database goes away."""
+    while endpoint._background:
+        await asyncio.gather(*list(endpoint._background), return_exceptions=True)
+
+
+def database_url_for(request: Any) -> str:
+    return str(request.getfixturevalue("sqlite_url" if request.param == "sqlite" else "postgres_url"))

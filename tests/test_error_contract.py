@@ -1,0 +1,391 @@
+"""The error contract, generic over the route table: whatever a client sends, the answer is a 4xx
+problem+json (code, message, requestId equal to the X-Request-Id header), never a 5xx.
+
+Parsing comes before authentication (http_api/endpoint.py), so malformed, mistyped or unknown input gets its
+400/422 without a credential; a client sees the parse error first, then the credential error. The tests
+that must reach the handler (wrong types, long strings, garbage path parameters) send a credential the route
+admits and path parameters naming the caller's own objects.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import httpx
+import orjson
+import pytest
+
+from http_api.routes import all_routes
+from http_api.routing import SAFE_METHODS, AuthKind, RouteDef
+from tests.conftest import BASE_URL, _backends
+from tests.factories import (
+    Unsampleable,
+    World,
+    assert_not_5xx,
+    assert_problem,
+    body_fields,
+    database_url_for,
+    fill_path,
+    fill_query,
+    model_schema,
+    open_world,
+    placeholder_path,
+    route_id,
+    sample_body,
+)
+
+ROUTES = all_routes()
+API = [r for r in ROUTES if not r.page]
+BODY_ROUTES = [pytest.param(r, id=route_id(r)) for r in API if r.body is not None]
+QUERY_ROUTES = [pytest.param(r, id=route_id(r)) for r in API if r.query is not None]
+PATH_ROUTES = [pytest.param(r, id=route_id(r)) for r in ROUTES if r.path_params]
+UNSAFE = [pytest.param(r, id=route_id(r)) for r in API if r.method not in SAFE_METHODS]
+LONG = "x" * 100_000
+SMALL_CAP = 2048
+
+
+@pytest.fixture(scope="module", params=_backends())
+def module_database(request: pytest.FixtureRequest) -> str:
+    return database_url_for(request)
+
+
+@pytest.fixture(scope="module")
+async def world(module_database: str, tmp_root: Any) -> Any:
+    async with open_world(module_database, tmp_root) as w:
+        yield w
+
+
+@pytest.fixture(scope="module")
+async def capped(module_database: str, tmp_root: Any) -> Any:
+    """An app with a small global body cap."""
+    async with open_world(module_database, tmp_root, wipe=False, max_body_bytes=SMALL_CAP) as w:
+        yield w
+
+
+def valid_body(route: RouteDef) -> dict[str, Any]:
+    try:
+        body = sample_body(route)
+    except Unsampleable as exc:
+        pytest.skip(f"no valid body for {route_id(route)} (add one to factories.BODY_OVERRIDES): {exc}")
+    return body or {}
+
+
+class Caller:
+    """Sends requests to one route as a fresh caller the route admits, on paths naming its own objects."""
+
+    def __init__(self, world: World, route: RouteDef) -> None:
+        self.world, self.route = world, route
+        self.headers: dict[str, str] = {}
+        self.path = placeholder_path(route)
+        self.query: dict[str, Any] = {}
+
+    async def prepare(self) -> Caller:
+        actor = await self.world.actor(agent=True)
+        self.headers, pinned = await self.world.credentials(self.route, actor)
+        try:
+            self.path = await fill_path(self.world, self.route, actor, pinned)
+        except LookupError:
+            self.path = placeholder_path(self.route)  # the handler answers 404: still a 4xx
+        self.query = await fill_query(self.world, self.route, actor)
+        return self
+
+    async def send(self, client: httpx.AsyncClient, *, json: Any = None, content: bytes | None = None,
+                   path: str | None = None, query: dict[str, Any] | None = None) -> httpx.Response:
+        headers = dict(self.headers)
+        if content is not None:
+            headers.setdefault("Content-Type", "application/json")
+        return await client.request(self.route.method, path or self.path, json=json, content=content,
+                                    params=self.query if query is None else query, headers=headers)
+
+
+# --- malformed and misshapen bodies: no credential needed, parsing comes first -------------------
+
+MALFORMED = [b'{"a": ', b"{", b'{"a": 1,}', b"[1, 2", b"\xff\xfe{}", b"{'a': 1}", b'{"a": NaN}', b'{"a": 1e999}',
+             b'{"a": "\\ud800"}', b"tru"]
+
+
+@pytest.mark.parametrize("route", BODY_ROUTES)
+async def test_malformed_json_is_400(world: World, route: RouteDef) -> None:
+    async with world.client() as client:
+        for raw in MALFORMED:
+            response = await client.request(route.method, placeholder_path(route), content=raw,
+                                            headers={"Content-Type": "application/json"})
+            assert_problem(response, 400, "malformed_json")
+
+
+@pytest.mark.parametrize("route", BODY_ROUTES)
+async def test_body_that_is_not_an_object_is_422(world: World, route: RouteDef) -> None:
+    async with world.client() as client:
+        for value in ([], [valid_body(route)], "a string", 42, True):
+            response = await client.request(route.method, placeholder_path(route), json=value)
+            assert_problem(response, 422)
+
+
+@pytest.mark.parametrize("route", BODY_ROUTES)
+async def test_unknown_top_level_field_is_422_and_named(world: World, route: RouteDef) -> None:
+    async with world.client() as client:
+        for name in ("unknownFieldXyz", "__proto__", "ü-field"):
+            response = await client.request(route.method, placeholder_path(route),
+                                            json={**valid_body(route), name: 1})
+            body = assert_problem(response, 422)
+            assert name in [e.get("field") for e in body.get("errors", [])], response.text
+
+
+@pytest.mark.parametrize("route", [pytest.param(r, id=route_id(r)) for r in API
+                                   if r.body is not None and not r.body_optional])
+async def test_missing_body_is_422(world: World, route: RouteDef) -> None:
+    async with world.client() as client:
+        response = await client.request(route.method, placeholder_path(route))
+        assert_problem(response, 422)
+
+
+@pytest.mark.parametrize("route", [pytest.param(r, id=route_id(r)) for r in API
+                                   if r.body is None and r.method not in SAFE_METHODS])
+async def test_body_on_a_route_without_one_is_422(world: World, route: RouteDef) -> None:
+    async with world.client() as client:
+        response = await client.request(route.method, placeholder_path(route), json={"unexpected": 1})
+        assert_problem(response, 422)
+
+
+@pytest.mark.parametrize("route", BODY_ROUTES)
+async def test_text_plain_body_is_400_unsupported_media_type(world: World, route: RouteDef) -> None:
+    async with world.client() as client:
+        for ctype in ("text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x"):
+            response = await client.request(route.method, placeholder_path(route),
+                                             content=orjson.dumps(valid_body(route)), headers={"Content-Type": ctype})
+            assert_problem(response, 400, "unsupported_media_type")
+
+
+@pytest.mark.parametrize("route", BODY_ROUTES)
+async def test_parse_errors_come_before_credential_errors(world: World, route: RouteDef) -> None:
+    """What a client sees: a malformed body is reported (400) even when the credential is missing too."""
+    async with world.client() as client:
+        response = await client.request(route.method, placeholder_path(route), content=b"{",
+                                        headers={"Content-Type": "application/json"})
+    assert_problem(response, 400, "malformed_json")
+
+
+# --- wrong types, huge values and odd characters reach the handler and still give a 4xx ---------
+
+def wrong_values(kinds: set[str]) -> list[Any]:
+    values: list[Any] = [{"nested": [1]}, [1, {"a": None}], True, None, "", 0, -1, 2**64 - 1, 1e300, -1e300,
+                         {"a": [[[[[[[[[[{"b": 1}]]]]]]]]]]}]
+    if "string" in kinds:
+        values += [12345, ["x"], "\u202e\u0301 \U0001f600", " " * 50, "<script>alert(1)</script>", "'; --"]
+    if kinds & {"integer", "number"}:
+        values += ["x", "1", 1.5, 2**63, -(2**63), 10**15, "NaN"]
+    if "array" in kinds:
+        values += ["x", [None], [{"nested": [1]}], [[]], ["x"] * 5_000, [LONG[:1000]] * 100]
+    if "object" in kinds:
+        values += ["x", [1], {"": None}, {str(i): i for i in range(2_000)}]
+    if "boolean" in kinds:
+        values += ["true", 1, "yes"]
+    return values
+
+
+def deep(depth: int) -> Any:
+    value: Any = "bottom"
+    for i in range(depth):
+        value = [value] if i % 2 else {"k": value}
+    return value
+
+
+@pytest.mark.parametrize("route", BODY_ROUTES)
+async def test_wrong_types_in_every_field_never_5xx(world: World, route: RouteDef) -> None:
+    caller = await Caller(world, route).prepare()
+    base = valid_body(route)
+    async with world.client() as client:
+        for name, kinds in body_fields(route.body).items():  # type: ignore[arg-type]
+            for value in wrong_values(kinds) + [deep(200)]:
+                assert_not_5xx(await caller.send(client, json={**base, name: value}))
+
+
+@pytest.mark.parametrize("route", BODY_ROUTES)
+async def test_100kb_string_in_every_string_field_is_4xx(world: World, route: RouteDef) -> None:
+    caller = await Caller(world, route).prepare()
+    base = valid_body(route)
+    fields = {n: k for n, k in body_fields(route.body).items() if k & {"string", "array"}}  # type: ignore[arg-type]
+    if not fields:
+        pytest.skip("no string fields")
+    async with world.client() as client:
+        for name, kinds in fields.items():
+            value = LONG if "string" in kinds else [LONG]
+            response = await caller.send(client, json={**base, name: value})
+            assert_not_5xx(response)
+            assert 400 <= response.status_code < 500, f"{name}: {response.status_code} {response.text[:300]}"
+
+
+@pytest.mark.parametrize("route", BODY_ROUTES)
+async def test_nul_character_in_any_string_is_422(world: World, route: RouteDef) -> None:
+    """PostgreSQL refuses NUL in text and jsonb: it is refused at the door, on both databases alike."""
+    caller = await Caller(world, route).prepare()
+    base = valid_body(route)
+    async with world.client() as client:
+        for name in body_fields(route.body):  # type: ignore[arg-type]
+            for value in ("a\x00b", ["a\x00"], {"k\x00": "v"}):
+                body = assert_problem(await caller.send(client, json={**base, name: value}), 422)
+                assert body["errors"], body
+
+
+@pytest.mark.parametrize("route", BODY_ROUTES)
+async def test_deeply_nested_body_is_422(world: World, route: RouteDef) -> None:
+    caller = await Caller(world, route).prepare()
+    name = next(iter(body_fields(route.body)))  # type: ignore[arg-type]
+    async with world.client() as client:
+        for depth in (70, 5_000):
+            body = {**valid_body(route), name: deep(depth)}
+            assert_problem(await caller.send(client, content=orjson.dumps(body)), 422)
+
+
+# --- the global body cap -------------------------------------------------------------------------
+
+@pytest.mark.parametrize("route", UNSAFE)
+async def test_body_over_the_global_cap_is_413(capped: World, route: RouteDef) -> None:
+    payload = orjson.dumps({"padding": "x" * (SMALL_CAP * 2)})
+    async with capped.client() as client:
+        declared = await client.request(route.method, placeholder_path(route), content=payload,
+                                        headers={"Content-Type": "application/json"})
+        assert_problem(declared, 413, "payload_too_large")
+
+        async def chunks() -> Any:  # no Content-Length: cut off as the stream passes the cap
+            for start in range(0, len(payload), 512):
+                yield payload[start:start + 512]
+
+        streamed = await client.request(route.method, placeholder_path(route), content=chunks(),
+                                        headers={"Content-Type": "application/json"})
+        assert "content-length" not in streamed.request.headers
+        assert_problem(streamed, 413, "payload_too_large")
+        bogus = await client.request(route.method, placeholder_path(route), content=b"{}",
+                                     headers={"Content-Type": "application/json", "Content-Length": "abc"})
+        assert bogus.status_code in (400, 413), bogus.text
+
+
+async def test_body_at_the_cap_is_not_refused(capped: World) -> None:
+    route = next((r for r in API if r.auth is AuthKind.PUBLIC and r.body is not None), None)
+    if route is None:
+        pytest.skip("no public route with a body")
+    body = orjson.dumps({**valid_body(route), "pad": "x"})
+    body = body[:-1] + b" " * (SMALL_CAP - len(body)) + b"}"
+    assert len(body) == SMALL_CAP
+    async with capped.client() as client:
+        response = await client.request(route.method, placeholder_path(route), content=body,
+                                        headers={"Content-Type": "application/json"})
+    assert response.status_code != 413, response.text
+
+
+# --- query strings -------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("route", [pytest.param(r, id=route_id(r)) for r in API])
+async def test_unknown_query_parameter_is_422(world: World, route: RouteDef) -> None:
+    caller = Caller(world, route)
+    async with world.client() as client:
+        response = await caller.send(client, json=None if route.body is None else valid_body(route),
+                                     query={"unknownParamXyz": "1"})
+    body = assert_problem(response, 422)
+    assert "unknownParamXyz" in [e.get("field") for e in body.get("errors", [])], response.text
+
+
+@pytest.mark.parametrize("route", QUERY_ROUTES)
+async def test_wrong_query_values_never_5xx(world: World, route: RouteDef) -> None:
+    caller = await Caller(world, route).prepare()
+    body = None if route.body is None else valid_body(route)
+    schema, _ = model_schema(route.query)  # type: ignore[arg-type]
+    values = ["", "x", "-1", "0", "1e309", "99999999999999999999999", "NaN", "true", LONG[:5000], "ü😀", "%",
+              "a\x00b", "' OR 1=1 --"]
+    async with world.client() as client:
+        for name in schema.get("properties", {}):
+            for value in values:
+                response = await caller.send(client, json=body, query={**caller.query, name: value})
+                assert_not_5xx(response)
+            # the same parameter twice
+            response = await caller.send(client, json=body, query={**caller.query, name: ["1", "2"]})
+            assert_not_5xx(response)
+
+
+@pytest.mark.parametrize("route", QUERY_ROUTES)
+async def test_nul_in_query_is_422(world: World, route: RouteDef) -> None:
+    caller = await Caller(world, route).prepare()
+    schema, _ = model_schema(route.query)  # type: ignore[arg-type]
+    name = next(iter(schema.get("properties", {})))
+    async with world.client() as client:
+        response = await caller.send(client, json=None if route.body is None else valid_body(route),
+                                     query={**caller.query, name: "a\x00b"})
+    assert_problem(response, 422)
+
+
+# --- path parameters -----------------------------------------------------------------------------
+
+GARBAGE_IDS = ["x" * 300, "ü-ñ-€-😀", "%00", "a%00b", "%ff%fe", "..", "%2e%2e", " ", "%20x%20", "null", "0",
+               "-1", "'%3B DROP TABLE agents%3B --", "a" * 256, "%0d%0aSet-Cookie:%20x=y", "{id}", "%E2%80%AE"]
+
+
+@pytest.mark.parametrize("route", PATH_ROUTES)
+async def test_garbage_path_parameters_never_5xx(world: World, route: RouteDef) -> None:
+    caller = await Caller(world, route).prepare()
+    body = None if route.body is None or route.page else valid_body(route)
+    async with world.client() as client:
+        for garbage in GARBAGE_IDS:
+            for name in route.path_params:
+                path = route.path.replace("{" + name + "}", garbage)
+                for other in route.path_params:
+                    path = path.replace("{" + other + "}", "zz_placeholder")
+                response = await caller.send(client, json=body, path=path)
+                assert_not_5xx(response)
+
+
+@pytest.mark.parametrize("route", PATH_ROUTES)
+async def test_overlong_or_control_path_parameter_is_404(world: World, route: RouteDef) -> None:
+    async with world.client() as client:
+        for garbage in ("x" * 300, "%00", "a%0ab"):
+            response = await client.request(route.method, placeholder_path(route, garbage))
+            assert_problem(response, 404, "not_found")
+
+
+# --- routing errors, request ids -----------------------------------------------------------------
+
+async def test_unknown_route_is_404_problem(world: World) -> None:
+    async with world.client() as client:
+        for path in ("/no/such/route", "/api/v2/nothing", "/api/v2/agents/me/extra/deep"):
+            assert_problem(await client.get(path), 404, "not_found")
+
+
+async def test_wrong_method_is_405_problem(world: World) -> None:
+    patterns = [(r.method, re.compile("^" + re.sub(r"{\w+}", "[^/]+", r.path) + "$")) for r in ROUTES]
+    checked = 0
+    async with world.client() as client:
+        for route in ROUTES:
+            path = placeholder_path(route)
+            for method in ("GET", "POST", "PUT", "PATCH", "DELETE"):
+                if any(m == method and p.match(path) for m, p in patterns):
+                    continue
+                response = await client.request(method, path)
+                assert_problem(response, 405, "method_not_allowed")
+                checked += 1
+    assert checked
+
+
+async def test_request_id_is_echoed_or_replaced(world: World) -> None:
+    async with world.client() as client:
+        mine = await client.get("/no/such/route", headers={"X-Request-Id": "client-abc.123:x"})
+        assert assert_problem(mine, 404)["requestId"] == "client-abc.123:x"
+        for bad in ("x" * 200, "has space", "semi;colon", "ü"):
+            response = await client.get("/no/such/route", headers={"X-Request-Id": bad.encode().decode("latin-1")})
+            rid = assert_problem(response, 404)["requestId"]
+            assert rid.startswith("req_") and rid != bad
+        ok = await client.get("/healthz")
+        assert ok.headers["x-request-id"].startswith("req_")
+
+
+async def test_error_responses_carry_the_request_id_header_on_every_status(world: World) -> None:
+    """401 (with WWW-Authenticate), 404, 405, 413, 422: all problem+json with the same request id."""
+    route = next(r for r in API if r.auth is AuthKind.KEY_READ and r.method == "GET")
+    async with world.client() as client:
+        unauth = await client.get(route.path)
+        assert_problem(unauth, 401)
+        assert unauth.headers.get("www-authenticate")
+        assert_problem(await client.get(route.path, params={"x": "1"}), 422)
+
+
+async def test_base_url_origin_constant_is_trusted(world: World) -> None:
+    assert BASE_URL in world.core.settings.origins
