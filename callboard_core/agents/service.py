@@ -362,9 +362,9 @@ async def heartbeat(session: AsyncSession, agent_id: str, body: s.HeartbeatBody)
     )).scalar_one_or_none()
     if beat is None:
         beat = AgentHeartbeat(agent_id=agent_id, **values, last_seen_at=now, beat_count=1)
-        session.add(beat)
         try:
             async with session.begin_nested():
+                session.add(beat)
                 await session.flush()
         except IntegrityError:
             # A concurrent first beat of the same runtime: update that row instead.

@@ -48,9 +48,9 @@ async def get(session: AsyncSession, user_id: str) -> User:
 async def create(session: AsyncSession, *, email: str, name: str | None = None, role: str = Role.USER,
                  password_hash: str | None = None) -> User:
     user = User(email=normalize_email(email), name=name, role=Role(role), password_hash=password_hash)
-    session.add(user)
     try:
         async with session.begin_nested():
+            session.add(user)
             await session.flush()
     except IntegrityError:
         raise Conflict("An account with this email exists already.", code="email_taken") from None
