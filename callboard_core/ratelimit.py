@@ -1,15 +1,18 @@
 """Rate limits for public and sign-in routes, on the `limits` library.
 
-In-memory by default; with CALLBOARD_REDIS_URL every server process shares one budget in Redis.
+In-memory by default; with CALLBOARD_REDIS_URL every server process shares one budget in Redis, its keys
+under CALLBOARD_RATE_LIMIT_KEY_PREFIX. While Redis is unreachable each process limits on its own.
 """
 
 from __future__ import annotations
 
+import logging
 import math
 import time
 
 from limits import RateLimitItem, parse
 from limits.aio.strategies import FixedWindowRateLimiter, MovingWindowRateLimiter
+from limits.errors import StorageError
 from limits.storage import storage_from_string
 
 from callboard_core.config import Settings
@@ -18,33 +21,60 @@ from callboard_core.errors import RateLimited
 # Named budgets: public routes share one, sign-in routes get a tighter one.
 PUBLIC = "public"
 SIGNIN = "signin"
+REDIS_TIMEOUT_SECONDS = 1.0  # a slow Redis must not hold requests up for long
+REDIS_RETRY_SECONDS = 5.0  # after a Redis failure, how long to limit per process before trying it again
+
+log = logging.getLogger("callboard.ratelimit")
 
 
 class RateLimiter:
     def __init__(self, settings: Settings) -> None:
         self.enabled = settings.rate_limit_enabled
+        # The in-process budget: the only one without Redis, the fallback while Redis is unreachable.
+        self._local_storage = storage_from_string("async+memory://")
+        self._local = MovingWindowRateLimiter(self._local_storage)
+        self._storage = self._local_storage
+        self._shared: FixedWindowRateLimiter | None = None
+        self._shared_down_until = 0.0
+        self._last_warning = 0.0
         if settings.redis_url:
             uri = "async+" + settings.redis_url if not settings.redis_url.startswith("async+") else settings.redis_url
-            self._storage = storage_from_string(uri, key_prefix=settings.rate_limit_key_prefix)
-            self._limiter: FixedWindowRateLimiter | MovingWindowRateLimiter = FixedWindowRateLimiter(self._storage)
-        else:
-            self._storage = storage_from_string("async+memory://")
-            self._limiter = MovingWindowRateLimiter(self._storage)
+            self._storage = storage_from_string(uri, key_prefix=settings.rate_limit_key_prefix, wrap_exceptions=True,
+                                                connect_timeout=REDIS_TIMEOUT_SECONDS,
+                                                stream_timeout=REDIS_TIMEOUT_SECONDS)
+            self._shared = FixedWindowRateLimiter(self._storage)
         self._items: dict[str, RateLimitItem] = {
             PUBLIC: parse(settings.rate_limit_public),
             SIGNIN: parse(settings.rate_limit_signin),
         }
 
     async def hit(self, budget: str, *identity: str) -> None:
-        """Spend one request of `budget` for `identity` (client address, key id, …) or raise RateLimited."""
+        """Spend one request of `budget` for `identity` (client address, key id, …) or raise RateLimited.
+
+        If Redis fails, the request is counted in this process's own budget instead (and Redis is left
+        alone for a few seconds): limits stay in force, per process, and the routes stay up."""
         if not self.enabled:
             return
         item = self._items[budget]
         ids = (budget, *identity)
-        if await self._limiter.hit(item, *ids):
+        limiter: FixedWindowRateLimiter | MovingWindowRateLimiter = self._local
+        if self._shared is not None and time.monotonic() >= self._shared_down_until:
+            try:
+                if await self._shared.hit(item, *ids):
+                    return
+                stats = await self._shared.get_window_stats(item, *ids)
+                raise RateLimited(retry_after=max(1, math.ceil(stats.reset_time - time.time())))
+            except (StorageError, OSError, TimeoutError) as exc:
+                self._shared_down_until = time.monotonic() + REDIS_RETRY_SECONDS
+                if time.monotonic() - self._last_warning > 60:
+                    self._last_warning = time.monotonic()
+                    log.warning("rate-limit storage failed (%s); limiting per process for now", exc)
+        if await limiter.hit(item, *ids):
             return
-        stats = await self._limiter.get_window_stats(item, *ids)
+        stats = await limiter.get_window_stats(item, *ids)
         raise RateLimited(retry_after=max(1, math.ceil(stats.reset_time - time.time())))
 
     async def reset(self) -> None:
-        await self._storage.reset()  # type: ignore[misc]
+        await self._local_storage.reset()  # type: ignore[misc]
+        if self._storage is not self._local_storage:
+            await self._storage.reset()  # type: ignore[misc]

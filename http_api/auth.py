@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from urllib.parse import urlsplit
 
+from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 from starlette.requests import Request
 
 from callboard_core.api_keys import service as api_keys
+from callboard_core.api_keys.models import ApiKey
 from callboard_core.auth import sessions
 from callboard_core.container import Core
 from callboard_core.errors import Forbidden, Unauthenticated
@@ -24,6 +26,7 @@ from callboard_core.security.permissions import Permission
 from http_api.routing import SAFE_METHODS, AuthKind
 
 API_KEY_HEADER = "x-api-key"
+ROTATED = "rotated"  # ApiKey.revoked_reason set by POST /api/v2/agents/me/rotate-key
 
 
 def _bearer(request: Request) -> str | None:
@@ -66,6 +69,19 @@ async def api_key(request: Request, session: AsyncSession, core: Core, *, write:
     if due:
         request.state.touch_key = principal.key_id
     return principal
+
+
+async def rotated_key_id(request: Request, session: AsyncSession) -> str | None:
+    """The id of the X-API-Key if it is a real key that was revoked by its own rotation, else None."""
+    raw = (request.headers.get(API_KEY_HEADER) or "").strip()
+    if not raw or not tokens.api_key_well_formed(raw):
+        return None
+    row = (await session.execute(
+        select(ApiKey.id, ApiKey.revoked_at, ApiKey.revoked_reason).where(ApiKey.key_hash == tokens.hash_token(raw))
+    )).one_or_none()
+    if row is None or row.revoked_at is None or row.revoked_reason != ROTATED:
+        return None
+    return str(row.id)
 
 
 async def user_session(request: Request, session: AsyncSession, core: Core) -> UserPrincipal:

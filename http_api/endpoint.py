@@ -4,7 +4,9 @@ work, call the handler, render. Handlers never see raw requests or commit anythi
 from __future__ import annotations
 
 import asyncio
+import json
 import re
+from datetime import datetime
 from typing import Any
 
 import orjson
@@ -14,12 +16,12 @@ from starlette.responses import Response
 
 from callboard_core.api_keys import service as api_keys
 from callboard_core.container import Core
-from callboard_core.errors import BadRequest, NotFound, ValidationFailed
+from callboard_core.errors import BadRequest, NotFound, Unauthenticated, ValidationFailed
 from callboard_core.idempotency import service as idempotency
 from callboard_core.principals import KeyPrincipal, Principal, UserPrincipal
 from http_api import auth
 from http_api.errors import from_pydantic
-from http_api.routing import SAFE_METHODS, RequestContext, RouteDef
+from http_api.routing import SAFE_METHODS, AuthKind, RequestContext, RouteDef
 
 _background: set[asyncio.Task[None]] = set()
 _REPLAY_HEADERS = ("content-type", "location")
@@ -37,16 +39,20 @@ def client_ip(request: Request) -> str:
 def _json_default(value: Any) -> Any:
     if isinstance(value, BaseModel):
         return value.model_dump(mode="json", by_alias=True)
+    if isinstance(value, datetime):
+        return value.isoformat()
     raise TypeError(f"cannot serialise {type(value).__name__}")
 
 
 def render(result: Any, status: int) -> Response:
     if isinstance(result, Response):
         return result
-    if isinstance(result, BaseModel):
-        payload = orjson.dumps(result.model_dump(mode="json", by_alias=True))
-    else:
-        payload = orjson.dumps(result, default=_json_default)
+    data = result.model_dump(mode="json", by_alias=True) if isinstance(result, BaseModel) else result
+    try:
+        payload = orjson.dumps(data, default=_json_default)
+    except orjson.JSONEncodeError:
+        # Free-form JSON can hold integers past 64 bits (PostgreSQL's jsonb turns 1e300 into one).
+        payload = json.dumps(data, default=_json_default, separators=(",", ":")).encode()
     return Response(payload, status_code=status, media_type="application/json")
 
 
@@ -115,6 +121,9 @@ def parse_body(route: RouteDef, request: Request, raw: bytes) -> Any:
         raise from_pydantic(exc) from None
 
 
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+
+
 def check_json(data: Any) -> None:
     """Refuse what no database stores: NUL characters in strings or keys (PostgreSQL text and jsonb reject
     them) and nesting deeper than MAX_JSON_DEPTH. Iterative, so a deep document cannot exhaust the stack."""
@@ -130,6 +139,11 @@ def check_json(data: Any) -> None:
                 raise ValidationFailed("Strings in the body cannot contain NUL characters.",
                                        errors=[{"field": path or "body", "in": "body", "code": "nul_character",
                                                 "message": "NUL characters are not allowed"}])
+        elif isinstance(value, int) and not isinstance(value, bool) and not _INT64_MIN <= value <= _INT64_MAX:
+            # Past 64 bits a number no longer survives a database round trip and JSON rendering intact.
+            raise ValidationFailed("Integers in the body must fit in 64 bits.",
+                                   errors=[{"field": path or "body", "in": "body", "code": "number_out_of_range",
+                                            "message": "integer outside the 64-bit range"}])
         elif isinstance(value, dict):
             for key, item in value.items():
                 child = f"{path}.{key}" if path else str(key)
@@ -190,7 +204,13 @@ def build_endpoint(route: RouteDef, core: Core) -> Any:
 
         # Credentials are checked before the write lock is taken, so a flood of bad keys cannot queue writers.
         async with core.uow(write=False) as uow:
-            principal = await auth.authenticate(route.auth, request, uow.session, core)
+            try:
+                principal = await auth.authenticate(route.auth, request, uow.session, core)
+            except Unauthenticated:
+                replay = await _replay_for_rotated_key(route, request, uow.session, core, idem_key, raw)
+                if replay is None:
+                    raise
+                return replay
         if route.rate_limit and isinstance(principal, KeyPrincipal):
             await core.rate_limiter.hit(route.rate_limit, "key", principal.key_id)
 
@@ -198,14 +218,10 @@ def build_endpoint(route: RouteDef, core: Core) -> Any:
         if idem_key is not None:
             reservation = await idempotency.reserve(
                 core.db, core.sealer, scope=idempotency_scope(principal, ip), key=idem_key,
-                method=route.method, path=request.url.path, fingerprint=idempotency.request_fingerprint(
-                    route.method, request.url.path + "?" + request.url.query, raw),
+                method=route.method, path=request.url.path, fingerprint=_fingerprint(route, request, raw),
             )
             if reservation.replay is not None:
-                stored = reservation.replay
-                headers = dict(stored.headers)
-                headers["Idempotent-Replayed"] = "true"
-                return Response(stored.body, status_code=stored.status, headers=headers)
+                return _replayed(reservation.replay)
             record_id = reservation.record_id
         try:
             async with core.uow(write=True) as uow:
@@ -225,6 +241,32 @@ def build_endpoint(route: RouteDef, core: Core) -> Any:
 
     endpoint.__name__ = route.operation_id
     return endpoint
+
+
+def _fingerprint(route: RouteDef, request: Request, raw: bytes) -> str:
+    return idempotency.request_fingerprint(route.method, request.url.path + "?" + request.url.query, raw)
+
+
+def _replayed(stored: idempotency.StoredResponse) -> Response:
+    headers = dict(stored.headers)
+    headers["Idempotent-Replayed"] = "true"
+    return Response(stored.body, status_code=stored.status, headers=headers)
+
+
+async def _replay_for_rotated_key(route: RouteDef, request: Request, session: Any, core: Core,
+                                  idem_key: str | None, raw: bytes) -> Response | None:
+    """rotate-key revokes the very key that calls it, so the retry of a rotation whose answer was lost
+    arrives with a revoked key. A key revoked by its own rotation still gets the stored answers of its
+    own idempotent requests (same Idempotency-Key, same request): nothing runs, so the retry returns the
+    same new key instead of a 401. Any other revocation is final."""
+    if idem_key is None or route.auth not in (AuthKind.KEY_READ, AuthKind.KEY_WRITE):
+        return None
+    key_id = await auth.rotated_key_id(request, session)
+    if key_id is None:
+        return None
+    stored = await idempotency.find_replay(session, core.sealer, scope=f"key:{key_id}", key=idem_key,
+                                           fingerprint=_fingerprint(route, request, raw))
+    return _replayed(stored) if stored is not None else None
 
 
 def _context(request: Request, route: RouteDef, core: Core, session: Any, principal: Principal | None,

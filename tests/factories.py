@@ -49,11 +49,23 @@ UNTRUSTED_ORIGIN = "https://evil.example.net"
 PLACEHOLDER_ID = "zz_doesnotexist0000000000"
 
 # Error codes that mean "the credential was refused" (as opposed to a business rule of the handler).
-CREDENTIAL_CODES = frozenset({
-    "unauthenticated", "missing_api_key", "invalid_api_key", "session_required", "invalid_session",
-    "api_key_required", "missing_onboarding_token", "invalid_onboarding_token", "missing_machine_token",
-    "invalid_machine_token", "insufficient_scope", "insufficient_role", "untrusted_origin",
-})
+CREDENTIAL_CODES = frozenset(
+    {
+        "unauthenticated",
+        "missing_api_key",
+        "invalid_api_key",
+        "session_required",
+        "invalid_session",
+        "api_key_required",
+        "missing_onboarding_token",
+        "invalid_onboarding_token",
+        "missing_machine_token",
+        "invalid_machine_token",
+        "insufficient_scope",
+        "insufficient_role",
+        "untrusted_origin",
+    }
+)
 
 
 def route_id(route: RouteDef) -> str:
@@ -66,7 +78,10 @@ def uid(n: int = 10) -> str:
 
 # --- problem+json ----------------------------------------------------------------------------------
 
-def assert_problem(response: httpx.Response, status: int | None = None, code: str | None = None) -> dict[str, Any]:
+
+def assert_problem(
+    response: httpx.Response, status: int | None = None, code: str | None = None
+) -> dict[str, Any]:
     """An error response: problem+json with code, message and requestId, and requestId == X-Request-Id."""
     where = f"{response.request.method} {response.request.url.path} -> {response.status_code}: {response.text[:500]}"
     if status is not None:
@@ -85,7 +100,9 @@ def assert_problem(response: httpx.Response, status: int | None = None, code: st
 
 
 def assert_not_5xx(response: httpx.Response) -> None:
-    where = f"{response.request.method} {response.request.url} -> {response.status_code}: {response.text[:800]}"
+    where = (
+        f"{response.request.method} {response.request.url} -> {response.status_code}: {response.text[:800]}"
+    )
     assert response.status_code < 500, where
     if response.status_code >= 400 and response.headers.get("content-type", "").startswith("application/"):
         assert_problem(response)
@@ -97,8 +114,22 @@ def assert_not_5xx(response: httpx.Response) -> None:
 BODY_OVERRIDES: dict[tuple[str, str], Callable[[], dict[str, Any]]] = {}
 
 _PATTERN_CANDIDATES = [
-    "abc", "x", "abc-def", "https://example.com/x", "usd", "USD", "a@example.com", "abc_def", "1.0.0",
-    "2025-01-01", "0" * 64, "a" * 64, "+15555550100", "ABC", "a1", "abc123",
+    "abc",
+    "x",
+    "abc-def",
+    "https://example.com/x",
+    "usd",
+    "USD",
+    "a@example.com",
+    "abc_def",
+    "1.0.0",
+    "2025-01-01",
+    "0" * 64,
+    "a" * 64,
+    "+15555550100",
+    "ABC",
+    "a1",
+    "abc123",
 ]
 
 
@@ -133,7 +164,7 @@ def _string(schema: dict[str, Any], name: str) -> str:
     elif "handle" in lname or "slug" in lname:
         candidates = [f"h{uid()}"]
     else:
-        candidates = [f"x{uid(6)}"] + _PATTERN_CANDIDATES
+        candidates = [f"x{uid(6)}", *_PATTERN_CANDIDATES]
     pattern = schema.get("pattern")
     for candidate in candidates + _PATTERN_CANDIDATES:
         if len(candidate) < lo:
@@ -247,6 +278,7 @@ def schema_kinds(schema: dict[str, Any], defs: dict[str, Any] | None = None) -> 
 
 # --- people, agents and credentials --------------------------------------------------------------
 
+
 @dataclass
 class Actor:
     """A signed-in person; with `agent=True` also a claimed agent of theirs and its read+write key."""
@@ -299,11 +331,20 @@ class World:
 
     async def provisional(self) -> Provisional:
         async with self.core.uow() as uow:
-            reg = await agents.register(uow.session, self.core.settings, agent_schemas.AgentRegister(
-                name=f"Agent {uid(6)}", endpoint_url="https://agent.example.com/hook"))
+            reg = await agents.register(
+                uow.session,
+                self.core.settings,
+                agent_schemas.AgentRegister(
+                    name=f"Agent {uid(6)}", endpoint_url="https://agent.example.com/hook"
+                ),
+            )
         assert reg.claim_url
-        return Provisional(agent_id=reg.agent.id, api_key=reg.api_key, key_id=reg.key_info.id,
-                           code=reg.claim_url.rsplit("/", 1)[1])
+        return Provisional(
+            agent_id=reg.agent.id,
+            api_key=reg.api_key,
+            key_id=reg.key_info.id,
+            code=reg.claim_url.rsplit("/", 1)[1],
+        )
 
     async def claimed_agent(self, owner_id: str) -> tuple[str, str, str]:
         """A new agent claimed by owner_id: (agent id, its read+write key, key id)."""
@@ -322,8 +363,14 @@ class World:
         """An onboarding session of owner with a live token: (slug, token)."""
         slug, token = f"ws-{uid()}", tokens.new_token()
         async with self.core.uow() as uow:
-            uow.session.add(OnboardingSession(slug=slug, owner_id=owner.user_id, token_hash=tokens.hash_token(token),
-                                              token_expires_at=clock.now() + timedelta(hours=1)))
+            uow.session.add(
+                OnboardingSession(
+                    slug=slug,
+                    owner_id=owner.user_id,
+                    token_hash=tokens.hash_token(token),
+                    token_expires_at=clock.now() + timedelta(hours=1),
+                )
+            )
         return slug, token
 
     async def credentials(self, route: RouteDef, actor: Actor) -> tuple[dict[str, str], dict[str, str]]:
@@ -356,8 +403,13 @@ async def _agent(w: World, owner: Actor) -> str:
 async def _key(w: World, owner: Actor) -> str:
     agent_id = owner.agent_id or (await w.claimed_agent(owner.user_id))[0]
     async with w.core.uow() as uow:
-        _, key = await api_keys.issue(uow.session, agent_id=agent_id, owner_id=owner.user_id,
-                                      scopes=api_keys.READ_WRITE, label="factory")
+        _, key = await api_keys.issue(
+            uow.session,
+            agent_id=agent_id,
+            owner_id=owner.user_id,
+            scopes=api_keys.READ_WRITE,
+            label="factory",
+        )
         return key.id
 
 
@@ -480,12 +532,17 @@ async def fill_query(w: World, route: RouteDef, actor: Actor | None) -> dict[str
 
 # --- one app per database for a test module --------------------------------------------------------
 
+
 @contextlib.asynccontextmanager
-async def open_world(database_url: str, tmp_root: Path, *, wipe: bool = True, **overrides: Any) -> AsyncIterator[World]:
+async def open_world(
+    database_url: str, tmp_root: Path, *, wipe: bool = True, **overrides: Any
+) -> AsyncIterator[World]:
     settings = make_settings(database_url, tmp_root, machine_token=MACHINE_TOKEN, **overrides)
     if database_url not in conftest._migrated:
         await upgrade(settings)
         conftest._migrated.add(database_url)
+        # As conftest.core does: the seeded taxonomy was written just now, so only newer rows get wiped.
+        conftest._SEEDED_BEFORE = clock.now().replace(tzinfo=None)
     core = Core.build(settings)
     try:
         yield World(core=core, app=create_app(core=core))
@@ -501,6 +558,7 @@ async def drain_background() -> None:
     """Wait for the endpoint's fire-and-forget work (API key lastUsedAt) before a database goes away."""
     while endpoint._background:
         await asyncio.gather(*list(endpoint._background), return_exceptions=True)
+        await asyncio.sleep(0)  # let the done-callbacks take the finished tasks out of the set
 
 
 def database_url_for(request: Any) -> str:

@@ -13,6 +13,7 @@ from typing import Any
 import httpx
 import pytest
 
+from callboard_core.auth import sessions
 from callboard_core.security.permissions import Permission, Role
 from http_api.routes import all_routes
 from http_api.routing import SAFE_METHODS, AuthKind, RouteDef
@@ -74,16 +75,32 @@ class Cast:
     support: Actor
     provisional: Provisional
     revoked_key: str
+    signed_out: Actor  # a SUPERADMIN whose sessions were all revoked
 
 
 @pytest.fixture(scope="module")
 async def cast(world: World) -> Cast:
-    return Cast(a=await world.actor(agent=True), user=await world.actor(), support=await world.actor(Role.SUPPORT),
-                provisional=await world.provisional(), revoked_key=await world.revoked_key())
+    signed_out = await world.actor(Role.SUPERADMIN)
+    async with world.core.uow() as uow:
+        await sessions.revoke_all(uow.session, signed_out.user_id)
+    return Cast(
+        a=await world.actor(agent=True),
+        user=await world.actor(),
+        support=await world.actor(Role.SUPPORT),
+        provisional=await world.provisional(),
+        revoked_key=await world.revoked_key(),
+        signed_out=signed_out,
+    )
 
 
-async def call(w: World, route: RouteDef, headers: dict[str, str], *, path: str | None = None,
-               query: dict[str, Any] | None = None) -> httpx.Response:
+async def call(
+    w: World,
+    route: RouteDef,
+    headers: dict[str, str],
+    *,
+    path: str | None = None,
+    query: dict[str, Any] | None = None,
+) -> httpx.Response:
     """The route with a valid body and query, so only the credential decides (parsing comes first)."""
     try:
         body = sample_body(route)
@@ -95,11 +112,13 @@ async def call(w: World, route: RouteDef, headers: dict[str, str], *, path: str 
             schema, defs = model_schema(route.query)
             query = {n: sample(schema["properties"][n], defs, n) for n in schema.get("required", [])}
     async with w.client() as client:
-        return await client.request(route.method, path or placeholder_path(route), json=body, params=query,
-                                    headers=headers)
+        return await client.request(
+            route.method, path or placeholder_path(route), json=body, params=query, headers=headers
+        )
 
 
 # --- no credential, the wrong kind of credential, a revoked one ----------------------------------
+
 
 @pytest.mark.parametrize("route", params(lambda r: r.auth is not AuthKind.PUBLIC))
 async def test_no_credential_is_401(world: World, route: RouteDef) -> None:
@@ -143,9 +162,18 @@ async def test_revoked_key_is_401(world: World, cast: Cast, route: RouteDef) -> 
 
 @pytest.mark.parametrize("route", params(lambda r: r.auth in KEY_KINDS))
 async def test_malformed_key_is_401(world: World, cast: Cast, route: RouteDef) -> None:
-    assert cast.a.api_key
-    tampered = cast.a.api_key[:-1] + ("A" if cast.a.api_key[-1] != "A" else "B")
-    assert_problem(await call(world, route, {"X-API-Key": tampered}), 401, "invalid_api_key")
+    key = cast.a.api_key
+    assert key
+    tampered = key[:-1] + ("A" if key[-1] != "A" else "B")
+    for bad in (tampered, key[:-1], key + "x", "cbk_" + "x" * 5000, "Bearer " + key, "null"):
+        assert_problem(await call(world, route, {"X-API-Key": bad}), 401, "invalid_api_key")
+
+
+@pytest.mark.parametrize("route", params(lambda r: r.auth in SESSION_KINDS))
+async def test_revoked_or_forged_session_is_401(world: World, cast: Cast, route: RouteDef) -> None:
+    for token in (cast.signed_out.session_token, "forged-" + "x" * 40, "y" * 500):
+        headers = {"Cookie": f"svc_session={token}", "Origin": BASE_URL}
+        assert_problem(await call(world, route, headers), 401, "invalid_session")
 
 
 @pytest.mark.parametrize("route", params(lambda r: r.auth in (AuthKind.ONBOARDING, AuthKind.MACHINE)))
@@ -155,6 +183,7 @@ async def test_bad_bearer_is_401(world: World, route: RouteDef) -> None:
 
 
 # --- scope and role ------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("route", params(lambda r: r.auth is AuthKind.KEY_WRITE))
 async def test_read_only_key_on_write_route_is_403(world: World, cast: Cast, route: RouteDef) -> None:
@@ -182,7 +211,9 @@ ORIGINS = {
 }
 ORIGIN_CELLS = [
     pytest.param(r, name, id=f"{route_id(r)} origin {name}")
-    for r in ROUTES if r.auth in SESSION_KINDS and unsafe(r) and not r.page for name in ORIGINS
+    for r in ROUTES
+    if r.auth in SESSION_KINDS and unsafe(r) and not r.page
+    for name in ORIGINS
 ]
 
 
@@ -196,6 +227,7 @@ async def test_untrusted_origin_on_cookie_mutation_is_403(world: World, route: R
 
 
 # --- the weakest credential the route admits gets past authentication ----------------------------
+
 
 @pytest.mark.parametrize("route", params(lambda r: r.auth is not AuthKind.PUBLIC))
 async def test_weakest_admitted_credential_passes(world: World, route: RouteDef) -> None:
@@ -219,11 +251,13 @@ async def test_weakest_admitted_credential_passes(world: World, route: RouteDef)
     if response.status_code in (401, 403):
         body = response.json()
         refused = body["code"] in CREDENTIAL_CODES and not (
-            body["code"] == "insufficient_role" and body.get("required") not in ROUTE_GATES)
+            body["code"] == "insufficient_role" and body.get("required") not in ROUTE_GATES
+        )
         assert not refused, f"{route_id(route)} refused an admitted credential: {response.text}"
 
 
 # --- another owner's object is a 404 -------------------------------------------------------------
+
 
 def _owned_params(route: RouteDef) -> bool:
     if route.auth not in (AuthKind.SESSION, *KEY_KINDS) or route.page:
@@ -243,14 +277,17 @@ async def test_other_owners_object_is_404(world: World, cast: Cast, route: Route
     try:
         path = await fill_path(world, route, b)
     except LookupError as exc:
-        pytest.skip(f"no factory for path parameter {exc.args[0]!r} ({route_id(route)}): add one to "
-                    "tests/factories.PARAM_FACTORIES")
+        pytest.skip(
+            f"no factory for path parameter {exc.args[0]!r} ({route_id(route)}): add one to "
+            "tests/factories.PARAM_FACTORIES"
+        )
     query = await fill_query(world, route, b)
     headers = cast.a.session() if route.auth is AuthKind.SESSION else cast.a.key()
     assert_problem(await call(world, route, headers, path=path, query=query), 404)
 
 
 # --- the table itself ------------------------------------------------------------------------------
+
 
 def test_route_table_is_what_the_app_serves(world: World) -> None:
     served = [(r.method, r.path, r.auth) for r in world.app.state.route_table]
@@ -269,6 +306,9 @@ def test_route_auth_kinds_match_the_spec() -> None:
     for line in spec.read_text().splitlines()[1:]:
         method, path, auth, *_ = line.split("\t")
         kinds[(method, path)] = auth
-    wrong = [f"{r.method} {r.path}: {r.auth.value} (spec {kinds[(r.method, r.path)]})"
-             for r in ROUTES if (r.method, r.path) in kinds and kinds[(r.method, r.path)] != r.auth.value]
+    wrong = [
+        f"{r.method} {r.path}: {r.auth.value} (spec {kinds[(r.method, r.path)]})"
+        for r in ROUTES
+        if (r.method, r.path) in kinds and kinds[(r.method, r.path)] != r.auth.value
+    ]
     assert not wrong, wrong

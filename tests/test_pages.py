@@ -153,7 +153,7 @@ async def test_claim_page_signed_out_then_signed_in(client, app, core):
         assert claimed.status_code == 200, claimed.text
         assert "Claimed" in claimed.text
         again = await owner.post(f"/claim/{code}")
-        assert again.status_code == 410
+        assert again.status_code == 409 and "claimed already" in again.text
     async with core.uow(write=False) as uow:
         agent = await uow.session.get(Agent, reg["agent"]["id"])
         assert agent is not None and agent.owner_id == owner_id

@@ -7,6 +7,8 @@ from collections.abc import Sequence
 from datetime import timedelta
 
 from sqlalchemy import func, select, update
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -27,7 +29,7 @@ from callboard_core.api_keys.models import ApiKey
 from callboard_core.capabilities.models import CapabilityTag, TaxonomyStatus
 from callboard_core.config import Settings
 from callboard_core.errors import Conflict, Forbidden, Gone, NotFound, ValidationFailed
-from callboard_core.ids import random_string
+from callboard_core.ids import new_id, random_string
 from callboard_core.security import tokens
 
 CLAIM_LINK_TTL = timedelta(days=7)
@@ -265,7 +267,7 @@ async def claim_link_for_me(session: AsyncSession, settings: Settings, agent_id:
     return await mint_claim_link(session, settings, await get_live(session, agent_id))
 
 
-async def _live_claim_link(session: AsyncSession, code: str) -> tuple[AgentClaimLink, Agent]:
+async def _live_claim_link(session: AsyncSession, code: str, *, claiming: bool = False) -> tuple[AgentClaimLink, Agent]:
     link = (await session.execute(
         select(AgentClaimLink).where(AgentClaimLink.code_hash == tokens.hash_token(code))
     )).scalar_one_or_none() if 0 < len(code) <= 128 else None
@@ -275,6 +277,9 @@ async def _live_claim_link(session: AsyncSession, code: str) -> tuple[AgentClaim
     if agent is None or agent.deleted_at is not None:
         raise NotFound("No such claim link; ask the agent for a fresh one.", code="claim_link_not_found")
     if link.used_at is not None:
+        if claiming:
+            # Losing a race to the same link reads the same whichever database serialised it.
+            raise Conflict("This agent has been claimed already.", code="already_claimed")
         raise Gone("This claim link was used already.", code="claim_link_used")
     if link.expires_at <= clock.now():
         raise Gone("This claim link has expired; the agent can mint a new one (POST /api/v2/agents/me/claim-link).",
@@ -292,7 +297,7 @@ async def claim(session: AsyncSession, code: str, user_id: str) -> s.ClaimResult
     """Bind a provisional agent and its keys to the signed-in owner; its keys become read+write.
 
     Compare-and-set on the agent's claim status: of two people claiming at once, one wins, one gets 409."""
-    link, agent = await _live_claim_link(session, code)
+    link, agent = await _live_claim_link(session, code, claiming=True)
     now = clock.now()
     won = (await session.execute(
         update(Agent)
@@ -352,39 +357,25 @@ def _heartbeat_record(beat: AgentHeartbeat) -> s.HeartbeatRecord:
 
 
 async def heartbeat(session: AsyncSession, agent_id: str, body: s.HeartbeatBody) -> s.HeartbeatAck:
-    """One row per (agent, runtimeId), updated in place: the latest state of each runtime."""
+    """One row per (agent, runtimeId), updated in place: the latest state of each runtime.
+
+    A single upsert, so concurrent beats of one runtime neither collide nor lose a count."""
     now = clock.now()
     values = body.model_dump(exclude_unset=False)
     values["status"] = body.status or "ONLINE"
-    beat = (await session.execute(
-        select(AgentHeartbeat).where(AgentHeartbeat.agent_id == agent_id,
-                                     AgentHeartbeat.runtime_id == body.runtime_id)
-    )).scalar_one_or_none()
-    if beat is None:
-        beat = AgentHeartbeat(agent_id=agent_id, **values, last_seen_at=now, beat_count=1)
-        try:
-            async with session.begin_nested():
-                session.add(beat)
-                await session.flush()
-        except IntegrityError:
-            # A concurrent first beat of the same runtime: update that row instead.
-            beat = (await session.execute(
-                select(AgentHeartbeat).where(AgentHeartbeat.agent_id == agent_id,
-                                             AgentHeartbeat.runtime_id == body.runtime_id)
-            )).scalar_one()
-            _apply_beat(beat, values, now)
-    else:
-        _apply_beat(beat, values, now)
-    await session.flush()
+    values.update(last_seen_at=now, updated_at=now)
+    insert = pg_insert if session.get_bind().dialect.name == "postgresql" else sqlite_insert
+    upsert = (
+        insert(AgentHeartbeat)
+        .values(id=new_id("hbt"), agent_id=agent_id, created_at=now, beat_count=1, **values)
+        .on_conflict_do_update(
+            index_elements=[AgentHeartbeat.agent_id, AgentHeartbeat.runtime_id],
+            set_={**values, "beat_count": AgentHeartbeat.beat_count + 1},
+        )
+        .returning(AgentHeartbeat)
+    )
+    beat = (await session.execute(upsert, execution_options={"populate_existing": True})).scalar_one()
     return s.HeartbeatAck(heartbeat=_heartbeat_record(beat), server_time=now)
-
-
-def _apply_beat(beat: AgentHeartbeat, values: dict, now) -> None:
-    for field, value in values.items():
-        setattr(beat, field, value)
-    beat.last_seen_at = now
-    beat.updated_at = now
-    beat.beat_count += 1
 
 
 async def heartbeats(session: AsyncSession, agent_id: str) -> s.HeartbeatList:

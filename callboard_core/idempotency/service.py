@@ -119,6 +119,25 @@ async def reserve(db: Database, sealer: Sealer, *, scope: str, key: str, method:
         return Reservation(record_id=record.id)
 
 
+async def find_replay(session: AsyncSession, sealer: Sealer, *, scope: str, key: str,
+                      fingerprint: str) -> StoredResponse | None:
+    """The stored answer of a completed, unexpired request with this key and this very request, or None.
+    Reserves nothing: for callers that may only ever get a replay (a key revoked by its own rotation)."""
+    try:
+        key = check_key(key)
+    except ValidationFailed:
+        return None
+    record = (
+        await session.execute(select(IdempotencyRecord).where(IdempotencyRecord.scope == scope,
+                                                              IdempotencyRecord.key == key))
+    ).scalar_one_or_none()
+    if (record is None or record.state != "COMPLETED" or record.expires_at <= clock.now()
+            or record.request_hash != fingerprint or record.response_status is None or record.response_body is None):
+        return None
+    return StoredResponse(status=record.response_status, body=sealer.open(record.response_body),
+                          headers=dict(record.response_headers or {}))
+
+
 async def complete(session: AsyncSession, sealer: Sealer, record_id: str, response: StoredResponse) -> None:
     """Store the outcome in the caller's (the work's) transaction."""
     await session.execute(
