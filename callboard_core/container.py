@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from callboard_core.config import Environment, Settings
 from callboard_core.db import Database, UnitOfWork
+from callboard_core.db.readcache import ReadCache
 from callboard_core.idempotency.service import Sealer
 from callboard_core.mail.service import Mailer, build_mailer
 from callboard_core.ratelimit import RateLimiter
@@ -19,6 +20,7 @@ class Core:
     mailer: Mailer
     rate_limiter: RateLimiter
     sealer: Sealer
+    read_cache: ReadCache
 
     @classmethod
     def build(cls, settings: Settings) -> Core:
@@ -27,7 +29,7 @@ class Core:
             settings.database_url, pool_size=settings.db_pool_size, busy_timeout_ms=settings.sqlite_busy_timeout_ms
         )
         return cls(settings=settings, db=db, mailer=build_mailer(settings, db), rate_limiter=RateLimiter(settings),
-                   sealer=Sealer(settings.secret_key))
+                   sealer=Sealer(settings.secret_key), read_cache=ReadCache(settings.database_url))
 
     def uow(self, *, write: bool = True) -> UnitOfWork:
         return UnitOfWork(self.db, write=write)
@@ -35,3 +37,4 @@ class Core:
     async def close(self) -> None:
         await self.mailer.drain()
         await self.db.dispose()
+        self.read_cache.close()

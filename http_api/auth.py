@@ -61,7 +61,7 @@ async def api_key(request: Request, session: AsyncSession, core: Core, *, write:
     raw = request.headers.get(API_KEY_HEADER)
     if not raw:
         raise Unauthenticated("Send your API key in the X-API-Key header.", code="missing_api_key")
-    principal, due = await api_keys.authenticate(session, raw.strip())
+    principal, due = await api_keys.authenticate(session, raw.strip(), core.read_cache)
     needed = api_keys.WRITE if write else api_keys.READ
     if needed not in principal.scopes:
         raise Forbidden(f"This API key lacks the '{needed}' scope.", code="insufficient_scope",
@@ -88,7 +88,7 @@ async def user_session(request: Request, session: AsyncSession, core: Core) -> U
     token = request.cookies.get(sessions.COOKIE_NAME)
     if not token:
         raise Unauthenticated("Sign in first.", code="session_required")
-    principal = await sessions.authenticate(session, token)
+    principal = await sessions.authenticate(session, token, core.read_cache)
     if request.method not in SAFE_METHODS:
         check_origin(request, core, required=True)
     return principal

@@ -15,6 +15,7 @@ from callboard_core.api_keys.models import ApiKey
 from callboard_core.api_keys.schemas import ApiKeyCreate, ApiKeyCreated, ApiKeyInfo, ApiKeyList, ApiKeyRevoked
 from callboard_core.audit import service as audit
 from callboard_core.db import Database
+from callboard_core.db.readcache import ReadCache
 from callboard_core.errors import Conflict, Forbidden, NotFound, Unauthenticated, ValidationFailed
 from callboard_core.principals import KeyPrincipal
 from callboard_core.security import tokens
@@ -51,29 +52,37 @@ async def issue(
     return plaintext, key
 
 
-async def authenticate(session: AsyncSession, raw_key: str) -> tuple[KeyPrincipal, bool]:
+async def authenticate(
+    session: AsyncSession, raw_key: str, cache: ReadCache | None = None
+) -> tuple[KeyPrincipal, bool]:
     """The caller behind an X-API-Key value, and whether its lastUsedAt is due for a refresh.
 
     Refuses malformed (bad checksum), unknown, revoked and expired keys alike, with one message.
+    The key's row may come from the read cache; revocation and expiry are judged on every call.
     """
     invalid = Unauthenticated(
         "The API key is not valid (unknown, revoked or expired).", code="invalid_api_key"
     )
     if not tokens.api_key_well_formed(raw_key):
         raise invalid
-    row = (
-        await session.execute(
-            select(
-                ApiKey.id,
-                ApiKey.agent_id,
-                ApiKey.owner_id,
-                ApiKey.scopes,
-                ApiKey.revoked_at,
-                ApiKey.expires_at,
-                ApiKey.last_used_at,
-            ).where(ApiKey.key_hash == tokens.hash_token(raw_key))
-        )
-    ).one_or_none()
+    key_hash = tokens.hash_token(raw_key)
+
+    async def load() -> Any:
+        return (
+            await session.execute(
+                select(
+                    ApiKey.id,
+                    ApiKey.agent_id,
+                    ApiKey.owner_id,
+                    ApiKey.scopes,
+                    ApiKey.revoked_at,
+                    ApiKey.expires_at,
+                    ApiKey.last_used_at,
+                ).where(ApiKey.key_hash == key_hash)
+            )
+        ).one_or_none()
+
+    row = await cache.get_or_load(("api_key", key_hash), load) if cache else await load()
     now = clock.now()
     if row is None or row.revoked_at is not None or (row.expires_at is not None and row.expires_at <= now):
         raise invalid

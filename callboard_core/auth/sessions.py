@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from callboard_core import clock
 from callboard_core.auth.models import UserSession
+from callboard_core.db.readcache import ReadCache
 from callboard_core.errors import Unauthenticated
 from callboard_core.principals import UserPrincipal
 from callboard_core.security import tokens
@@ -39,18 +41,23 @@ async def start(
     return token, row
 
 
-async def authenticate(session: AsyncSession, token: str) -> UserPrincipal:
+async def authenticate(session: AsyncSession, token: str, cache: ReadCache | None = None) -> UserPrincipal:
     invalid = Unauthenticated("Your session has ended; sign in again.", code="invalid_session")
     if not token or len(token) > 128:
         raise invalid
-    row = (
-        await session.execute(
-            select(UserSession.id, UserSession.expires_at, UserSession.revoked_at, User.id.label("user_id"),
-                   User.role, User.status, User.email, User.email_verified_at)
-            .join(User, User.id == UserSession.user_id)
-            .where(UserSession.token_hash == tokens.hash_token(token))
-        )
-    ).one_or_none()
+    token_hash = tokens.hash_token(token)
+
+    async def load() -> Any:
+        return (
+            await session.execute(
+                select(UserSession.id, UserSession.expires_at, UserSession.revoked_at, User.id.label("user_id"),
+                       User.role, User.status, User.email, User.email_verified_at)
+                .join(User, User.id == UserSession.user_id)
+                .where(UserSession.token_hash == token_hash)
+            )
+        ).one_or_none()
+
+    row = await cache.get_or_load(("session", token_hash), load) if cache else await load()
     if row is None or row.revoked_at is not None or row.expires_at <= clock.now() or row.status != UserStatus.ACTIVE:
         raise invalid
     return UserPrincipal(user_id=row.user_id, role=Role(row.role), session_id=row.id, email=row.email,

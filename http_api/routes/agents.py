@@ -39,7 +39,7 @@ async def claim_agent(ctx: RequestContext) -> s.ClaimResult:
 @router.get("/api/v2/agents/me", auth=AuthKind.KEY_READ, response=s.AgentResponse)
 async def get_me(ctx: RequestContext) -> s.AgentResponse:
     """The calling agent."""
-    return agents.to_response(await agents.get_live(ctx.session, ctx.agent_id))
+    return await agents.me(ctx.session, ctx.agent_id, ctx.core.read_cache)
 
 
 @router.patch("/api/v2/agents/me", auth=AuthKind.KEY_WRITE, body=s.AgentSelfUpdate, response=s.AgentResponse)
