@@ -20,6 +20,7 @@ from http_api.endpoint import build_endpoint
 from http_api.errors import EXCEPTION_HANDLERS
 from http_api.middleware import BodyLimitMiddleware, RequestIdMiddleware
 from http_api.openapi import build_openapi
+from http_api.router import IndexedRouter
 from http_api.routes import all_routes
 from http_api.routing import RouteDef
 
@@ -61,7 +62,8 @@ def create_app(settings: Settings | None = None, *, core: Core | None = None) ->
         finally:
             await core.close()
 
-    app = Starlette(routes=routes, exception_handlers=EXCEPTION_HANDLERS, lifespan=lifespan)
+    app = Starlette(exception_handlers=EXCEPTION_HANDLERS)
+    app.router = IndexedRouter(routes, lifespan=lifespan)
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
     app.add_middleware(RequestIdMiddleware)
     app.state.core = core

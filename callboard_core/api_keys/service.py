@@ -60,14 +60,11 @@ async def authenticate(
     Refuses malformed (bad checksum), unknown, revoked and expired keys alike, with one message.
     The key's row may come from the read cache; revocation and expiry are judged on every call.
     """
-    invalid = Unauthenticated(
-        "The API key is not valid (unknown, revoked or expired).", code="invalid_api_key"
-    )
-    if not tokens.api_key_well_formed(raw_key):
-        raise invalid
     key_hash = tokens.hash_token(raw_key)
 
     async def load() -> Any:
+        if not tokens.api_key_well_formed(raw_key):  # a typo costs no query
+            return None
         return (
             await session.execute(
                 select(
@@ -85,7 +82,7 @@ async def authenticate(
     row = await cache.get_or_load(("api_key", key_hash), load) if cache else await load()
     now = clock.now()
     if row is None or row.revoked_at is not None or (row.expires_at is not None and row.expires_at <= now):
-        raise invalid
+        raise Unauthenticated("The API key is not valid (unknown, revoked or expired).", code="invalid_api_key")
     due = row.last_used_at is None or now - row.last_used_at >= LAST_USED_PRECISION
     return KeyPrincipal(
         key_id=row.id, agent_id=row.agent_id, owner_id=row.owner_id, scopes=frozenset(row.scopes)

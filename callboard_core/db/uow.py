@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from types import TracebackType
+from typing import Any, cast
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -12,28 +13,51 @@ from callboard_core.db.engine import Database
 AfterCommit = Callable[[], Awaitable[None]]
 
 
+class _LazySession:
+    """Stands in for the AsyncSession until something uses it: a request answered from the read cache
+    then never builds a session at all."""
+
+    __slots__ = ("_uow",)
+
+    def __init__(self, uow: UnitOfWork) -> None:
+        self._uow = uow
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._uow.real_session(), name)
+
+
 class UnitOfWork:
     def __init__(self, db: Database, *, write: bool = True) -> None:
         self.db = db
         self.write = write
         self._after_commit: list[AfterCommit] = []
-        self.session: AsyncSession
+        self._session: AsyncSession | None = None
+        self.session = cast(AsyncSession, _LazySession(self))
+
+    def real_session(self) -> AsyncSession:
+        if self._session is None:
+            self._session = self.db.session(write=self.write)
+            self._session.info["uow"] = self
+            self.session = self._session
+        return self._session
 
     async def __aenter__(self) -> UnitOfWork:
-        self.session = self.db.session(write=self.write)
-        self.session.info["uow"] = self
         return self
 
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        try:
-            if exc_type is None:
-                await self.session.commit()
-            else:
-                await self.session.rollback()
-        finally:
-            await self.session.close()
+        session = self._session
+        if session is not None:
+            sync = session.sync_session
+            if sync.in_transaction() or sync.identity_map or sync.new:
+                try:
+                    if exc_type is None:
+                        await session.commit()
+                    else:
+                        await session.rollback()
+                finally:
+                    await session.close()
         if exc_type is None:
             for hook in self._after_commit:
                 await hook()
@@ -44,7 +68,7 @@ class UnitOfWork:
 
 
 def after_commit(session: AsyncSession, hook: AfterCommit) -> None:
-    """Register hook on the unit of work that owns session; run it at once if there is none."""
+    """Register hook on the unit of work that owns session."""
     uow = session.info.get("uow")
     if uow is None:
         raise RuntimeError("session is not owned by a UnitOfWork")

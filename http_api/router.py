@@ -1,0 +1,91 @@
+"""A Starlette Router that finds a route by index instead of trying every route in turn.
+
+Starlette matches routes one by one; with a few hundred routes (two namings, owner mirrors) that scan
+cost more than the rest of a cached request. Routes are bucketed by segment count and leading literal
+segments; a request is matched only against its bucket's few routes, in declaration order, so the
+outcome (including 405 for a path with other methods) is the one a full scan would give.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from starlette.routing import BaseRoute, Match, Route, Router
+from starlette.types import Receive, Scope, Send
+
+_PREFIX = 3
+
+
+def _template_key(path: str) -> tuple[int, tuple[str, ...]]:
+    segments = path.strip("/").split("/")
+    literal: list[str] = []
+    for segment in segments[:_PREFIX]:
+        if "{" in segment:
+            break
+        literal.append(segment)
+    return len(segments), tuple(literal)
+
+
+class IndexedRouter(Router):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("redirect_slashes", False)
+        super().__init__(*args, **kwargs)
+        self._indexed_count = -1
+        self._buckets: dict[tuple[int, tuple[str, ...]], list[tuple[int, BaseRoute]]] = {}
+        self._always: list[tuple[int, BaseRoute]] = []
+        self._memo: dict[tuple[int, tuple[str, ...]], list[BaseRoute]] = {}
+
+    def _reindex(self) -> None:
+        self._buckets = {}
+        self._always = []
+        for order, route in enumerate(self.routes):
+            if isinstance(route, Route):
+                self._buckets.setdefault(_template_key(route.path), []).append((order, route))
+            else:  # mounts and hosts match by prefix: always try them
+                self._always.append((order, route))
+        self._indexed_count = len(self.routes)
+        self._memo = {}
+
+    def _candidates(self, path: str) -> list[BaseRoute]:
+        if self._indexed_count != len(self.routes):
+            self._reindex()
+        segments = path.strip("/").split("/")
+        memo_key = (len(segments), tuple(segments[:_PREFIX]))
+        found = self._memo.get(memo_key)
+        if found is None:
+            items = list(self._always)
+            for k in range(min(_PREFIX, len(segments)) + 1):
+                items.extend(self._buckets.get((len(segments), tuple(segments[:k])), ()))
+            found = [route for _, route in sorted(items, key=lambda item: item[0])]
+            if len(self._memo) >= 4096:  # unknown paths must not grow it without bound
+                self._memo.clear()
+            self._memo[memo_key] = found
+        return found
+
+    async def app(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if "router" not in scope:
+            scope["router"] = self
+        if scope["type"] == "lifespan":
+            await self.lifespan(scope, receive, send)
+            return
+        partial = None
+        partial_scope: Any = {}
+        path = scope["path"]
+        root = scope.get("root_path", "")
+        if root and path.startswith(root):
+            path = path[len(root):]
+        for route in self._candidates(path):
+            match, child_scope = route.matches(scope)
+            if match is Match.FULL:
+                scope["route"] = route
+                scope.update(child_scope)
+                await route.handle(scope, receive, send)
+                return
+            if match is Match.PARTIAL and partial is None:
+                partial, partial_scope = route, child_scope
+        if partial is not None:
+            scope["route"] = partial
+            scope.update(partial_scope)
+            await partial.handle(scope, receive, send)
+            return
+        await self.default(scope, receive, send)
