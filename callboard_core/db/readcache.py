@@ -27,6 +27,7 @@ class ReadCache:
         path = url.database if url.get_backend_name() == "sqlite" else None
         self._path = path if path and path != ":memory:" else None
         self._conn: sqlite3.Connection | None = None
+        self._cursor: sqlite3.Cursor | None = None
         self._version: int | None = None
         self._entries: dict[Hashable, Any] = {}
         self._max = max_entries
@@ -38,11 +39,11 @@ class ReadCache:
     def _current(self) -> int | None:
         if self._path is None:
             return None
-        if self._conn is None:
+        if self._cursor is None:
             # Autocommit, so every PRAGMA reads the database's latest committed state.
             self._conn = sqlite3.connect(self._path, isolation_level=None, check_same_thread=False)
-        row = self._conn.execute("PRAGMA data_version").fetchone()
-        return int(row[0])
+            self._cursor = self._conn.cursor()
+        return int(self._cursor.execute("PRAGMA data_version").fetchone()[0])
 
     async def get_or_load(self, key: Hashable, loader: Callable[[], Awaitable[T]]) -> T:
         version = self._current()
@@ -65,4 +66,4 @@ class ReadCache:
     def close(self) -> None:
         if self._conn is not None:
             self._conn.close()
-            self._conn = None
+            self._conn = self._cursor = None
