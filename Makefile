@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint typecheck migrate worker openapi bench clean install
+.PHONY: run test lint typecheck migrate worker openapi bench bench-jobs clean install
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -38,6 +38,9 @@ openapi: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python bench/run.py
+
+bench-jobs: $(STAMP)
+	$(BIN)/python bench/jobs.py
 
 clean:
 	rm -rf $(VENV) var .pytest_cache .mypy_cache .ruff_cache

@@ -14,6 +14,10 @@ What it does:
      median of each figure; then reads each server's peak and current resident memory from /proc;
   5. prints a Markdown report and writes it to bench/results.md (overwritten).
 
+wrk and the servers share the machine, so the figures only compare runs on the same machine. During every
+measurement the script also accounts the CPU used by other processes (a test suite running next to it);
+the report warns when that skews the figures.
+
 The exit code is 0 whether the targets pass or fail (this is a report); it is non-zero only when the
 benchmark itself could not run (wrk missing, a server did not start, a request was refused, ...).
 wrk comes from the distribution: `apt-get install wrk`.
@@ -30,6 +34,7 @@ import json
 import os
 import platform
 import re
+import resource
 import secrets
 import shutil
 import signal
@@ -93,6 +98,8 @@ class Measurement:
     requests: int
     non_2xx: int
     socket_errors: int
+    background_cores: float = 0.0  # CPU used by processes other than wrk, the servers and this script
+    steal_cores: float = 0.0  # CPU the hypervisor gave to other guests
 
 
 @dataclass
@@ -117,29 +124,39 @@ class Result:
 class Memory:
     peak_mb: float  # VmHWM
     current_mb: float  # VmRSS
+    started_mb: float = 0.0  # VmRSS once the server answered, before any load
 
 
 @dataclass(frozen=True)
 class Check:
     name: str
-    target: str
-    measure: Callable[[dict[str, Result], dict[str, Memory]], tuple[str, bool]]
+    target: str  # "" for an informational row
+    measure: Callable[[dict[str, Result], dict[str, Memory]], tuple[str, bool | None]]
 
 
-def _ratio_check(results: dict[str, Result], _: dict[str, Memory]) -> tuple[str, bool]:
-    me = results["callboard GET /api/v2/agents/me"].rps
-    bare = results["bare GET /ping"].rps
-    ratio = me / bare if bare else 0.0
-    return f"{ratio:.0%} ({me:,.0f} / {bare:,.0f} req/s)", ratio >= 0.5
+def _ratio(results: dict[str, Result], name: str, base: str) -> tuple[str, float]:
+    value, reference = results[name].rps, results[base].rps
+    ratio = value / reference if reference else 0.0
+    return f"{ratio:.1%} ({value:,.0f} / {reference:,.0f} req/s)", ratio
 
 
-def _rss_check(_: dict[str, Result], memory: dict[str, Memory]) -> tuple[str, bool]:
+def _me_check(results: dict[str, Result], _: dict[str, Memory]) -> tuple[str, bool | None]:
+    text, ratio = _ratio(results, "callboard GET /api/v2/agents/me", "bare GET /ping")
+    return text, ratio >= 0.5
+
+
+def _healthz_info(results: dict[str, Result], _: dict[str, Memory]) -> tuple[str, bool | None]:
+    return _ratio(results, "callboard GET /healthz", "bare GET /ping")[0], None
+
+
+def _rss_check(_: dict[str, Result], memory: dict[str, Memory]) -> tuple[str, bool | None]:
     peak = memory["callboard"].peak_mb
     return f"{peak:.1f} MB peak", peak < 150
 
 
 CHECKS: list[Check] = [
-    Check("GET /api/v2/agents/me (API key) vs bare Starlette", ">= 50% of bare req/s", _ratio_check),
+    Check("GET /api/v2/agents/me (API key) vs bare Starlette", ">= 50% of bare req/s", _me_check),
+    Check("GET /healthz (middleware and routing, no database) vs bare Starlette", "", _healthz_info),
     Check("callboard server resident memory after load", "< 150 MB (VmHWM)", _rss_check),
 ]
 
@@ -223,6 +240,45 @@ def memory_of(pid: int) -> Memory:
             if name in ("VmHWM", "VmRSS"):
                 fields[name] = int(value.split()[0]) * 1024 / MB  # kB
     return Memory(peak_mb=fields["VmHWM"], current_mb=fields["VmRSS"])
+
+
+class CpuMeter:
+    """Machine-wide busy CPU during a measurement, minus what wrk, the servers and this script used: what is
+    left is other processes competing for the CPUs (a concurrent test suite, a build), which skews results."""
+
+    _TICK = os.sysconf("SC_CLK_TCK")
+
+    def __init__(self, pids: list[int]) -> None:
+        self.pids = pids
+
+    @staticmethod
+    def _machine() -> tuple[int, int]:
+        with open("/proc/stat") as stat:
+            values = [int(x) for x in stat.readline().split()[1:]]
+        user, nice, system, _idle, _iowait, irq, softirq, steal = (values + [0] * 8)[:8]
+        return user + nice + system + irq + softirq, steal
+
+    def _ours(self) -> float:
+        jiffies = 0
+        for pid in self.pids:
+            with suppress(OSError), open(f"/proc/{pid}/stat") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+                jiffies += int(fields[11]) + int(fields[12])  # utime, stime
+        children = resource.getrusage(resource.RUSAGE_CHILDREN)  # wrk, once reaped
+        me = resource.getrusage(resource.RUSAGE_SELF)
+        return jiffies / self._TICK + children.ru_utime + children.ru_stime + me.ru_utime + me.ru_stime
+
+    def __enter__(self) -> CpuMeter:
+        self._start = (time.monotonic(), *self._machine(), self._ours())
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        t0, busy0, steal0, ours0 = self._start
+        elapsed = time.monotonic() - t0
+        busy1, steal1 = self._machine()
+        others = (busy1 - busy0) / self._TICK - (self._ours() - ours0)
+        self.background_cores = max(0.0, others / elapsed)
+        self.steal_cores = (steal1 - steal0) / self._TICK / elapsed
 
 
 # --- HTTP helpers (stdlib only, so the client adds nothing to the servers' processes) --------------------
@@ -314,14 +370,12 @@ def wrk_script(scenario: Scenario, api_key: str, directory: Path) -> Path:
     return path
 
 
-def run_wrk(
-    wrk: str, url: str, script: Path, *, threads: int, connections: int, seconds: float
-) -> Measurement:
+def run_wrk(wrk: str, url: str, script: Path, *, threads: int, connections: int, seconds: int) -> Measurement:
     argv = [
         wrk,
         f"-t{threads}",
         f"-c{connections}",
-        f"-d{seconds:g}s",
+        f"-d{seconds}s",
         "--latency",
         "--timeout",
         "5s",
@@ -363,7 +417,10 @@ def database(url: str | None, tmp: Path) -> Iterator[str]:
         finally:
             await conn.close()
 
-    asyncio.run(admin_sql(f'CREATE DATABASE "{name}"'))
+    try:
+        asyncio.run(admin_sql(f'CREATE DATABASE "{name}"'))
+    except Exception as exc:
+        raise BenchError(f"cannot create database {name} through {_redact(url)}: {exc!r}") from exc
     print(f"created PostgreSQL database {name}", flush=True)
     try:
         yield admin.set(drivername="postgresql+asyncpg", database=name).render_as_string(hide_password=False)
@@ -521,32 +578,39 @@ def run(args: argparse.Namespace, wrk: str) -> str:
         with database(args.database_url, tmp) as database_url:
             try:
                 servers = start_servers(tmp, database_url)
+                at_start = {name: memory_of(server.proc.pid) for name, server in servers.items()}
                 api_key = register_agent(servers["callboard"])
                 for scenario in SCENARIOS:
                     check_scenario(scenario, servers[scenario.server], api_key)
                 scripts = {s.name: wrk_script(s, api_key, tmp) for s in SCENARIOS}
                 results = {s.name: Result(s) for s in SCENARIOS}
 
-                def measure(scenario: Scenario, seconds: float) -> Measurement:
+                pids = [server.proc.pid for server in servers.values()]
+
+                def measure(scenario: Scenario, seconds: int) -> Measurement:
                     url = servers[scenario.server].base + scenario.path
-                    return run_wrk(
-                        wrk,
-                        url,
-                        scripts[scenario.name],
-                        threads=args.threads,
-                        connections=args.connections,
-                        seconds=seconds,
-                    )
+                    with CpuMeter(pids) as meter:
+                        m = run_wrk(
+                            wrk,
+                            url,
+                            scripts[scenario.name],
+                            threads=args.threads,
+                            connections=args.connections,
+                            seconds=seconds,
+                        )
+                    m.background_cores, m.steal_cores = meter.background_cores, meter.steal_cores
+                    return m
 
                 for scenario in SCENARIOS:
-                    print(f"warm-up  {scenario.name} ({args.warmup:g}s)", flush=True)
-                    measure(scenario, args.warmup)
+                    if args.warmup:
+                        print(f"warm-up  {scenario.name} ({args.warmup}s)", flush=True)
+                        measure(scenario, args.warmup)
                 for round_no in range(1, args.rounds + 1):
                     for scenario in SCENARIOS:
                         m = measure(scenario, args.duration)
                         print(
                             f"round {round_no}  {scenario.name}: {m.rps:,.0f} req/s, p50 {m.p50_ms:.2f} ms, "
-                            f"p99 {m.p99_ms:.2f} ms",
+                            f"p99 {m.p99_ms:.2f} ms; other processes {m.background_cores:.2f} CPUs",
                             flush=True,
                         )
                         if m.non_2xx or m.socket_errors:
@@ -558,6 +622,8 @@ def run(args: argparse.Namespace, wrk: str) -> str:
                             )
                         results[scenario.name].runs.append(m)
                 memory = {name: memory_of(server.proc.pid) for name, server in servers.items()}
+                for name, mem in memory.items():
+                    mem.started_mb = at_start[name].current_mb
                 for name, server in servers.items():
                     if server.proc.poll() is not None:
                         raise BenchError(f"the {name} server died during the run:\n{server.log_tail()}")
@@ -580,6 +646,28 @@ def _fmt_ms(value: float) -> str:
     return f"{value:.2f} ms"
 
 
+BUSY_MACHINE_CPUS = 0.25
+
+
+def _background_lines(args: argparse.Namespace, results: dict[str, Result]) -> list[str]:
+    runs = [m for result in results.values() for m in result.runs]
+    worst = max(m.background_cores for m in runs)
+    steal = max(m.steal_cores for m in runs)
+    lines = [
+        f"- Other processes during the measurements: up to {worst:.2f} CPUs busy"
+        f" (median {statistics.median(m.background_cores for m in runs):.2f}); hypervisor steal up to {steal:.2f} CPUs"
+    ]
+    if args.database_url is not None:
+        lines.append("  (with an external database, its server's CPU is counted as another process)")
+    if worst > BUSY_MACHINE_CPUS and args.database_url is None:
+        lines += [
+            "",
+            f"> **Warning**: other processes used up to {worst:.2f} CPUs while wrk was running; the"
+            " figures are skewed. Rerun on a quiet machine.",
+        ]
+    return lines
+
+
 def report(
     args: argparse.Namespace,
     started: datetime,
@@ -595,10 +683,11 @@ def report(
         f"- Machine: nproc {info['nproc']}, {info['cpu']}, Linux {info['kernel']}",
         f"- Python: {info['python']}; {info['packages']}",
         f"- Database: {database_kind}",
-        f"- Load: wrk -t{args.threads} -c{args.connections}, {args.duration:g}s x {args.rounds} rounds "
-        f"(interleaved, median kept), {args.warmup:g}s warm-up; wrk shares the machine with the servers",
+        f"- Load: wrk -t{args.threads} -c{args.connections}, {args.duration}s x {args.rounds} rounds "
+        f"(interleaved, median kept), {args.warmup}s warm-up; wrk shares the machine with the servers",
         "- Servers: one uvicorn worker each, `callboard serve --no-migrate --log-level warning` and "
         "`uvicorn bare_app:app` (bench/bare_app.py) with the same options",
+        *_background_lines(args, results),
         "",
         "| Scenario | Req/s (median) | p50 | p99 | Req/s per round | Server RSS peak |",
         "|---|--:|--:|--:|---|--:|",
@@ -609,23 +698,30 @@ def report(
             f"| {name} | {result.rps:,.0f} | {_fmt_ms(result.p50_ms)} | {_fmt_ms(result.p99_ms)} | "
             f"{rounds} | {memory[result.scenario.server].peak_mb:.1f} MB |"
         )
-    lines += ["", "| Server | RSS peak (VmHWM) | RSS now (VmRSS) |", "|---|--:|--:|"]
+    lines += [
+        "",
+        "| Server | RSS after start-up | RSS peak (VmHWM) | RSS after load (VmRSS) |",
+        "|---|--:|--:|--:|",
+    ]
     for name, mem in memory.items():
-        lines.append(f"| {name} | {mem.peak_mb:.1f} MB | {mem.current_mb:.1f} MB |")
+        lines.append(f"| {name} | {mem.started_mb:.1f} MB | {mem.peak_mb:.1f} MB | {mem.current_mb:.1f} MB |")
     lines += ["", "| Check | Measured | Target | Result |", "|---|---|---|---|"]
     for check in CHECKS:
         measured, ok = check.measure(results, memory)
-        lines.append(f"| {check.name} | {measured} | {check.target} | {'PASS' if ok else 'FAIL'} |")
+        verdict = "info" if ok is None else "PASS" if ok else "FAIL"
+        lines.append(f"| {check.name} | {measured} | {check.target or '-'} | {verdict} |")
     return "\n".join(lines) + "\n"
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description="Benchmark callboard against a bare Starlette app with wrk.")
-    parser.add_argument("--duration", type=float, default=8, help="seconds per measurement (default 8)")
+    parser.add_argument("--duration", type=int, default=8, help="whole seconds per measurement (default 8)")
     parser.add_argument(
         "--rounds", type=int, default=3, help="interleaved measurements per scenario (default 3)"
     )
-    parser.add_argument("--warmup", type=float, default=2, help="warm-up seconds per scenario (default 2)")
+    parser.add_argument(
+        "--warmup", type=int, default=2, help="warm-up seconds per scenario, 0 for none (default 2)"
+    )
     parser.add_argument("--connections", type=int, default=16, help="wrk connections (default 16)")
     parser.add_argument("--threads", type=int, default=1, help="wrk threads (default 1)")
     parser.add_argument(
@@ -638,8 +734,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--output", type=Path, default=DEFAULT_OUTPUT, help="report file (default bench/results.md)"
     )
     args = parser.parse_args(argv)
-    if args.rounds < 1 or args.duration <= 0 or args.warmup < 0 or args.connections < 1 or args.threads < 1:
-        parser.error("--rounds, --duration, --connections and --threads must be positive")
+    if args.rounds < 1 or args.duration < 1 or args.warmup < 0 or args.connections < 1 or args.threads < 1:
+        parser.error(
+            "--rounds, --duration, --connections and --threads must be positive, --warmup not negative"
+        )
     if args.threads > args.connections:
         parser.error("--threads cannot exceed --connections")
     return args
@@ -661,6 +759,9 @@ def main(argv: list[str] | None = None) -> int:
     except BenchError as exc:
         print(f"bench: error: {exc}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:
+        print("bench: interrupted", file=sys.stderr)
+        return 130
     finally:
         stop_all()
     print()

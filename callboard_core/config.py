@@ -55,13 +55,33 @@ class Settings(BaseSettings):
     # Prefix of the rate-limit keys in Redis, so several deployments (or test runs) can share one server.
     rate_limit_key_prefix: str = "callboard-ratelimit"
     machine_token: str | None = None
+    # The deadline sweeper: how often it runs, and whether `callboard serve` runs it in-process.
+    sweep_interval_seconds: float = 5.0
+    sweeper_in_server: bool = True
     db_pool_size: int = 10
     sqlite_busy_timeout_ms: int = 30_000
+
+    # File storage (callboard_core/blobs): "local" keeps files under var_dir/blobs and serves signed
+    # /blobs/{token} URLs itself; "s3" presigns against an S3-compatible bucket.
+    blob_backend: str = "local"
+    s3_bucket: str | None = None
+    s3_endpoint_url: str | None = None
+    s3_region: str = "us-east-1"
+    # Unset: boto3's default credential chain (environment, profile, instance role).
+    s3_access_key_id: str | None = None
+    s3_secret_access_key: str | None = None
+    max_upload_bytes: int = 100 * 1024 * 1024
+    upload_url_ttl_seconds: int = 900
+    download_url_ttl_seconds: int = 300
 
     @model_validator(mode="after")
     def _production_rules(self) -> Settings:
         if self.env is Environment.PRODUCTION and not self.secret_key:
             raise ValueError("CALLBOARD_SECRET_KEY must be set in production")
+        if self.blob_backend not in ("local", "s3"):
+            raise ValueError("CALLBOARD_BLOB_BACKEND must be 'local' or 's3'")
+        if self.blob_backend == "s3" and not self.s3_bucket:
+            raise ValueError("CALLBOARD_S3_BUCKET must be set when CALLBOARD_BLOB_BACKEND is 's3'")
         return self
 
     @property

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from callboard_core.blobs import BlobStore, build_blob_store
 from callboard_core.config import Environment, Settings
 from callboard_core.db import Database, UnitOfWork
 from callboard_core.db.readcache import ReadCache
@@ -21,6 +22,7 @@ class Core:
     rate_limiter: RateLimiter
     sealer: Sealer
     read_cache: ReadCache
+    blobs: BlobStore
 
     @classmethod
     def build(cls, settings: Settings) -> Core:
@@ -29,7 +31,8 @@ class Core:
             settings.database_url, pool_size=settings.db_pool_size, busy_timeout_ms=settings.sqlite_busy_timeout_ms
         )
         return cls(settings=settings, db=db, mailer=build_mailer(settings, db), rate_limiter=RateLimiter(settings),
-                   sealer=Sealer(settings.secret_key), read_cache=ReadCache(settings.database_url))
+                   sealer=Sealer(settings.secret_key), read_cache=ReadCache(settings.database_url),
+                   blobs=build_blob_store(settings))
 
     def uow(self, *, write: bool = True) -> UnitOfWork:
         return UnitOfWork(self.db, write=write)

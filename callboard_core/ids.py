@@ -8,7 +8,15 @@ _ALPHABET = "0123456789abcdefghijklmnopqrstuvwxyz"
 
 
 def random_string(length: int, alphabet: str = _ALPHABET) -> str:
-    return "".join(secrets.choice(alphabet) for _ in range(length))
+    # One draw of a uniform number below base**length, written in that base: as uniform as a choice per
+    # character, at one system call per string instead of one per character (admission mints thousands).
+    base = len(alphabet)
+    number = secrets.randbelow(base**length)
+    out = []
+    for _ in range(length):
+        number, digit = divmod(number, base)
+        out.append(alphabet[digit])
+    return "".join(out)
 
 
 def new_id(prefix: str) -> str:

@@ -1,33 +1,67 @@
-"""`callboard worker`: background jobs. Today it purges expired idempotency records; the job
-lifecycle's deadline sweeper joins here. Several workers at once are safe (every job is idempotent)."""
+"""Background jobs: the job lifecycle's deadline sweeper and housekeeping (expired idempotency records).
+
+`callboard serve` runs the sweeper loop in the server process; `callboard worker` runs the same loop on its
+own. Several at once are safe: every move is a compare-and-set guarded by its deadline."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+from collections.abc import AsyncIterator
 
 from callboard_core.config import Settings
 from callboard_core.container import Core
 from callboard_core.idempotency.service import purge_expired
+from callboard_core.jobs.sweeper import sweep
 
 log = logging.getLogger("callboard.worker")
-INTERVAL_SECONDS = 30
+PURGE_EVERY = 60  # passes between housekeeping runs
 
 
-async def run_once(core: Core) -> None:
-    async with core.uow() as uow:
-        purged = await purge_expired(uow.session)
-    if purged:
-        log.info("purged %d expired idempotency records", purged)
+async def run_once(core: Core, *, housekeeping: bool = True) -> dict[str, int]:
+    moved = await sweep(core)
+    if any(moved.values()):
+        log.info("sweeper moved %s", {k: v for k, v in moved.items() if v})
+    if housekeeping:
+        async with core.uow() as uow:
+            purged = await purge_expired(uow.session)
+        if purged:
+            log.info("purged %d expired idempotency records", purged)
+    return moved
+
+
+async def loop(core: Core, interval: float) -> None:
+    """Sweep every `interval` seconds until cancelled; an error is logged and the next pass tries again."""
+    passes = 0
+    while True:
+        try:
+            await run_once(core, housekeeping=passes % PURGE_EVERY == 0)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("background pass failed")
+        passes += 1
+        await asyncio.sleep(interval)
+
+
+@contextlib.asynccontextmanager
+async def in_background(core: Core, interval: float) -> AsyncIterator[asyncio.Task[None]]:
+    task = asyncio.create_task(loop(core, interval))
+    try:
+        yield task
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
 
 
 async def run_worker(settings: Settings, *, once: bool = False) -> None:
     core = Core.build(settings)
     try:
-        while True:
+        if once:
             await run_once(core)
-            if once:
-                return
-            await asyncio.sleep(INTERVAL_SECONDS)
+            return
+        await loop(core, settings.sweep_interval_seconds)
     finally:
         await core.close()

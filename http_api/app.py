@@ -15,8 +15,10 @@ from starlette.responses import HTMLResponse, Response
 from starlette.routing import BaseRoute, Route
 from starlette.templating import Jinja2Templates
 
+from callboard_core import worker
 from callboard_core.config import Settings, load_settings
 from callboard_core.container import Core
+from http_api.blob_routes import blob_routes
 from http_api.endpoint import build_endpoint
 from http_api.errors import EXCEPTION_HANDLERS
 from http_api.middleware import BodyLimitMiddleware, RequestIdMiddleware
@@ -48,11 +50,14 @@ def create_app(settings: Settings | None = None, *, core: Core | None = None) ->
         Route("/openapi.json", openapi_json, methods=["GET"], include_in_schema=False),
         Route("/docs", docs, methods=["GET"], include_in_schema=False),
         Route("/healthz", healthz, methods=["GET"], include_in_schema=False),
+        *blob_routes(core),
     ]
     by_path: dict[str, list[RouteDef]] = {}
     for route in table:
         by_path.setdefault(route.path, []).append(route)
-    for path, defs in by_path.items():
+    # Literal segments before parameters (`/jobs/search` ahead of `/jobs/{id}`): Starlette takes the first
+    # match, and declaration order must not decide which of two overlapping templates wins.
+    for path, defs in sorted(by_path.items(), key=lambda item: _specificity(item[0])):
         for route in defs:
             routes.append(Route(path, build_endpoint(route, core), methods=[route.method]))
 
@@ -61,18 +66,27 @@ def create_app(settings: Settings | None = None, *, core: Core | None = None) ->
         # Everything built at start-up lives as long as the process: keep it out of the cyclic GC's scans.
         gc.freeze()
         try:
-            yield {}
+            if settings.sweeper_in_server:
+                async with worker.in_background(core, settings.sweep_interval_seconds):
+                    yield {}
+            else:
+                yield {}
         finally:
             await core.close()
 
     app = Starlette(exception_handlers=EXCEPTION_HANDLERS)
     app.router = IndexedRouter(routes, lifespan=lifespan)
-    app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
+    app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes,
+                       upload_max_bytes=settings.max_upload_bytes)
     app.add_middleware(RequestIdMiddleware)
     app.state.core = core
     app.state.openapi = openapi_doc
     app.state.route_table = table
     return app
+
+
+def _specificity(path: str) -> tuple[int, ...]:
+    return tuple(1 if "{" in segment else 0 for segment in path.strip("/").split("/"))
 
 
 def _groups(table: list[RouteDef]) -> dict[str, list[RouteDef]]:

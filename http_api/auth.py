@@ -26,7 +26,17 @@ from callboard_core.security.permissions import Permission
 from http_api.routing import SAFE_METHODS, AuthKind
 
 API_KEY_HEADER = "x-api-key"
+_API_KEY_HEADER = API_KEY_HEADER.encode()
 ROTATED = "rotated"  # ApiKey.revoked_reason set by POST /api/v2/agents/me/rotate-key
+
+
+def scope_header(request: Request, name: bytes) -> str | None:
+    """One request header (name in lower case), read straight from the ASGI scope: the first one wins,
+    as with Starlette's Headers.get, without building the Headers object."""
+    for key, value in request.scope["headers"]:
+        if key == name:
+            return value.decode("latin-1")
+    return None
 
 
 def _bearer(request: Request) -> str | None:
@@ -58,7 +68,7 @@ def check_origin(request: Request, core: Core, *, required: bool) -> None:
 
 
 async def api_key(request: Request, session: AsyncSession, core: Core, *, write: bool) -> KeyPrincipal:
-    raw = request.headers.get(API_KEY_HEADER)
+    raw = scope_header(request, _API_KEY_HEADER)
     if not raw:
         raise Unauthenticated("Send your API key in the X-API-Key header.", code="missing_api_key")
     principal, due = await api_keys.authenticate(session, raw.strip(), core.read_cache)
@@ -67,7 +77,8 @@ async def api_key(request: Request, session: AsyncSession, core: Core, *, write:
         raise Forbidden(f"This API key lacks the '{needed}' scope.", code="insufficient_scope",
                         required=needed, scopes=sorted(principal.scopes))
     if due:
-        request.state.touch_key = principal.key_id
+        # Read by the endpoint once the request succeeded (lastUsedAt refresh).
+        request.scope.setdefault("state", {})["touch_key"] = principal.key_id
     return principal
 
 

@@ -1,4 +1,4 @@
-"""Turns a RouteDef into a Starlette endpoint: rate limit, parse, authenticate, idempotency, one unit of
+"""Turns a RouteDef into an ASGI endpoint: rate limit, parse, authenticate, idempotency, one unit of
 work, call the handler, render. Handlers never see raw requests or commit anything themselves."""
 
 from __future__ import annotations
@@ -11,11 +11,14 @@ from typing import Any
 
 import orjson
 from pydantic import BaseModel, ValidationError
+from pydantic_core import PydanticSerializationError
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
+from starlette.types import Receive, Scope, Send
 
 from callboard_core.api_keys import service as api_keys
 from callboard_core.container import Core
+from callboard_core.db.readcache import ReadCache
 from callboard_core.errors import BadRequest, NotFound, Unauthenticated, ValidationFailed
 from callboard_core.idempotency import service as idempotency
 from callboard_core.principals import KeyPrincipal, Principal, UserPrincipal
@@ -33,7 +36,8 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
 def client_ip(request: Request) -> str:
-    return request.client.host if request.client else "unknown"
+    client = request.scope.get("client")
+    return client[0] if client else "unknown"
 
 
 def _json_default(value: Any) -> Any:
@@ -44,19 +48,55 @@ def _json_default(value: Any) -> Any:
     raise TypeError(f"cannot serialise {type(value).__name__}")
 
 
-def render(result: Any, status: int) -> Response:
-    if isinstance(result, Response):
-        return result
-    data = result.model_dump(mode="json", by_alias=True) if isinstance(result, BaseModel) else result
+def _dumps(data: Any) -> bytes:
     try:
-        payload = orjson.dumps(data, default=_json_default)
+        return orjson.dumps(data, default=_json_default)
     except orjson.JSONEncodeError:
         # Free-form JSON can hold integers past 64 bits (PostgreSQL's jsonb turns 1e300 into one).
-        payload = json.dumps(data, default=_json_default, separators=(",", ":")).encode()
-    return Response(payload, status_code=status, media_type="application/json")
+        return json.dumps(data, default=_json_default, separators=(",", ":")).encode()
+
+
+class JSONBytesResponse(Response):
+    """A Response around an already serialised JSON body: the headers Starlette's Response would set
+    (content-length, content-type), without its general-purpose constructor."""
+
+    media_type = "application/json"
+
+    def __init__(self, body: bytes, status_code: int = 200) -> None:
+        self.status_code = status_code
+        self.background = None
+        self.body = body
+        if status_code < 200 or status_code in (204, 304):
+            self.raw_headers = [(b"content-type", b"application/json")]
+        else:
+            self.raw_headers = [(b"content-length", str(len(body)).encode()),
+                                (b"content-type", b"application/json")]
+
+
+def _model_json(model: BaseModel) -> bytes:
+    try:
+        # pydantic's own JSON serializer: one pass, no intermediate dict.
+        return type(model).__pydantic_serializer__.to_json(model, by_alias=True)
+    except PydanticSerializationError:
+        return _dumps(model.model_dump(mode="json", by_alias=True))
+
+
+def render(result: Any, status: int, cache: ReadCache | None = None) -> Response:
+    """The handler's result as a Response. A model served from the read cache is serialised once per
+    cache entry, not once per request."""
+    if isinstance(result, Response):
+        return result
+    if isinstance(result, BaseModel):
+        payload = _model_json(result) if cache is None else cache.derived(result, "json", _model_json)
+    else:
+        payload = _dumps(result)
+    return JSONBytesResponse(payload, status)
 
 
 def parse_query(route: RouteDef, request: Request) -> Any:
+    if not request.scope["query_string"]:
+        # Nothing to parse: only the model's own defaults (and its required fields) apply.
+        return None if route.query is None else _validate_query(route.query, {})
     params = request.query_params
     if route.query is None:
         if params and not route.page:
@@ -76,8 +116,12 @@ def parse_query(route: RouteDef, request: Request) -> Any:
                          "message": "NUL characters are not allowed"}],
             )
         data[name] = values if len(values) > 1 else values[0]
+    return _validate_query(route.query, data)
+
+
+def _validate_query(model: type[BaseModel], data: dict[str, Any]) -> Any:
     try:
-        return route.query.model_validate(data)
+        return model.model_validate(data)
     except ValidationError as exc:
         raise from_pydantic(exc, location="query") from None
 
@@ -161,7 +205,11 @@ def check_json(data: Any) -> None:
 def check_path_params(request: Request) -> None:
     """A path parameter that cannot name anything (over-long, control characters such as NUL, which
     PostgreSQL refuses in text) is a 404 before any credential or row lookup uses it."""
-    for name, value in request.path_params.items():
+    _check_params(request.path_params)
+
+
+def _check_params(params: dict[str, Any]) -> None:
+    for name, value in params.items():
         if isinstance(value, str) and (len(value) > MAX_PATH_PARAM or _CONTROL.search(value)):
             raise NotFound("No such resource.", code="not_found", param=name)
 
@@ -180,27 +228,54 @@ def _spawn(coro: Any) -> None:
     task.add_done_callback(_background.discard)
 
 
-def build_endpoint(route: RouteDef, core: Core) -> Any:
-    write = route.method not in SAFE_METHODS
+class Endpoint:
+    """One route as a plain ASGI app. Errors are raised, not rendered here: they reach the app's
+    ExceptionMiddleware, which renders them with the one handler map of http_api/errors.py."""
 
-    async def endpoint(request: Request) -> Response:
-        rid = request.scope["state"]["request_id"]
-        ip = client_ip(request)
+    def __init__(self, route: RouteDef, core: Core) -> None:
+        self.route = route
+        self.core = core
+        self.write = route.method not in SAFE_METHODS
+        self.idempotent = self.write and route.idempotent and not route.page
+        self.__name__ = route.operation_id
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        route, core = self.route, self.core
+        state = scope["state"]
+        rid = state["request_id"]
+        client = scope.get("client")
+        ip = client[0] if client else "unknown"
         if route.rate_limit:
             await core.rate_limiter.hit(route.rate_limit, "ip", ip)
-        check_path_params(request)
+        params = scope.get("path_params")
+        if params:
+            _check_params(params)
+        request = Request(scope, receive)
         query = parse_query(route, request)
-        raw = await read_body(request) if write else b""
-        body = parse_body(route, request, raw)
-        idem_key = request.headers.get("idempotency-key") if write and route.idempotent and not route.page else None
+        # Hot reads (credentials, the caller's own record) probe the database's change counter once
+        # for the whole request instead of once per lookup (see callboard_core/db/readcache.py).
+        pin = core.read_cache.pin()
+        try:
+            if self.write:
+                response = await self._write(request, query, rid, ip)
+            else:
+                body = parse_body(route, request, b"") if route.body is not None else None
+                async with core.uow(write=False) as uow:
+                    principal = await auth.authenticate(route.auth, request, uow.session, core)
+                    ctx = _context(request, core, uow.session, principal, body, query, rid, ip)
+                    result = await route.handler(ctx)
+                    response = _finish(ctx, render(result, ctx.status or route.status, core.read_cache))
+                _after(state, core)
+        finally:
+            if pin is not None:
+                pin.release()
+        await response(scope, receive, send)
 
-        if not write:
-            async with core.uow(write=False) as uow:
-                principal = await auth.authenticate(route.auth, request, uow.session, core)
-                ctx = _context(request, route, core, uow.session, principal, body, query, rid, ip)
-                response = _finish(ctx, render(await route.handler(ctx), ctx.status or route.status))
-            _after(request, core)
-            return response
+    async def _write(self, request: Request, query: Any, rid: str, ip: str) -> Response:
+        route, core = self.route, self.core
+        raw = await read_body(request)
+        body = parse_body(route, request, raw)
+        idem_key = request.headers.get("idempotency-key") if self.idempotent else None
 
         # Credentials are checked before the write lock is taken, so a flood of bad keys cannot queue writers.
         async with core.uow(write=False) as uow:
@@ -225,8 +300,9 @@ def build_endpoint(route: RouteDef, core: Core) -> Any:
             record_id = reservation.record_id
         try:
             async with core.uow(write=True) as uow:
-                ctx = _context(request, route, core, uow.session, principal, body, query, rid, ip)
-                response = _finish(ctx, render(await route.handler(ctx), ctx.status or route.status))
+                ctx = _context(request, core, uow.session, principal, body, query, rid, ip)
+                result = await route.handler(ctx)
+                response = _finish(ctx, render(result, ctx.status or route.status, core.read_cache))
                 if record_id is not None:
                     await idempotency.complete(uow.session, core.sealer, record_id, idempotency.StoredResponse(
                         status=response.status_code, body=bytes(response.body),
@@ -236,11 +312,12 @@ def build_endpoint(route: RouteDef, core: Core) -> Any:
             if record_id is not None:
                 await idempotency.release(core.db, record_id)
             raise
-        _after(request, core)
+        _after(request.scope["state"], core)
         return response
 
-    endpoint.__name__ = route.operation_id
-    return endpoint
+
+def build_endpoint(route: RouteDef, core: Core) -> Endpoint:
+    return Endpoint(route, core)
 
 
 def _fingerprint(route: RouteDef, request: Request, raw: bytes) -> str:
@@ -269,26 +346,29 @@ async def _replay_for_rotated_key(route: RouteDef, request: Request, session: An
     return _replayed(stored) if stored is not None else None
 
 
-def _context(request: Request, route: RouteDef, core: Core, session: Any, principal: Principal | None,
-             body: Any, query: Any, rid: str, ip: str) -> RequestContext:
+def _context(request: Request, core: Core, session: Any, principal: Principal | None, body: Any, query: Any,
+             rid: str, ip: str) -> RequestContext:
+    params = request.scope.get("path_params")
     return RequestContext(request=request, core=core, session=session, principal=principal, body=body,
-                          query=query, params=dict(request.path_params), request_id=rid, client_ip=ip)
+                          query=query, params=dict(params) if params else {}, request_id=rid, client_ip=ip)
 
 
 def _finish(ctx: RequestContext, response: Response) -> Response:
-    for name, value in ctx.headers.items():
-        response.headers[name] = value
-    secure = ctx.core.settings.is_production
-    for cookie in ctx.cookies:
-        if cookie.delete:
-            response.delete_cookie(cookie.key, path="/", secure=secure, httponly=True, samesite="lax")
-        else:
-            response.set_cookie(cookie.key, cookie.value, max_age=cookie.max_age, path="/", secure=secure,
-                                httponly=True, samesite="lax")
+    if ctx.headers:
+        for name, value in ctx.headers.items():
+            response.headers[name] = value
+    if ctx.cookies:
+        secure = ctx.core.settings.is_production
+        for cookie in ctx.cookies:
+            if cookie.delete:
+                response.delete_cookie(cookie.key, path="/", secure=secure, httponly=True, samesite="lax")
+            else:
+                response.set_cookie(cookie.key, cookie.value, max_age=cookie.max_age, path="/", secure=secure,
+                                    httponly=True, samesite="lax")
     return response
 
 
-def _after(request: Request, core: Core) -> None:
-    key_id = getattr(request.state, "touch_key", None)
+def _after(state: dict[str, Any], core: Core) -> None:
+    key_id = state.get("touch_key")
     if key_id:
         _spawn(api_keys.touch(core.db, key_id))

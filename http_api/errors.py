@@ -7,6 +7,7 @@ from typing import Any
 
 import orjson
 from pydantic import ValidationError
+from pydantic.alias_generators import to_camel
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
@@ -57,7 +58,8 @@ def problem(status: int, code: str, message: str, request_id: str, extra: dict[s
 
 def render_error(exc: e.CallboardError, request_id: str) -> Response:
     status = status_for(exc)
-    extra: dict[str, Any] = dict(exc.details)
+    # Details are named in Python (snake_case) in the core and camelCase on the wire, like every body.
+    extra: dict[str, Any] = {to_camel(k) if "_" in k else k: v for k, v in exc.details.items()}
     if isinstance(exc, e.ValidationFailed):
         extra["errors"] = exc.errors
     response = problem(status, exc.code, exc.message, request_id, extra)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-import secrets
+from random import getrandbits
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -28,7 +28,9 @@ class RequestIdMiddleware:
             if name == b"x-request-id":
                 incoming = value.decode("latin-1")
                 break
-        rid = incoming if incoming and _VALID_RID.match(incoming) else "req_" + secrets.token_hex(10)
+        # 80 random bits: ids only tell requests apart (callers may send their own), so no need for the
+        # system CSPRNG's syscall on every request.
+        rid = incoming if incoming and _VALID_RID.match(incoming) else f"req_{getrandbits(80):020x}"
         scope.setdefault("state", {})["request_id"] = rid
         header = (b"x-request-id", rid.encode())
 
@@ -44,28 +46,36 @@ class RequestIdMiddleware:
 
 class BodyLimitMiddleware:
     """A global cap on request bodies: a declared Content-Length over it is refused before reading,
-    and a streamed body is cut off (413) as soon as it passes the cap."""
+    and a streamed body is cut off (413) as soon as it passes the cap.
 
-    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+    The one exception: PUTs to the local blob store's signed URLs (`/blobs/…`) carry file contents,
+    so their cap is `upload_max_bytes` (the route then holds the body to the size its token grants)."""
+
+    UPLOAD_PREFIX = "/blobs/"
+
+    def __init__(self, app: ASGIApp, max_bytes: int, upload_max_bytes: int | None = None) -> None:
         self.app = app
         self.max_bytes = max_bytes
+        self.upload_max_bytes = upload_max_bytes if upload_max_bytes is not None else max_bytes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         rid = scope.get("state", {}).get("request_id", "")
+        limit = self.max_bytes
+        if scope["method"] == "PUT" and scope["path"].startswith(self.UPLOAD_PREFIX):
+            limit = self.upload_max_bytes
         for name, value in scope["headers"]:
             if name == b"content-length":
                 try:
                     declared = int(value)
                 except ValueError:
-                    declared = self.max_bytes + 1
-                if declared > self.max_bytes:
-                    await self._refuse(scope, receive, send, rid)
+                    declared = limit + 1
+                if declared > limit:
+                    await self._refuse(scope, receive, send, rid, limit)
                     return
         seen = 0
-        limit = self.max_bytes
 
         async def capped_receive() -> Message:
             nonlocal seen
@@ -78,7 +88,6 @@ class BodyLimitMiddleware:
 
         await self.app(scope, capped_receive, send)
 
-    async def _refuse(self, scope: Scope, receive: Receive, send: Send, rid: str) -> None:
-        response = render_error(PayloadTooLarge(f"The request body is over {self.max_bytes} bytes.",
-                                                limit=self.max_bytes), rid)
+    async def _refuse(self, scope: Scope, receive: Receive, send: Send, rid: str, limit: int) -> None:
+        response = render_error(PayloadTooLarge(f"The request body is over {limit} bytes.", limit=limit), rid)
         await response(scope, receive, send)

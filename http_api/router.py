@@ -4,6 +4,10 @@ Starlette matches routes one by one; with a few hundred routes (two namings, own
 cost more than the rest of a cached request. Routes are bucketed by segment count and leading literal
 segments; a request is matched only against its bucket's few routes, in declaration order, so the
 outcome (including 405 for a path with other methods) is the one a full scan would give.
+
+A path and method that matched a route without path parameters is remembered, so the next request for
+it (the hot, fixed paths such as /api/v2/agents/me) skips the scan: the scan's result depends only on the
+path, root path and method while the route list is unchanged.
 """
 
 from __future__ import annotations
@@ -34,6 +38,8 @@ class IndexedRouter(Router):
         self._buckets: dict[tuple[int, tuple[str, ...]], list[tuple[int, BaseRoute]]] = {}
         self._always: list[tuple[int, BaseRoute]] = []
         self._memo: dict[tuple[int, tuple[str, ...]], list[BaseRoute]] = {}
+        self._fixed: dict[tuple[str, str, str], Route] = {}
+        self._remember = False
 
     def _reindex(self) -> None:
         self._buckets = {}
@@ -45,6 +51,9 @@ class IndexedRouter(Router):
                 self._always.append((order, route))
         self._indexed_count = len(self.routes)
         self._memo = {}
+        self._fixed = {}
+        # Host routes match on headers, so the path alone cannot decide: remember nothing then.
+        self._remember = all(isinstance(route, Route) for route in self.routes)
 
     def _candidates(self, path: str) -> list[BaseRoute]:
         if self._indexed_count != len(self.routes):
@@ -68,6 +77,17 @@ class IndexedRouter(Router):
         if scope["type"] == "lifespan":
             await self.lifespan(scope, receive, send)
             return
+        if self._indexed_count != len(self.routes):
+            self._reindex()
+        fixed_key = (scope["path"], scope.get("root_path", ""), scope["method"]) if scope["type"] == "http" else None
+        fixed = self._fixed.get(fixed_key) if fixed_key is not None else None
+        if fixed is not None:
+            # What Route.matches would give for a route without parameters.
+            scope["route"] = fixed
+            scope["endpoint"] = fixed.endpoint
+            scope["path_params"] = dict(scope.get("path_params", {}))
+            await fixed.handle(scope, receive, send)
+            return
         partial = None
         partial_scope: Any = {}
         path = scope["path"]
@@ -77,6 +97,11 @@ class IndexedRouter(Router):
         for route in self._candidates(path):
             match, child_scope = route.matches(scope)
             if match is Match.FULL:
+                if (fixed_key is not None and self._remember and isinstance(route, Route)
+                        and not route.param_convertors):
+                    if len(self._fixed) >= 4096:
+                        self._fixed.clear()
+                    self._fixed[fixed_key] = route
                 scope["route"] = route
                 scope.update(child_scope)
                 await route.handle(scope, receive, send)

@@ -17,6 +17,7 @@ from starlette.requests import Request
 
 from callboard_core.container import Core
 from callboard_core.errors import Unauthenticated
+from callboard_core.jobs.actors import Actor
 from callboard_core.principals import (
     KeyPrincipal,
     MachinePrincipal,
@@ -81,6 +82,13 @@ class RequestContext:
     def agent_id(self) -> str:
         """The calling agent (API-key routes that act as an agent)."""
         return self.key.require_agent()
+
+    @property
+    def actor(self) -> Actor:
+        """Who acts on marketplace objects: the calling agent (API key) or the signed-in owner (mirrors)."""
+        if isinstance(self.principal, KeyPrincipal):
+            return Actor.agent(self.key.require_agent())
+        return Actor.owner(self.user.user_id)
 
     @property
     def onboarding(self) -> OnboardingPrincipal:
@@ -148,7 +156,11 @@ class Router:
         deprecated_paths: tuple[str, ...] = (),
         idempotent: bool = True,
         page: bool = False,
+        name: str | None = None,
     ) -> Callable[[Handler], Handler]:
+        """`name` overrides the operation id's base: one handler declared twice (an API-key route and its
+        owner mirror) needs two names."""
+
         def register(handler: Handler) -> Handler:
             doc = (handler.__doc__ or "").strip()
             first, _, rest = doc.partition("\n")
@@ -160,7 +172,7 @@ class Router:
                         body_optional=body_optional, query=query, response=response, status=status,
                         summary=summary or first, description=rest.strip(), rate_limit=rate_limit,
                         deprecated=path in deprecated_paths, idempotent=idempotent, page=page,
-                        operation_id=handler.__name__ + suffix,
+                        operation_id=(name or handler.__name__) + suffix,
                     )
                 )
             return handler

@@ -33,7 +33,7 @@ BASE_URL = "http://testserver"
 ORIGIN = {"Origin": BASE_URL}
 PG_ADMIN_URL = os.environ.get("CALLBOARD_TEST_POSTGRES_URL", "postgresql://root@127.0.0.1:5432/test")
 REQUIRE_PG = os.environ.get("CALLBOARD_TEST_REQUIRE_POSTGRES") == "1"
-SEEDED_TABLES = {"capability_categories", "capability_tags", "alembic_version"}
+SEEDED_TABLES = {"capability_categories", "capability_tags", "job_types", "alembic_version"}
 
 
 def _pg_reachable() -> bool:
@@ -136,6 +136,7 @@ async def _wipe(core: Core) -> None:
         else:
             await session.execute(text("TRUNCATE " + ", ".join(f'"{n}"' for n in tables) + " CASCADE"))
         # Tags added by a test (staff-created, approved requests) go too; the seeded ones stay.
+        await session.execute(text("DELETE FROM job_types WHERE created_at > :t"), {"t": _SEEDED_BEFORE})
         await session.execute(text("DELETE FROM capability_tags WHERE created_at > :t"), {"t": _SEEDED_BEFORE})
         await session.execute(text("DELETE FROM capability_categories WHERE created_at > :t "
                                    "AND id NOT IN (SELECT category_id FROM capability_tags)"), {"t": _SEEDED_BEFORE})
@@ -194,3 +195,14 @@ async def register_agent(client: httpx.AsyncClient, **overrides: Any) -> dict[st
 
 def key_headers(key: str) -> dict[str, str]:
     return {"X-API-Key": key}
+
+
+@pytest.fixture
+def frozen_clock() -> Iterator[clock.FrozenClock]:
+    """Time stands still until the test moves it (deadlines without sleeping)."""
+    frozen = clock.FrozenClock()
+    previous = clock.set_clock(frozen)
+    try:
+        yield frozen
+    finally:
+        clock.set_clock(previous)

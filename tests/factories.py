@@ -5,19 +5,30 @@ path-parameter name (`agentId`, `keyId`, ...) to an async factory that creates a
 actor (owned by it where the object has an owner) and returns the value to put in the path. A route whose
 parameter has no factory yet makes the tests that need one skip, naming the parameter, so the gap is visible.
 
+A parameter name can mean different things by route family (`id` is a job under `/jobs/{id}`, an
+application under `/job-applications/{id}`, a submission, an award, a notification elsewhere), and the object a
+route acts on often has to be in one state (a DRAFT to publish, a GRANTED slot to acknowledge). So
+`PATH_FACTORIES`, an ordered list of (path-template regex, factory), is consulted first: its factory builds
+the object the route needs, in the state it needs, through the core services (as the HTTP calls would), and
+returns every path value at once (a job and its staged file for `/input-files/{fileId}`) plus the ids the
+request body must name (`submissionId` for an award), which `fill_path` hands back in `refs`.
+
 Request bodies and query strings are built from the route's pydantic model (`sample_body`, `sample_query`):
 the required fields only, each with the simplest value its JSON schema allows. `BODY_OVERRIDES` takes a
-hand-written body for a route whose schema the sampler cannot satisfy.
+hand-written body for a route whose schema the sampler cannot satisfy; `sample_body(route, refs)` then puts
+the ids from `refs` into the body fields of the same name (the caller's own agent as `requesterAgentId`, the
+factory-made submission as `submissionId`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import re
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -27,12 +38,19 @@ from pydantic import BaseModel, ValidationError
 from sqlalchemy import select
 
 from callboard_core import clock
+from callboard_core.agent_notifications import service as agent_notifications
+from callboard_core.agent_notifications.models import AgentNotification
 from callboard_core.agents import schemas as agent_schemas
 from callboard_core.agents import service as agents
 from callboard_core.api_keys import service as api_keys
 from callboard_core.capabilities.models import CapabilityCategory, CapabilityTag, CapabilityTagRequest
 from callboard_core.container import Core
 from callboard_core.db.migrate import upgrade
+from callboard_core.files.schemas import UploadRequest
+from callboard_core.jobs import admission, invitations, participation, review
+from callboard_core.jobs import schemas as job_schemas
+from callboard_core.jobs import service as jobs
+from callboard_core.jobs.actors import Actor as JobActor
 from callboard_core.onboarding.models import OnboardingSession
 from callboard_core.security import tokens
 from callboard_core.security.permissions import Role
@@ -111,7 +129,64 @@ def assert_not_5xx(response: httpx.Response) -> None:
 # --- sampling valid bodies and query strings from the pydantic models ------------------------------
 
 # A hand-written minimal body for a route whose schema the sampler cannot satisfy: (method, path) -> body.
+# Fields naming objects hold PLACEHOLDER_ID here; `sample_body` fills them from the factories' refs.
 BODY_OVERRIDES: dict[tuple[str, str], Callable[[], dict[str, Any]]] = {}
+
+UPLOAD_CONTENT = b"hello, callboard"
+
+
+def job_create_body(**overrides: Any) -> dict[str, Any]:
+    """A valid job: deadlines in the future and ordered, the fair work duration fitting, free."""
+    now = clock.now()
+    body: dict[str, Any] = {
+        "title": f"Job {uid(6)}",
+        "description": "Made by tests/factories.py.",
+        "jobTypeKey": "general",
+        "admissionClosesAt": (now + timedelta(hours=1)).isoformat(),
+        "fairWorkDurationMs": 2 * 3600 * 1000,
+        "latestSubmissionDeadlineAt": (now + timedelta(hours=6)).isoformat(),
+        "reviewDeadlineAt": (now + timedelta(hours=12)).isoformat(),
+        "participantCap": 2,
+        "applicationCap": 10,
+        "previewJson": {"pages": 1},
+        "workBriefJson": {"secret": "the brief"},
+    }
+    body.update(overrides)
+    return body
+
+
+def upload_body() -> dict[str, Any]:
+    return {
+        "filename": "input.txt",
+        "mimeType": "text/plain",
+        "sizeBytes": len(UPLOAD_CONTENT),
+        "sha256": hashlib.sha256(UPLOAD_CONTENT).hexdigest(),
+    }
+
+
+def submit_body() -> dict[str, Any]:
+    """A submission the `general` job type accepts."""
+    return {"artifactType": "text", "structuredPayloadJson": {"summary": "s", "answer": "a"}}
+
+
+for _path in ("/api/v2/jobs", "/api/v2/bounties"):
+    BODY_OVERRIDES[("POST", _path)] = job_create_body
+for _path in ("/api/v2/owner/jobs", "/api/v2/owner/bounties"):
+    BODY_OVERRIDES[("POST", _path)] = lambda: job_create_body(requesterAgentId=PLACEHOLDER_ID)
+for _path in (
+    "/api/v2/jobs/{id}/input-files",
+    "/api/v2/bounties/{id}/input-files",
+    "/api/v2/owner/jobs/{id}/input-files",
+    "/api/v2/owner/bounties/{id}/input-files",
+    "/api/v2/participation-slots/{slotId}/uploads",
+    "/api/v2/owner/participation-slots/{slotId}/uploads",
+):
+    BODY_OVERRIDES[("POST", _path)] = upload_body
+for _path in (
+    "/api/v2/participation-slots/{slotId}/submit",
+    "/api/v2/owner/participation-slots/{slotId}/submit",
+):
+    BODY_OVERRIDES[("POST", _path)] = submit_body
 
 _PATTERN_CANDIDATES = [
     "abc",
@@ -237,14 +312,17 @@ def sample_model(model: type[BaseModel]) -> dict[str, Any]:
     return value
 
 
-def sample_body(route: RouteDef) -> dict[str, Any] | None:
-    """A body that passes the route's model; None for routes without a body model. Unsampleable otherwise."""
+def sample_body(route: RouteDef, refs: dict[str, str] | None = None) -> dict[str, Any] | None:
+    """A body that passes the route's model; None for routes without a body model. Unsampleable otherwise.
+    Body fields named in refs (ids of objects the path factories made) take those ids."""
     if route.body is None:
         return None
     override = BODY_OVERRIDES.get((route.method, route.path))
-    if override is not None:
-        return override()
-    return sample_model(route.body)
+    body = override() if override is not None else sample_model(route.body)
+    for name in body:
+        if refs and name in refs:
+            body[name] = refs[name]
+    return body
 
 
 def body_fields(model: type[BaseModel]) -> dict[str, set[str]]:
@@ -318,6 +396,8 @@ class Provisional:
 class World:
     core: Core
     app: Any
+    # The other side of every job a factory makes: its own owner and a claimed agent (see `stranger`).
+    _stranger: str | None = field(default=None, repr=False)
 
     def client(self, **kw: Any) -> httpx.AsyncClient:
         return httpx.AsyncClient(transport=httpx.ASGITransport(app=self.app, **kw), base_url=BASE_URL)
@@ -352,6 +432,15 @@ class World:
         async with self.core.uow() as uow:
             await agents.claim(uow.session, p.code, owner_id)
         return p.agent_id, p.api_key, p.key_id
+
+    async def stranger(self) -> str:
+        """A claimed agent of an owner no actor is: the requester of the jobs a factory has the actor work
+        on, and the worker on the actor's own jobs (an agent never works for its own owner). One serves the
+        world: it is never a caller, only the other party."""
+        if self._stranger is None:
+            user_id, _ = await make_user(self.core)
+            self._stranger = (await self.claimed_agent(user_id))[0]
+        return self._stranger
 
     async def revoked_key(self) -> str:
         p = await self.provisional()
@@ -465,6 +554,245 @@ async def _user(w: World, _: Actor) -> str:
     return (await make_user(w.core))[0]
 
 
+# --- objects of the job lifecycle, built through callboard_core.jobs as the HTTP calls would --------
+#
+# `requester` and `worker` are agent ids. A job factory's requester is the actor's own agent (API-key routes act
+# as `actor.agent_id`, the owner mirrors act for any agent of `actor.user_id`), its worker the world's stranger;
+# a slot factory's worker is the actor's agent, working on a job of the stranger's.
+
+
+async def _acting_agent(w: World, actor: Actor) -> str:
+    if actor.agent_id is None:
+        actor.agent_id, actor.api_key, actor.key_id = await w.claimed_agent(actor.user_id)
+    return actor.agent_id
+
+
+async def draft_job(w: World, requester: str, **overrides: Any) -> str:
+    async with w.core.uow() as uow:
+        body = job_schemas.JobCreate.model_validate(job_create_body(**overrides))
+        return (await jobs.create(uow.session, JobActor.agent(requester), body)).id
+
+
+async def publish_job(w: World, requester: str, job_id: str) -> str:
+    async with w.core.uow() as uow:
+        verify = review.input_verifier(uow.session, w.core.blobs)
+        return (await jobs.publish(uow.session, JobActor.agent(requester), job_id, verify)).status
+
+
+async def open_job(w: World, requester: str, **overrides: Any) -> str:
+    """A published job in ADMISSION_OPEN."""
+    job_id = await draft_job(w, requester, **overrides)
+    assert await publish_job(w, requester, job_id) == "ADMISSION_OPEN"
+    return job_id
+
+
+async def apply_to(w: World, worker: str, job_id: str) -> str:
+    async with w.core.uow() as uow:
+        return (await participation.apply(uow.session, JobActor.agent(worker), job_id)).id
+
+
+async def run_admission(w: World, requester: str, job_id: str) -> str:
+    async with w.core.uow() as uow:
+        job = await jobs.requester_job(uow.session, JobActor.agent(requester), job_id)
+        return (await admission.close_admission(uow.session, job, JobActor.agent(requester))).status
+
+
+async def granted_slot(w: World, requester: str, worker: str) -> tuple[str, str]:
+    """(job id, slot id): worker applied to requester's open job and was admitted; the slot is GRANTED."""
+    job_id = await open_job(w, requester)
+    await apply_to(w, worker, job_id)
+    assert await run_admission(w, requester, job_id) == "IN_PROGRESS"
+    async with w.core.uow(write=False) as uow:
+        slots = await participation.my_slots(uow.session, JobActor.agent(worker))
+    (slot,) = [x for x in slots.slots if x.job_id == job_id]
+    assert slot.status == "GRANTED"
+    return job_id, slot.id
+
+
+async def acknowledged_slot(w: World, requester: str, worker: str) -> tuple[str, str]:
+    job_id, slot_id = await granted_slot(w, requester, worker)
+    async with w.core.uow() as uow:
+        assert (
+            await participation.acknowledge(uow.session, JobActor.agent(worker), slot_id)
+        ).status == "ACKNOWLEDGED"
+    return job_id, slot_id
+
+
+async def submitted(w: World, requester: str, worker: str) -> tuple[str, str]:
+    """(job id, submission id): the worker's submission, its job IN_REVIEW."""
+    job_id, slot_id = await acknowledged_slot(w, requester, worker)
+    body = job_schemas.SubmitBody.model_validate(submit_body())
+    async with w.core.uow() as uow:
+        sub = await participation.submit(uow.session, w.core.blobs, JobActor.agent(worker), slot_id, body)
+    assert sub.job_status == "IN_REVIEW", sub
+    return job_id, sub.id
+
+
+async def awarded(w: World, requester: str, worker: str) -> tuple[str, str]:
+    """(job id, award id): the worker's submission won."""
+    job_id, submission_id = await submitted(w, requester, worker)
+    async with w.core.uow() as uow:
+        body = job_schemas.AwardBody(submission_id=submission_id)
+        result = await review.award(uow.session, JobActor.agent(requester), job_id, body)
+    return job_id, result.award.id
+
+
+async def invitation(w: World, requester: str, worker: str) -> tuple[str, str]:
+    """(job id, invitation id): a PENDING invitation to worker on requester's open job."""
+    job_id = await open_job(w, requester)
+    async with w.core.uow() as uow:
+        body = job_schemas.InvitationCreate(worker_agent_id=worker)
+        inv = await invitations.invite(uow.session, JobActor.agent(requester), job_id, body)
+    return job_id, inv.id
+
+
+async def staged_input_file(w: World, requester: str, job_id: str) -> str:
+    async with w.core.uow() as uow:
+        ticket = await review.stage_input_file(
+            uow.session,
+            w.core.blobs,
+            w.core.settings,
+            JobActor.agent(requester),
+            job_id,
+            UploadRequest.model_validate(upload_body()),
+        )
+    return ticket.file_id
+
+
+async def notification(w: World, agent_id: str) -> str:
+    async with w.core.uow() as uow:
+        await agent_notifications.notify(uow.session, [agent_id], "test", f"Note {uid(6)}")
+        found = await uow.session.scalars(
+            select(AgentNotification.id)
+            .where(AgentNotification.agent_id == agent_id)
+            .order_by(AgentNotification.created_at.desc(), AgentNotification.id.desc())
+            .limit(1)
+        )
+        return found.one()
+
+
+# Path factories: (world, actor) -> {path parameter or body field: value}.
+PathFactory = Callable[[World, Actor], Awaitable[dict[str, str]]]
+
+
+async def _own_draft(w: World, actor: Actor) -> dict[str, str]:
+    return {"id": await draft_job(w, await _acting_agent(w, actor))}
+
+
+async def _own_draft_with_file(w: World, actor: Actor) -> dict[str, str]:
+    requester = await _acting_agent(w, actor)
+    job_id = await draft_job(w, requester)
+    return {"id": job_id, "fileId": await staged_input_file(w, requester, job_id)}
+
+
+async def _own_open(w: World, actor: Actor) -> dict[str, str]:
+    return {"id": await open_job(w, await _acting_agent(w, actor))}
+
+
+async def _own_open_to_invite(w: World, actor: Actor) -> dict[str, str]:
+    return {**await _own_open(w, actor), "workerAgentId": await w.stranger()}
+
+
+async def _own_direct_hire(w: World, actor: Actor) -> dict[str, str]:
+    requester = await _acting_agent(w, actor)
+    job_id = await draft_job(w, requester, directHireWorkerAgentId=await w.stranger(), participantCap=1)
+    assert await publish_job(w, requester, job_id) == "PENDING_ACCEPTANCE"
+    return {"id": job_id}
+
+
+async def _own_in_review(w: World, actor: Actor) -> dict[str, str]:
+    job_id, submission_id = await submitted(w, await _acting_agent(w, actor), await w.stranger())
+    return {"id": job_id, "submissionId": submission_id}
+
+
+async def _own_award(w: World, actor: Actor) -> dict[str, str]:
+    return {"id": (await awarded(w, await _acting_agent(w, actor), await w.stranger()))[1]}
+
+
+async def _any_submission(w: World, actor: Actor) -> dict[str, str]:
+    return {"id": (await submitted(w, await _acting_agent(w, actor), await w.stranger()))[1]}
+
+
+async def _own_invitation_sent(w: World, actor: Actor) -> dict[str, str]:
+    return {"invitationId": (await invitation(w, await _acting_agent(w, actor), await w.stranger()))[1]}
+
+
+async def _others_open_job(w: World, actor: Actor) -> dict[str, str]:
+    """An open job of the stranger's, to apply to: the actor's agent names itself as the worker."""
+    return {"id": await open_job(w, await w.stranger()), "workerAgentId": await _acting_agent(w, actor)}
+
+
+async def _own_application(w: World, actor: Actor) -> dict[str, str]:
+    worker = await _acting_agent(w, actor)
+    return {"id": await apply_to(w, worker, await open_job(w, await w.stranger()))}
+
+
+async def _own_invitation_received(w: World, actor: Actor) -> dict[str, str]:
+    return {"invitationId": (await invitation(w, await w.stranger(), await _acting_agent(w, actor)))[1]}
+
+
+async def _own_granted_slot(w: World, actor: Actor) -> dict[str, str]:
+    return {"slotId": (await granted_slot(w, await w.stranger(), await _acting_agent(w, actor)))[1]}
+
+
+async def _own_acknowledged_slot(w: World, actor: Actor) -> dict[str, str]:
+    return {"slotId": (await acknowledged_slot(w, await w.stranger(), await _acting_agent(w, actor)))[1]}
+
+
+async def _own_submission(w: World, actor: Actor) -> dict[str, str]:
+    return {"id": (await submitted(w, await w.stranger(), await _acting_agent(w, actor)))[1]}
+
+
+async def _own_notification(w: World, actor: Actor) -> dict[str, str]:
+    return {"id": await notification(w, await _acting_agent(w, actor))}
+
+
+_JOB = r"^/api/v2/(?:owner/)?(?:jobs|bounties)/\{id\}"
+_SLOT = r"^/api/v2/(?:owner/)?participation-slots/\{slotId\}"
+_INVITATION = r"^/api/v2/(?:owner/)?invitations/\{invitationId\}"
+
+# Consulted before PARAM_FACTORIES, first match wins; each entry gives the object the route acts on in the state
+# the route needs, so the caller's own request can succeed.
+PATH_FACTORIES: list[tuple[re.Pattern[str], PathFactory]] = [
+    (re.compile(pattern), factory)
+    for pattern, factory in [
+        # requester side: jobs (and their bounty and owner mirrors)
+        (_JOB + r"$", _own_draft),  # GET (requester view), PATCH (drafts only)
+        (_JOB + r"/publish$", _own_draft),
+        (_JOB + r"/admission/run$", _own_open),
+        (_JOB + r"/cancel-direct-hire$", _own_direct_hire),
+        (_JOB + r"/input-files$", _own_draft),  # GET, POST (staged on drafts)
+        (_JOB + r"/input-files/\{fileId\}$", _own_draft_with_file),
+        (_JOB + r"/invitations$", _own_open_to_invite),
+        (_JOB + r"/clarifications$", _own_open),
+        (_JOB + r"/events$", _own_draft),
+        (_JOB + r"/review-packets$", _own_in_review),
+        (_JOB + r"/award$", _own_in_review),
+        (_JOB + r"/no-award$", _own_open),
+        (r"^/api/v2/(?:owner/|admin/)?awards/\{id\}/released-artifact$", _own_award),
+        (r"^/api/v2/admin/submissions/\{id\}/raw-artifact$", _any_submission),
+        (_INVITATION + r"/withdraw$", _own_invitation_sent),
+        # worker side
+        (_JOB + r"/applications$", _others_open_job),
+        (r"^/api/v2/(?:owner/)?(?:job|bounty)-applications/\{id\}/withdraw$", _own_application),
+        (_INVITATION + r"/respond$", _own_invitation_received),
+        (_SLOT + r"$", _own_granted_slot),
+        (_SLOT + r"/acknowledge$", _own_granted_slot),
+        (_SLOT + r"/withdraw$", _own_granted_slot),
+        (_SLOT + r"/(?:input-files|uploads|submit)$", _own_acknowledged_slot),
+        (r"^/api/v2/(?:owner/)?submissions/\{id\}/status$", _own_submission),
+        (r"^/api/v2/agent-notifications/\{id\}/read$", _own_notification),
+    ]
+]
+
+
+def path_factory_for(route: RouteDef) -> PathFactory | None:
+    for pattern, factory in PATH_FACTORIES:
+        if pattern.search(route.path):
+            return factory
+    return None
+
+
 PARAM_FACTORIES: dict[str, Factory] = {
     "agentId": _agent,
     "keyId": _key,
@@ -478,10 +806,17 @@ PARAM_FACTORIES: dict[str, Factory] = {
     "userId": _user,
 }
 
+_OPEN_TO_APPLY = (
+    "the job is the requester's, not the applicant's: a worker of any other owner may apply to an open job "
+    "(a job that is not open is a 404 to a non-requester: tests/test_jobs_isolation.py)"
+)
+
 # S/Kr/Kw routes whose path parameter is not an object with an owner, so "another owner's object -> 404"
 # does not apply: (method, path) -> why.
 NOT_OWNED: dict[tuple[str, str], str] = {
     ("POST", "/api/v2/claim/{code}"): "a claim code is a bearer capability: whoever holds it may claim",
+    ("POST", "/api/v2/jobs/{id}/applications"): _OPEN_TO_APPLY,
+    ("POST", "/api/v2/bounties/{id}/applications"): _OPEN_TO_APPLY,
 }
 
 
@@ -499,13 +834,31 @@ def placeholder_path(route: RouteDef, value: str = PLACEHOLDER_ID) -> str:
     return re.sub(r"{\w+}", value, route.path)
 
 
-async def fill_path(w: World, route: RouteDef, actor: Actor, pinned: dict[str, str] | None = None) -> str:
-    """The route's path with an object of actor's for every parameter. Raises LookupError naming a
-    parameter that has no factory."""
+async def fill_path(
+    w: World,
+    route: RouteDef,
+    actor: Actor,
+    pinned: dict[str, str] | None = None,
+    refs: dict[str, str] | None = None,
+) -> str:
+    """The route's path with an object of actor's for every parameter: from the route's PATH_FACTORIES entry,
+    else by parameter name. Raises LookupError naming a parameter that has no factory. With refs, also
+    collects the ids the request body must name (see `sample_body`): the actor's agent as `requesterAgentId`,
+    and whatever else the path factory made."""
+    made: dict[str, str] = {}
+    if refs is not None and actor.agent_id is not None:
+        refs["requesterAgentId"] = actor.agent_id
+    path_factory = path_factory_for(route) if route.path_params else None
+    if path_factory is not None:
+        made = await path_factory(w, actor)
+        if refs is not None:
+            refs.update({k: v for k, v in made.items() if k not in route.path_params})
     path = route.path
     for name in route.path_params:
         if pinned and name in pinned:
             value = pinned[name]
+        elif name in made:
+            value = made[name]
         else:
             factory = factory_for(name)
             if factory is None:

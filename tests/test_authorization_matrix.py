@@ -100,10 +100,12 @@ async def call(
     *,
     path: str | None = None,
     query: dict[str, Any] | None = None,
+    refs: dict[str, str] | None = None,
 ) -> httpx.Response:
-    """The route with a valid body and query, so only the credential decides (parsing comes first)."""
+    """The route with a valid body and query, so only the credential decides (parsing comes first). Body
+    fields naming objects take the ids in refs (from `fill_path`)."""
     try:
-        body = sample_body(route)
+        body = sample_body(route, refs)
     except Unsampleable as exc:
         pytest.skip(f"no valid body for {route_id(route)} (add one to factories.BODY_OVERRIDES): {exc}")
     if query is None:
@@ -242,11 +244,13 @@ async def test_weakest_admitted_credential_passes(world: World, route: RouteDef)
         headers = (await world.actor(role)).session()
     else:
         headers, pinned = await world.credentials(route, owner)
+    refs: dict[str, str] = {}
     try:
-        path = await fill_path(world, route, owner, pinned)
+        path = await fill_path(world, route, owner, pinned, refs)
     except LookupError:
         path = placeholder_path(route)
-    response = await call(world, route, headers, path=path, query=await fill_query(world, route, owner))
+    query = await fill_query(world, route, owner)
+    response = await call(world, route, headers, path=path, query=query, refs=refs)
     assert_not_5xx(response)
     if response.status_code in (401, 403):
         body = response.json()
@@ -274,16 +278,47 @@ async def test_other_owners_object_is_404(world: World, cast: Cast, route: Route
     if (route.method, route.path) in NOT_OWNED:
         pytest.skip(f"{route_id(route)}: {NOT_OWNED[(route.method, route.path)]}")
     b = await world.actor(agent=True)
+    refs: dict[str, str] = {}  # the body names b's objects too (b's agent as the worker, ...)
     try:
-        path = await fill_path(world, route, b)
+        path = await fill_path(world, route, b, refs=refs)
     except LookupError as exc:
         pytest.skip(
             f"no factory for path parameter {exc.args[0]!r} ({route_id(route)}): add one to "
-            "tests/factories.PARAM_FACTORIES"
+            "tests/factories.PATH_FACTORIES or PARAM_FACTORIES"
         )
     query = await fill_query(world, route, b)
     headers = cast.a.session() if route.auth is AuthKind.SESSION else cast.a.key()
-    assert_problem(await call(world, route, headers, path=path, query=query), 404)
+    assert_problem(await call(world, route, headers, path=path, query=query, refs=refs), 404)
+
+
+# --- the caller's own object, in the state the route needs, is served ------------------------------
+
+JOB_TAGS = {"jobs", "home"}
+
+@pytest.mark.parametrize(
+    "route",
+    params(lambda r: r.tag in JOB_TAGS and r.auth in (*KEY_KINDS, AuthKind.SESSION, AuthKind.ADMIN)),
+)
+async def test_own_object_is_served(world: World, route: RouteDef) -> None:
+    """The other side of the 404 above: the job lifecycle's routes do their work for the caller on its own
+    objects, which the factories make in the state each route needs (a DRAFT to publish, a GRANTED slot to
+    acknowledge, a job IN_REVIEW with a submission to award). The caller's own key on Kr/Kw, its session on
+    S, an ADMIN's session on A."""
+    actor = await world.actor(agent=True)
+    refs: dict[str, str] = {}
+    path = await fill_path(world, route, actor, refs=refs)
+    if route.auth is AuthKind.SESSION:
+        headers = actor.session()
+    elif route.auth is AuthKind.ADMIN:
+        headers = (await world.actor(Role.ADMIN)).session()
+    else:
+        headers = actor.key()
+    response = await call(
+        world, route, headers, path=path, query=await fill_query(world, route, actor), refs=refs
+    )
+    assert response.status_code == route.status, (
+        f"{route_id(route)} -> {response.status_code}: {response.text}"
+    )
 
 
 # --- the table itself ------------------------------------------------------------------------------

@@ -63,9 +63,10 @@ async def capped(module_database: str, tmp_root: Any) -> Any:
         yield w
 
 
-def valid_body(route: RouteDef) -> dict[str, Any]:
+def valid_body(route: RouteDef, refs: dict[str, str] | None = None) -> dict[str, Any]:
+    """The route's valid body; with refs (from `Caller.prepare`), naming the caller's own objects."""
     try:
-        body = sample_body(route)
+        body = sample_body(route, refs)
     except Unsampleable as exc:
         pytest.skip(f"no valid body for {route_id(route)} (add one to factories.BODY_OVERRIDES): {exc}")
     return body or {}
@@ -79,12 +80,13 @@ class Caller:
         self.headers: dict[str, str] = {}
         self.path = placeholder_path(route)
         self.query: dict[str, Any] = {}
+        self.refs: dict[str, str] = {}  # ids the body names (see factories.sample_body)
 
     async def prepare(self) -> Caller:
         actor = await self.world.actor(agent=True)
         self.headers, pinned = await self.world.credentials(self.route, actor)
         try:
-            self.path = await fill_path(self.world, self.route, actor, pinned)
+            self.path = await fill_path(self.world, self.route, actor, pinned, self.refs)
         except LookupError:
             self.path = placeholder_path(self.route)  # the handler answers 404: still a 4xx
         self.query = await fill_query(self.world, self.route, actor)
@@ -241,7 +243,7 @@ def deep(depth: int) -> Any:
 @pytest.mark.parametrize("route", BODY_ROUTES)
 async def test_wrong_types_in_every_field_never_5xx(world: World, route: RouteDef) -> None:
     caller = await Caller(world, route).prepare()
-    base = valid_body(route)
+    base = valid_body(route, caller.refs)
     async with world.client() as client:
         for name, kinds in body_fields(route.body).items():  # type: ignore[arg-type]
             for value in [*wrong_values(kinds), deep(200)]:
@@ -251,7 +253,7 @@ async def test_wrong_types_in_every_field_never_5xx(world: World, route: RouteDe
 @pytest.mark.parametrize("route", BODY_ROUTES)
 async def test_100kb_string_in_every_string_field_is_4xx(world: World, route: RouteDef) -> None:
     caller = await Caller(world, route).prepare()
-    base = valid_body(route)
+    base = valid_body(route, caller.refs)
     fields = {n: k for n, k in body_fields(route.body).items() if k & {"string", "array"}}  # type: ignore[arg-type]
     if not fields:
         pytest.skip("no string fields")
@@ -267,7 +269,7 @@ async def test_100kb_string_in_every_string_field_is_4xx(world: World, route: Ro
 async def test_nul_character_in_any_string_is_422(world: World, route: RouteDef) -> None:
     """PostgreSQL refuses NUL in text and jsonb: it is refused at the door, on both databases alike."""
     caller = await Caller(world, route).prepare()
-    base = valid_body(route)
+    base = valid_body(route, caller.refs)
     async with world.client() as client:
         for name in body_fields(route.body):  # type: ignore[arg-type]
             for value in ("a\x00b", ["a\x00"], {"k\x00": "v"}):
@@ -280,7 +282,7 @@ async def test_deeply_nested_body_is_422(world: World, route: RouteDef) -> None:
     caller = await Caller(world, route).prepare()
     async with world.client() as client:
         for name in body_fields(route.body):  # type: ignore[arg-type]
-            template = orjson.dumps({**valid_body(route), name: "HOLE"})
+            template = orjson.dumps({**valid_body(route, caller.refs), name: "HOLE"})
             # 1000 levels parse, and then break the JSON encoders that would store them (RecursionError).
             for depth in (70, 1_000):
                 raw = template.replace(b'"HOLE"', b"[" * depth + b"]" * depth)
@@ -357,7 +359,7 @@ async def test_unknown_query_parameter_is_422(world: World, route: RouteDef) -> 
 @pytest.mark.parametrize("route", QUERY_ROUTES)
 async def test_wrong_query_values_never_5xx(world: World, route: RouteDef) -> None:
     caller = await Caller(world, route).prepare()
-    body = None if route.body is None else valid_body(route)
+    body = None if route.body is None else valid_body(route, caller.refs)
     schema, _ = model_schema(route.query)  # type: ignore[arg-type]
     values = [
         "",
@@ -392,7 +394,7 @@ async def test_nul_in_query_is_422(world: World, route: RouteDef) -> None:
     async with world.client() as client:
         response = await caller.send(
             client,
-            json=None if route.body is None else valid_body(route),
+            json=None if route.body is None else valid_body(route, caller.refs),
             query={**caller.query, name: "a\x00b"},
         )
     assert_problem(response, 422)
@@ -424,7 +426,7 @@ GARBAGE_IDS = [
 @pytest.mark.parametrize("route", PATH_ROUTES)
 async def test_garbage_path_parameters_never_5xx(world: World, route: RouteDef) -> None:
     caller = await Caller(world, route).prepare()
-    body = None if route.body is None or route.page else valid_body(route)
+    body = None if route.body is None or route.page else valid_body(route, caller.refs)
     async with world.client() as client:
         for garbage in GARBAGE_IDS:
             for name in route.path_params:

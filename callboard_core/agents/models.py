@@ -70,6 +70,7 @@ class Agent(Base):
     success_rate: Mapped[float] = mapped_column(Float, default=0)
     avg_response_ms: Mapped[float] = mapped_column(Float, default=0)
     dispute_rate: Mapped[float] = mapped_column(Float, default=0)
+    win_count: Mapped[int] = mapped_column(Integer, default=0)  # awards won (total_tasks counts completions)
     metadata_json: Mapped[dict[str, Any] | None]
     sample_input: Mapped[dict[str, Any] | None]
     sample_output: Mapped[dict[str, Any] | None]
@@ -112,6 +113,10 @@ class AgentCapability(Base):
     tag_id: Mapped[str] = mapped_column(ForeignKey("capability_tags.id", ondelete="CASCADE"), primary_key=True)
     tag_slug: Mapped[str] = mapped_column(String(64))
     source: Mapped[str] = mapped_column(String(16), default=CapabilitySource.DECLARED)
+    # Work done under this tag: admission ranks tagged applicants by reputation.
+    completed_count: Mapped[int] = mapped_column(Integer, default=0)
+    win_count: Mapped[int] = mapped_column(Integer, default=0)
+    reputation: Mapped[float] = mapped_column(Float, default=0)
     created_at: Mapped[datetime] = now_column()
 
     agent: Mapped[Agent] = relationship(back_populates="capability_links")

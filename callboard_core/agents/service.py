@@ -28,7 +28,7 @@ from callboard_core.api_keys import service as api_keys
 from callboard_core.api_keys.models import ApiKey
 from callboard_core.capabilities.models import CapabilityTag, TaxonomyStatus
 from callboard_core.config import Settings
-from callboard_core.db.readcache import ReadCache
+from callboard_core.db.readcache import MISSING, ReadCache
 from callboard_core.errors import Conflict, Forbidden, Gone, NotFound, ValidationFailed
 from callboard_core.ids import new_id, random_string
 from callboard_core.security import tokens
@@ -105,11 +105,17 @@ async def get_owned(session: AsyncSession, agent_id: str, owner_id: str) -> Agen
 
 async def me(session: AsyncSession, agent_id: str, cache: ReadCache | None = None) -> s.AgentResponse:
     """The calling agent's own record (read-through cached on SQLite; see db/readcache.py)."""
-
-    async def load() -> s.AgentResponse:
+    if cache is None:
         return to_response(await get_live(session, agent_id))
+    key = ("agent_me", agent_id)
+    hit = cache.get(key)
+    if hit is not MISSING:
+        return hit
+    return await cache.load(key, lambda: _load_me(session, agent_id))
 
-    return await cache.get_or_load(("agent_me", agent_id), load) if cache else await load()
+
+async def _load_me(session: AsyncSession, agent_id: str) -> s.AgentResponse:
+    return to_response(await get_live(session, agent_id))
 
 
 # --- capabilities and handles --------------------------------------------------------------------

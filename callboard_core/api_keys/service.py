@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import timedelta
-from typing import Any
+from datetime import datetime, timedelta
+from typing import Any, NamedTuple
 
 from sqlalchemy import or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -15,7 +15,7 @@ from callboard_core.api_keys.models import ApiKey
 from callboard_core.api_keys.schemas import ApiKeyCreate, ApiKeyCreated, ApiKeyInfo, ApiKeyList, ApiKeyRevoked
 from callboard_core.audit import service as audit
 from callboard_core.db import Database
-from callboard_core.db.readcache import ReadCache
+from callboard_core.db.readcache import MISSING, ReadCache
 from callboard_core.errors import Conflict, Forbidden, NotFound, Unauthenticated, ValidationFailed
 from callboard_core.principals import KeyPrincipal
 from callboard_core.security import tokens
@@ -52,6 +52,39 @@ async def issue(
     return plaintext, key
 
 
+class _KeyState(NamedTuple):
+    """What authentication needs of a key row, prepared once per load (the read cache keeps it)."""
+
+    principal: KeyPrincipal
+    revoked: bool
+    expires_at: datetime | None
+    touch_due_at: datetime | None  # lastUsedAt + LAST_USED_PRECISION; None: never used
+
+
+async def _load_key(session: AsyncSession, raw_key: str, key_hash: str) -> _KeyState | None:
+    if not tokens.api_key_well_formed(raw_key):  # a typo costs no query
+        return None
+    row = (
+        await session.execute(
+            select(
+                ApiKey.id,
+                ApiKey.agent_id,
+                ApiKey.owner_id,
+                ApiKey.scopes,
+                ApiKey.revoked_at,
+                ApiKey.expires_at,
+                ApiKey.last_used_at,
+            ).where(ApiKey.key_hash == key_hash)
+        )
+    ).one_or_none()
+    if row is None:
+        return None
+    principal = KeyPrincipal(key_id=row.id, agent_id=row.agent_id, owner_id=row.owner_id,
+                             scopes=frozenset(row.scopes))
+    due_at = row.last_used_at + LAST_USED_PRECISION if row.last_used_at is not None else None
+    return _KeyState(principal, row.revoked_at is not None, row.expires_at, due_at)
+
+
 async def authenticate(
     session: AsyncSession, raw_key: str, cache: ReadCache | None = None
 ) -> tuple[KeyPrincipal, bool]:
@@ -61,32 +94,17 @@ async def authenticate(
     The key's row may come from the read cache; revocation and expiry are judged on every call.
     """
     key_hash = tokens.hash_token(raw_key)
-
-    async def load() -> Any:
-        if not tokens.api_key_well_formed(raw_key):  # a typo costs no query
-            return None
-        return (
-            await session.execute(
-                select(
-                    ApiKey.id,
-                    ApiKey.agent_id,
-                    ApiKey.owner_id,
-                    ApiKey.scopes,
-                    ApiKey.revoked_at,
-                    ApiKey.expires_at,
-                    ApiKey.last_used_at,
-                ).where(ApiKey.key_hash == key_hash)
-            )
-        ).one_or_none()
-
-    row = await cache.get_or_load(("api_key", key_hash), load) if cache else await load()
+    if cache is None:
+        state = await _load_key(session, raw_key, key_hash)
+    else:
+        cache_key = ("api_key", key_hash)
+        state = cache.get(cache_key)
+        if state is MISSING:
+            state = await cache.load(cache_key, lambda: _load_key(session, raw_key, key_hash))
     now = clock.now()
-    if row is None or row.revoked_at is not None or (row.expires_at is not None and row.expires_at <= now):
+    if state is None or state.revoked or (state.expires_at is not None and state.expires_at <= now):
         raise Unauthenticated("The API key is not valid (unknown, revoked or expired).", code="invalid_api_key")
-    due = row.last_used_at is None or now - row.last_used_at >= LAST_USED_PRECISION
-    return KeyPrincipal(
-        key_id=row.id, agent_id=row.agent_id, owner_id=row.owner_id, scopes=frozenset(row.scopes)
-    ), due
+    return state.principal, state.touch_due_at is None or now >= state.touch_due_at
 
 
 async def touch(db: Database, key_id: str) -> None:

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
-from typing import Any
+from datetime import datetime, timedelta
+from typing import NamedTuple
 
 from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from callboard_core import clock
 from callboard_core.auth.models import UserSession
-from callboard_core.db.readcache import ReadCache
+from callboard_core.db.readcache import MISSING, ReadCache
 from callboard_core.errors import Unauthenticated
 from callboard_core.principals import UserPrincipal
 from callboard_core.security import tokens
@@ -41,27 +41,47 @@ async def start(
     return token, row
 
 
+class _SessionState(NamedTuple):
+    """What authentication needs of a session row and its user, prepared once per load (the read cache
+    keeps it)."""
+
+    principal: UserPrincipal
+    usable: bool  # not revoked, user active
+    expires_at: datetime
+
+
+async def _load_session(session: AsyncSession, token_hash: str) -> _SessionState | None:
+    row = (
+        await session.execute(
+            select(UserSession.id, UserSession.expires_at, UserSession.revoked_at, User.id.label("user_id"),
+                   User.role, User.status, User.email, User.email_verified_at)
+            .join(User, User.id == UserSession.user_id)
+            .where(UserSession.token_hash == token_hash)
+        )
+    ).one_or_none()
+    if row is None:
+        return None
+    principal = UserPrincipal(user_id=row.user_id, role=Role(row.role), session_id=row.id, email=row.email,
+                              email_verified=row.email_verified_at is not None)
+    return _SessionState(principal, row.revoked_at is None and row.status == UserStatus.ACTIVE, row.expires_at)
+
+
 async def authenticate(session: AsyncSession, token: str, cache: ReadCache | None = None) -> UserPrincipal:
     invalid = Unauthenticated("Your session has ended; sign in again.", code="invalid_session")
     if not token or len(token) > 128:
         raise invalid
     token_hash = tokens.hash_token(token)
-
-    async def load() -> Any:
-        return (
-            await session.execute(
-                select(UserSession.id, UserSession.expires_at, UserSession.revoked_at, User.id.label("user_id"),
-                       User.role, User.status, User.email, User.email_verified_at)
-                .join(User, User.id == UserSession.user_id)
-                .where(UserSession.token_hash == token_hash)
-            )
-        ).one_or_none()
-
-    row = await cache.get_or_load(("session", token_hash), load) if cache else await load()
-    if row is None or row.revoked_at is not None or row.expires_at <= clock.now() or row.status != UserStatus.ACTIVE:
+    if cache is None:
+        state = await _load_session(session, token_hash)
+    else:
+        cache_key = ("session", token_hash)
+        state = cache.get(cache_key)
+        if state is MISSING:
+            state = await cache.load(cache_key, lambda: _load_session(session, token_hash))
+    # Revocation and expiry are judged on every call, also for a cached row.
+    if state is None or not state.usable or state.expires_at <= clock.now():
         raise invalid
-    return UserPrincipal(user_id=row.user_id, role=Role(row.role), session_id=row.id, email=row.email,
-                         email_verified=row.email_verified_at is not None)
+    return state.principal
 
 
 async def revoke_all(session: AsyncSession, user_id: str) -> int:

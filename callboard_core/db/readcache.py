@@ -7,18 +7,61 @@ the counter is unchanged, so a commit anywhere (a revoked key, an edited agent) 
 request: there is no staleness window. The probe is one in-process sqlite3 call of a few microseconds,
 far cheaper than a query through the async driver's thread. PostgreSQL has no such counter; there the
 cache is off and reads go to the database.
+
+A request may `pin()` the cache: the counter is then probed at the request's first lookup and not again
+for its later lookups, unless this process has committed something since (SQLAlchemy's commit event, so
+a request still reads its own commits). A commit that finished before the request started is still seen;
+one that lands while the request runs is concurrent with it, as it would be without the cache.
+
+`derived()` keeps one more thing per cached value (its JSON rendering), dropped with the entries. Cached
+values are shared by every request that reads them, so they are never modified.
 """
 
 from __future__ import annotations
 
 import sqlite3
 from collections.abc import Awaitable, Callable, Hashable
+from contextvars import ContextVar, Token
 from typing import Any, TypeVar
 
-from sqlalchemy.engine import make_url
+from sqlalchemy import event
+from sqlalchemy.engine import Engine, make_url
 
 T = TypeVar("T")
-_MISSING = object()
+MISSING: Any = object()
+
+
+class _Commits:
+    """Commits made through SQLAlchemy in this process; a pinned lookup re-probes when it has moved."""
+
+    count = 0
+
+
+@event.listens_for(Engine, "commit")
+def _count_commit(_conn: Any) -> None:
+    _Commits.count += 1
+
+
+class Pin:
+    """The current request's claim on the last probe (see ReadCache.pin)."""
+
+    __slots__ = ("active", "cache", "commits", "token")
+
+    def __init__(self, cache: ReadCache) -> None:
+        self.cache = cache
+        self.active = True
+        self.commits = -1  # the commit count at this request's probe; -1: not probed yet
+        self.token: Token[Pin | None] | None = None
+
+    def release(self) -> None:
+        # Tasks spawned during the request copied the context, and with it this pin: they must probe again.
+        self.active = False
+        if self.token is not None:
+            _pin.reset(self.token)
+            self.token = None
+
+
+_pin: ContextVar[Pin | None] = ContextVar("callboard_readcache_pin", default=None)
 
 
 class ReadCache:
@@ -30,38 +73,82 @@ class ReadCache:
         self._cursor: sqlite3.Cursor | None = None
         self._version: int | None = None
         self._entries: dict[Hashable, Any] = {}
+        self._values: dict[int, Any] = {}  # id(value) -> value, for the values in _entries
+        self._derived: dict[tuple[int, str], tuple[Any, Any]] = {}  # (id(value), kind) -> (value, made)
         self._max = max_entries
 
     @property
     def enabled(self) -> bool:
         return self._path is not None
 
-    def _current(self) -> int | None:
-        if self._path is None:
-            return None
+    def _current(self) -> int:
         if self._cursor is None:
             # Autocommit, so every PRAGMA reads the database's latest committed state.
-            self._conn = sqlite3.connect(self._path, isolation_level=None, check_same_thread=False)
+            self._conn = sqlite3.connect(self._path or "", isolation_level=None, check_same_thread=False)
             self._cursor = self._conn.cursor()
         return int(self._cursor.execute("PRAGMA data_version").fetchone()[0])
 
-    async def get_or_load(self, key: Hashable, loader: Callable[[], Awaitable[T]]) -> T:
+    def _sync(self) -> None:
         version = self._current()
-        if version is None:
-            return await loader()
         if version != self._version:
-            self._entries.clear()
+            self._clear()
             self._version = version
-        hit = self._entries.get(key, _MISSING)
-        if hit is not _MISSING:
+
+    def _clear(self) -> None:
+        self._entries.clear()
+        self._values.clear()
+        self._derived.clear()
+
+    def pin(self) -> Pin | None:
+        """Until the pin is released, this context's lookups share one probe (taken at the first lookup)."""
+        if self._path is None:
+            return None
+        pin = Pin(self)
+        pin.token = _pin.set(pin)
+        return pin
+
+    def get(self, key: Hashable) -> Any:
+        """The cached value, or MISSING (always MISSING when the cache is off)."""
+        if self._path is None:
+            return MISSING
+        pin = _pin.get()
+        if pin is None or pin.cache is not self or not pin.active:
+            self._sync()
+        elif pin.commits != _Commits.count:
+            pin.commits = _Commits.count
+            self._sync()
+        return self._entries.get(key, MISSING)
+
+    async def get_or_load(self, key: Hashable, loader: Callable[[], Awaitable[T]]) -> T:
+        hit = self.get(key)
+        if hit is not MISSING:
             return hit
+        return await self.load(key, loader)
+
+    async def load(self, key: Hashable, loader: Callable[[], Awaitable[T]]) -> T:
+        """Load what get() has just missed; keep it only if nothing was committed since the counter the
+        entries are tagged with was read."""
+        if self._path is None:
+            return await loader()
+        version = self._version
         value = await loader()
-        # Keep it only if nothing was committed while it loaded.
         if self._current() == version:
             if len(self._entries) >= self._max:
-                self._entries.clear()
+                self._clear()
             self._entries[key] = value
+            self._values[id(value)] = value
         return value
+
+    def derived(self, value: Any, kind: str, make: Callable[[Any], T]) -> T:
+        """make(value), computed once while value is a cached entry (and each time for any other value)."""
+        key = (id(value), kind)
+        hit = self._derived.get(key)
+        if hit is not None and hit[0] is value:
+            return hit[1]
+        result = make(value)
+        if self._values.get(id(value)) is value:
+            self._derived[key] = (value, result)
+        return result
 
     def close(self) -> None:
         if self._conn is not None:

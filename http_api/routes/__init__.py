@@ -13,6 +13,9 @@ MODULES = [
     "http_api.routes.dashboard",
     "http_api.routes.api_keys",
     "http_api.routes.capabilities",
+    "http_api.routes.job_types",
+    "http_api.routes.jobs",
+    "http_api.routes.home",
     "http_api.routes.waitlist",
 ]
 

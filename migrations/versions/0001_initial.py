@@ -2,7 +2,7 @@
 
 Revision ID: 0001
 Revises:
-Create Date: 2026-11-21 14:11:31.394230
+Create Date: 2026-11-22 01:18:17.503119
 """
 
 from collections.abc import Sequence
@@ -160,6 +160,7 @@ def upgrade() -> None:
         sa.Column("success_rate", sa.Float(), nullable=False),
         sa.Column("avg_response_ms", sa.Float(), nullable=False),
         sa.Column("dispute_rate", sa.Float(), nullable=False),
+        sa.Column("win_count", sa.Integer(), nullable=False),
         sa.Column(
             "metadata_json",
             sa.JSON().with_variant(postgresql.JSONB(astext_type=Text()), "postgresql"),
@@ -327,6 +328,9 @@ def upgrade() -> None:
         sa.Column("tag_id", sa.String(length=40), nullable=False),
         sa.Column("tag_slug", sa.String(length=64), nullable=False),
         sa.Column("source", sa.String(length=16), nullable=False),
+        sa.Column("completed_count", sa.Integer(), nullable=False),
+        sa.Column("win_count", sa.Integer(), nullable=False),
+        sa.Column("reputation", sa.Float(), nullable=False),
         sa.Column("created_at", callboard_core.db.base.UTCDateTime(timezone=True), nullable=False),
         sa.ForeignKeyConstraint(
             ["agent_id"],
@@ -509,11 +513,513 @@ def upgrade() -> None:
             batch_op.f("ix_capability_tag_requests_normalized_text"), ["normalized_text"], unique=False
         )
 
+    op.create_table(
+        "job_types",
+        sa.Column("id", sa.String(length=40), nullable=False),
+        sa.Column("key", sa.String(length=64), nullable=False),
+        sa.Column("display_name", sa.String(length=200), nullable=False),
+        sa.Column("description", sa.Text(), nullable=True),
+        sa.Column("capability_tag_id", sa.String(length=40), nullable=True),
+        sa.Column(
+            "artifact_schema_json",
+            sa.JSON().with_variant(postgresql.JSONB(astext_type=Text()), "postgresql"),
+            nullable=False,
+        ),
+        sa.Column(
+            "review_packet_schema_json",
+            sa.JSON().with_variant(postgresql.JSONB(astext_type=Text()), "postgresql"),
+            nullable=False,
+        ),
+        sa.Column(
+            "submission_requirements_json",
+            sa.JSON().with_variant(postgresql.JSONB(astext_type=Text()), "postgresql"),
+            nullable=False,
+        ),
+        sa.Column(
+            "preview_policy_json",
+            sa.JSON().with_variant(postgresql.JSONB(astext_type=Text()), "postgresql"),
+            nullable=False,
+        ),
+        sa.Column("active", sa.Boolean(), nullable=False),
+        sa.Column("created_at", callboard_core.db.base.UTCDateTime(timezone=True), nullable=False),
+        sa.Column("updated_at", callboard_core.db.base.UTCDateTime(timezone=True), nullable=False),
+        sa.ForeignKeyConstraint(
+            ["capability_tag_id"],
+            ["capability_tags.id"],
+            name=op.f("fk_job_types_capability_tag_id_capability_tags"),
+            ondelete="SET NULL",
+        ),
+        sa.PrimaryKeyConstraint("id", name=op.f("pk_job_types")),
+        sa.UniqueConstraint("key", name=op.f("uq_job_types_key")),
+    )
+    with op.batch_alter_table("job_types", schema=None) as batch_op:
+        batch_op.create_index(
+            batch_op.f("ix_job_types_capability_tag_id"), ["capability_tag_id"], unique=False
+        )
+
+    op.create_table(
+        "jobs",
+        sa.Column("id", sa.String(length=40), nullable=False),
+        sa.Column("requester_agent_id", sa.String(length=40), nullable=False),
+        sa.Column("owner_id", sa.String(length=40), nullable=True),
+        sa.Column("status", sa.String(length=24), nullable=False),
+        sa.Column("title", sa.String(length=200), nullable=False),
+        sa.Column("description", sa.Text(), nullable=True),
+        sa.Column("job_type_id", sa.String(length=40), nullable=True),
+        sa.Column("job_type_key", sa.String(length=64), nullable=True),
+        sa.Column("capability_tag_id", sa.String(length=40), nullable=True),
+        sa.Column("capability_slug", sa.String(length=64), nullable=True),
+        sa.Column(
+            "preview_json",
+            sa.JSON().with_variant(postgresql.JSONB(astext_type=Text()), "postgresql"),
+            nullable=True,
+        ),
+        sa.Column(
+            "work_brief_json",
+            sa.JSON().with_variant(postgresql.JSONB(astext_type=Text()), "postgresql"),
+            nullable=True,
+        ),
+        sa.Column(
+            "requirements_json",
+            sa.JSON().with_variant(postgresql.JSONB(astext_type=Text()), "postgresql"),
+            nullable=True,
+        ),
+        sa.Column(
+            "submission_requirements_json",
+            sa.JSON().with_variant(postgresql.JSONB(astext_type=Text()), "postgresql"),
+            nullable=True,
+        ),
+        sa.Column("reward_amount_cents", sa.BigInteger(), nullable=False),
+        sa.Column("currency", sa.String(length=3), nullable=False),
+        sa.Column("application_cap", sa.Integer(), nullable=False),
+        sa.Column("participant_cap", sa.Integer(), nullable=False),
+        sa.Column("new_worker_reserved_application_count", sa.Integer(), nullable=False),
+        sa.Column("new_worker_reserved_slot_count", sa.Integer(), nullable=False),
+        sa.Column("admission_closes_at", callboard_core.db.base.UTCDateTime(timezone=True), nullable=False),
+        sa.Column("fair_work_duration_ms", sa.BigInteger(), nullable=False),
+        sa.Column(
+            "latest_submission_deadline_at", callboard_core.db.base.UTCDateTime(timezone=True), nullable=False
+        ),
+        sa.Column("review_deadline_at", callboard_core.db.base.UTCDateTime(timezone=True), nullable=False),
+        sa.Column("is_house", sa.Boolean(), nullable=False),
+        sa.Column("is_starter", sa.Boolean(), nullable=False),
+        sa.Column("direct_hire_worker_agent_id", sa.String(length=40), nullable=True),
+        sa.Column("application_count", sa.Integer(), nullable=False),
+        sa.Column("new_worker_application_count", sa.Integer(), nullable=False),
+        sa.Column("reserved_participants", sa.Integer(), nullable=False),
+        sa.Column("no_award_reason_code", sa.String(length=40), nullable=True),
+        sa.Column("no_award_reason_text", sa.Text(), nullable=True),
+        sa.Column("awarded_submission_id", sa.String(length=40), nullable=True),
+        sa.Column("review_overdue_at", callboard_core.db.base.UTCDateTime(timezone=True), nullable=True),
+        sa.Column("published_at", callboard_core.db.base.UTCDateTime(timezone=True), nullable=True),
+        sa.Column("admission_closed_at", callboard_core.db.base.UTCDateTime(timezone=True), nullable=True),
+        sa.Column("review_started_at", callboard_core.db.base.UTCDateTime(timezone=True), nullable=True),
+        sa.Column("closed_at", callboard_core.db.base.UTCDateTime(timezone=True), nullable=True),
+        sa.Column("created_at", callboard_core.db.base.UTCDateTime(timezone=True), nullable=False),
+        sa.Column("updated_at", callboard_core.db.base.UTCDateTime(timezone=True), nullable=False),
+        sa.ForeignKeyConstraint(
+            ["capability_tag_id"],
+            ["capability_tags.id"],
+            name=op.f("fk_jobs_capability_tag_id_capability_tags"),
+            ondelete="SET NULL",
+        ),
+        sa.ForeignKeyConstraint(
+            ["direct_hire_worker_agent_id"],
+            ["agents.id"],
+            name=op.f("fk_jobs_direct_hire_worker_agent_id_agents"),
+            ondelete="SET NULL",
+        ),
+        sa.ForeignKeyConstraint(
+            ["job_type_id"], ["job_types.id"], name=op.f("fk_jobs_job_type_id_job_types"), ondelete="SET NULL"
+        ),
+        sa.ForeignKeyConstraint(
+            ["owner_id"], ["users.id"], name=op.f("fk_jobs_owner_id_users"), ondelete="SET NULL"
+        ),
+        sa.ForeignKeyConstraint(
+            ["requester_agent_id"],
+            ["agents.id"],
+            name=op.f("fk_jobs_requester_agent_id_agents"),
+            ondelete="CASCADE",
+        ),
+        sa.PrimaryKeyConstraint("id", name=op.f("pk_jobs")),
+    )
+    with op.batch_alter_table("jobs", schema=None) as batch_op:
+        batch_op.create_index("ix_jobs_discovery_all", ["status", "published_at", "id"], unique=False)
+        batch_op.create_index(
+            "ix_jobs_discovery_tag", ["status", "capability_tag_id", "published_at", "id"], unique=False
+        )
+        batch_op.create_index(batch_op.f("ix_jobs_owner_id"), ["owner_id"], unique=False)
+        batch_op.create_index("ix_jobs_requester", ["requester_agent_id", "created_at"], unique=False)
+        batch_op.create_index("ix_jobs_status_admission", ["status", "admission_closes_at"], unique=False)
+        batch_op.create_index(
+            "ix_jobs_status_submission", ["status", "latest_submission_deadline_at"], unique=False
+        )
+
+    op.create_table(
+        "agent_notifications",
+        sa.Column("id", sa.String(length=40), nullable=False),
+        sa.Column("agent_id", sa.String(length=40), nullable=False),
+        sa.Column("type", sa.String(length=48), nullable=False),
+        sa.Column("title", sa.String(length=200), nullable=False),
+        sa.Column("body", sa.Text(), nullable=True),
+        sa.Column("job_id", sa.String(length=40), nullable=True),
+        sa.Column(
+            "data", sa.JSON().with_variant(postgresql.JSONB(astext_type=Text()), "postgresql"), nullable=False
+        ),
+        sa.Column("read_at", callboard_core.db.base.UTCDateTime(timezone=True), nullable=True),
+        sa.Column("created_at", callboard_core.db.base.UTCDateTime(timezone=True), nullable=False),
+        sa.ForeignKeyConstraint(
+            ["agent_id"],
+            ["agents.id"],
+            name=op.f("fk_agent_notifications_agent_id_agents"),
+            ondelete="CASCADE",
+        ),
+        sa.ForeignKeyConstraint(
+            ["job_id"], ["jobs.id"], name=op.f("fk_agent_notifications_job_id_jobs"), ondelete="CASCADE"
+        ),
+        sa.PrimaryKeyConstraint("id", name=op.f("pk_agent_notifications")),
+    )
+    with op.batch_alter_table("agent_notifications", schema=None) as batch_op:
+        batch_op.create_index(
+            "ix_agent_notifications_agent", ["agent_id", "read_at", "created_at"], unique=False
+        )
+
+    op.create_table(
+        "job_applications",
+        sa.Column("id", sa.String(length=40), nullable=False),
+        sa.Column("job_id", sa.String(length=40), nullable=False),
+        sa.Column("worker_agent_id", sa.String(length=40), nullable=False),
+        sa.Column("status", sa.String(length=16), nullable=False),
+        sa.Column("rookie", sa.Boolean(), nullable=False),
+        sa.Column("new_worker", sa.Boolean(), nullable=False),
+        sa.Column("capability_reputation", sa.Float(), nullable=False),
+        sa.Column("via_invitation_id", sa.String(length=40), nullable=True),
+        sa.Column("decided_at", callboard_core.db.base.UTCDateTime(timezone=True), nullable=True),
+        sa.Column("withdrawn_at", callboard_core.db.base.UTCDateTime(timezone=True), nullable=True),
+        sa.Column("created_at", callboard_core.db.base.UTCDateTime(timezone=True), nullable=False),
+        sa.Column("updated_at", callboard_core.db.base.UTCDateTime(timezone=True), nullable=False),
+        sa.ForeignKeyConstraint(
+            ["job_id"], ["jobs.id"], name=op.f("fk_job_applications_job_id_jobs"), ondelete="CASCADE"
+        ),
+        sa.ForeignKeyConstraint(
+            ["worker_agent_id"],
+            ["agents.id"],
+            name=op.f("fk_job_applications_worker_agent_id_agents"),
+            ondelete="CASCADE",
+        ),
+        sa.PrimaryKeyConstraint("id", name=op.f("pk_job_applications")),
+        sa.UniqueConstraint("job_id", "worker_agent_id", name=op.f("uq_job_applications_job_id")),
+    )
+    with op.batch_alter_table("job_applications", schema=None) as batch_op:
+        batch_op.create_index("ix_job_applications_job_status", ["job_id", "status"], unique=False)
+        batch_op.create_index("ix_job_applications_worker", ["worker_agent_id", "created_at"], unique=False)
+
+    op.create_table(
+        "job_clarifications",
+        sa.Column("id", sa.String(length=40), nullable=False),
+        sa.Column("job_id", sa.String(length=40), nullable=False),
+        sa.Column("author_agent_id", sa.String(length=40), nullable=True),
+        sa.Column("body", sa.Text(), nullable=False),
+        sa.Column("created_at", callboard_core.db.base.UTCDateTime(timezone=True), nullable=False),
+        sa.ForeignKeyConstraint(
+            ["author_agent_id"],
+            ["agents.id"],
+            name=op.f("fk_job_clarifications_author_agent_id_agents"),
+            ondelete="SET NULL",
+        ),
+        sa.ForeignKeyConstraint(
+            ["job_id"], ["jobs.id"], name=op.f("fk_job_clarifications_job_id_jobs"), ondelete="CASCADE"
+        ),
+        sa.PrimaryKeyConstraint("id", name=op.f("pk_job_clarifications")),
+    )
+    with op.batch_alter_table("job_clarifications", schema=None) as batch_op:
+        batch_op.create_index(batch_op.f("ix_job_clarifications_job_id"), ["job_id"], unique=False)
+
+    op.create_table(
+        "job_events",
+        sa.Column("id", sa.String(length=40), nullable=False),
+        sa.Column("job_id", sa.String(length=40), nullable=False),
+        sa.Column("seq", sa.BigInteger(), nullable=False),
+        sa.Column("kind", sa.String(length=48), nullable=False),
+        sa.Column("actor_type", sa.String(length=16), nullable=False),
+        sa.Column("actor_id", sa.String(length=40), nullable=True),
+        sa.Column(
+            "data", sa.JSON().with_variant(postgresql.JSONB(astext_type=Text()), "postgresql"), nullable=False
+        ),
+        sa.Column("created_at", callboard_core.db.base.UTCDateTime(timezone=True), nullable=False),
+        sa.ForeignKeyConstraint(
+            ["job_id"], ["jobs.id"], name=op.f("fk_job_events_job_id_jobs"), ondelete="CASCADE"
+        ),
+        sa.PrimaryKeyConstraint("id", name=op.f("pk_job_events")),
+    )
+    with op.batch_alter_table("job_events", schema=None) as batch_op:
+        batch_op.create_index("ix_job_events_job", ["job_id", "seq"], unique=False)
+
+    op.create_table(
+        "job_invitations",
+        sa.Column("id", sa.String(length=40), nullable=False),
+        sa.Column("job_id", sa.String(length=40), nullable=False),
+        sa.Column("worker_agent_id", sa.String(length=40), nullable=False),
+        sa.Column("status", sa.String(length=16), nullable=False),
+        sa.Column("message", sa.Text(), nullable=True),
+        sa.Column("decline_reason_code", sa.String(length=40), nullable=True),
+        sa.Column("decline_reason_text", sa.Text(), nullable=True),
+        sa.Column("expires_at", callboard_core.db.base.UTCDateTime(timezone=True), nullable=False),
+        sa.Column("responded_at", callboard_core.db.base.UTCDateTime(timezone=True), nullable=True),
+        sa.Column("created_at", callboard_core.db.base.UTCDateTime(timezone=True), nullable=False),
+        sa.Column("updated_at", callboard_core.db.base.UTCDateTime(timezone=True), nullable=False),
+        sa.ForeignKeyConstraint(
+            ["job_id"], ["jobs.id"], name=op.f("fk_job_invitations_job_id_jobs"), ondelete="CASCADE"
+        ),
+        sa.ForeignKeyConstraint(
+            ["worker_agent_id"],
+            ["agents.id"],
+            name=op.f("fk_job_invitations_worker_agent_id_agents"),
+            ondelete="CASCADE",
+        ),
+        sa.PrimaryKeyConstraint("id", name=op.f("pk_job_invitations")),
+        sa.UniqueConstraint("job_id", "worker_agent_id", name=op.f("uq_job_invitations_job_id")),
+    )
+    with op.batch_alter_table("job_invitations", schema=None) as batch_op:
+        batch_op.create_index("ix_job_invitations_due", ["status", "expires_at"], unique=False)
+        batch_op.create_index("ix_job_invitations_worker", ["worker_agent_id", "status"], unique=False)
+
+    op.create_table(
+        "participation_slots",
+        sa.Column("id", sa.String(length=40), nullable=False),
+        sa.Column("job_id", sa.String(length=40), nullable=False),
+        sa.Column("application_id", sa.String(length=40), nullable=False),
+        sa.Column("worker_agent_id", sa.String(length=40), nullable=False),
+        sa.Column("status", sa.String(length=16), nullable=False),
+        sa.Column("acknowledge_by", callboard_core.db.base.UTCDateTime(timezone=True), nullable=False),
+        sa.Column("acknowledged_at", callboard_core.db.base.UTCDateTime(timezone=True), nullable=True),
+        sa.Column("work_deadline_at", callboard_core.db.base.UTCDateTime(timezone=True), nullable=True),
+        sa.Column("submitted_at", callboard_core.db.base.UTCDateTime(timezone=True), nullable=True),
+        sa.Column("ended_at", callboard_core.db.base.UTCDateTime(timezone=True), nullable=True),
+        sa.Column("end_reason", sa.String(length=40), nullable=True),
+        sa.Column("created_at", callboard_core.db.base.UTCDateTime(timezone=True), nullable=False),
+        sa.Column("updated_at", callboard_core.db.base.UTCDateTime(timezone=True), nullable=False),
+        sa.ForeignKeyConstraint(
+            ["application_id"],
+            ["job_applications.id"],
+            name=op.f("fk_participation_slots_application_id_job_applications"),
+            ondelete="CASCADE",
+        ),
+        sa.ForeignKeyConstraint(
+            ["job_id"], ["jobs.id"], name=op.f("fk_participation_slots_job_id_jobs"), ondelete="CASCADE"
+        ),
+        sa.ForeignKeyConstraint(
+            ["worker_agent_id"],
+            ["agents.id"],
+            name=op.f("fk_participation_slots_worker_agent_id_agents"),
+            ondelete="CASCADE",
+        ),
+        sa.PrimaryKeyConstraint("id", name=op.f("pk_participation_slots")),
+        sa.UniqueConstraint("application_id", name=op.f("uq_participation_slots_application_id")),
+    )
+    with op.batch_alter_table("participation_slots", schema=None) as batch_op:
+        batch_op.create_index("ix_participation_slots_ack_due", ["status", "acknowledge_by"], unique=False)
+        batch_op.create_index("ix_participation_slots_job", ["job_id", "status"], unique=False)
+        batch_op.create_index("ix_participation_slots_work_due", ["status", "work_deadline_at"], unique=False)
+        batch_op.create_index("ix_participation_slots_worker", ["worker_agent_id", "status"], unique=False)
+
+    op.create_table(
+        "stored_files",
+        sa.Column("id", sa.String(length=40), nullable=False),
+        sa.Column("kind", sa.String(length=16), nullable=False),
+        sa.Column("job_id", sa.String(length=40), nullable=True),
+        sa.Column("slot_id", sa.String(length=40), nullable=True),
+        sa.Column("uploader_agent_id", sa.String(length=40), nullable=True),
+        sa.Column("filename", sa.String(length=255), nullable=False),
+        sa.Column("mime_type", sa.String(length=255), nullable=False),
+        sa.Column("size_bytes", sa.BigInteger(), nullable=False),
+        sa.Column("sha256", sa.String(length=64), nullable=False),
+        sa.Column("storage_key", sa.String(length=512), nullable=False),
+        sa.Column("status", sa.String(length=16), nullable=False),
+        sa.Column("created_at", callboard_core.db.base.UTCDateTime(timezone=True), nullable=False),
+        sa.Column("verified_at", callboard_core.db.base.UTCDateTime(timezone=True), nullable=True),
+        sa.ForeignKeyConstraint(
+            ["job_id"], ["jobs.id"], name=op.f("fk_stored_files_job_id_jobs"), ondelete="CASCADE"
+        ),
+        sa.ForeignKeyConstraint(
+            ["slot_id"],
+            ["participation_slots.id"],
+            name=op.f("fk_stored_files_slot_id_participation_slots"),
+            ondelete="CASCADE",
+        ),
+        sa.ForeignKeyConstraint(
+            ["uploader_agent_id"],
+            ["agents.id"],
+            name=op.f("fk_stored_files_uploader_agent_id_agents"),
+            ondelete="SET NULL",
+        ),
+        sa.PrimaryKeyConstraint("id", name=op.f("pk_stored_files")),
+        sa.UniqueConstraint("storage_key", name=op.f("uq_stored_files_storage_key")),
+    )
+    with op.batch_alter_table("stored_files", schema=None) as batch_op:
+        batch_op.create_index(batch_op.f("ix_stored_files_job_id"), ["job_id"], unique=False)
+        batch_op.create_index(batch_op.f("ix_stored_files_slot_id"), ["slot_id"], unique=False)
+        batch_op.create_index(
+            batch_op.f("ix_stored_files_uploader_agent_id"), ["uploader_agent_id"], unique=False
+        )
+
+    op.create_table(
+        "submissions",
+        sa.Column("id", sa.String(length=40), nullable=False),
+        sa.Column("job_id", sa.String(length=40), nullable=False),
+        sa.Column("slot_id", sa.String(length=40), nullable=False),
+        sa.Column("worker_agent_id", sa.String(length=40), nullable=False),
+        sa.Column("status", sa.String(length=16), nullable=False),
+        sa.Column("artifact_type", sa.String(length=64), nullable=False),
+        sa.Column(
+            "payload_json",
+            sa.JSON().with_variant(postgresql.JSONB(astext_type=Text()), "postgresql"),
+            nullable=False,
+        ),
+        sa.Column(
+            "preview_json",
+            sa.JSON().with_variant(postgresql.JSONB(astext_type=Text()), "postgresql"),
+            nullable=True,
+        ),
+        sa.Column("storage_uri", sa.String(length=2048), nullable=True),
+        sa.Column("decided_at", callboard_core.db.base.UTCDateTime(timezone=True), nullable=True),
+        sa.Column("created_at", callboard_core.db.base.UTCDateTime(timezone=True), nullable=False),
+        sa.ForeignKeyConstraint(
+            ["job_id"], ["jobs.id"], name=op.f("fk_submissions_job_id_jobs"), ondelete="CASCADE"
+        ),
+        sa.ForeignKeyConstraint(
+            ["slot_id"],
+            ["participation_slots.id"],
+            name=op.f("fk_submissions_slot_id_participation_slots"),
+            ondelete="CASCADE",
+        ),
+        sa.ForeignKeyConstraint(
+            ["worker_agent_id"],
+            ["agents.id"],
+            name=op.f("fk_submissions_worker_agent_id_agents"),
+            ondelete="CASCADE",
+        ),
+        sa.PrimaryKeyConstraint("id", name=op.f("pk_submissions")),
+        sa.UniqueConstraint("slot_id", name=op.f("uq_submissions_slot_id")),
+    )
+    with op.batch_alter_table("submissions", schema=None) as batch_op:
+        batch_op.create_index("ix_submissions_job", ["job_id", "created_at"], unique=False)
+        batch_op.create_index(batch_op.f("ix_submissions_worker_agent_id"), ["worker_agent_id"], unique=False)
+
+    op.create_table(
+        "awards",
+        sa.Column("id", sa.String(length=40), nullable=False),
+        sa.Column("job_id", sa.String(length=40), nullable=False),
+        sa.Column("submission_id", sa.String(length=40), nullable=False),
+        sa.Column("worker_agent_id", sa.String(length=40), nullable=False),
+        sa.Column("decided_by_type", sa.String(length=16), nullable=False),
+        sa.Column("decided_by_id", sa.String(length=40), nullable=True),
+        sa.Column("rookie_win", sa.Boolean(), nullable=False),
+        sa.Column("created_at", callboard_core.db.base.UTCDateTime(timezone=True), nullable=False),
+        sa.ForeignKeyConstraint(
+            ["job_id"], ["jobs.id"], name=op.f("fk_awards_job_id_jobs"), ondelete="CASCADE"
+        ),
+        sa.ForeignKeyConstraint(
+            ["submission_id"],
+            ["submissions.id"],
+            name=op.f("fk_awards_submission_id_submissions"),
+            ondelete="CASCADE",
+        ),
+        sa.ForeignKeyConstraint(
+            ["worker_agent_id"],
+            ["agents.id"],
+            name=op.f("fk_awards_worker_agent_id_agents"),
+            ondelete="CASCADE",
+        ),
+        sa.PrimaryKeyConstraint("id", name=op.f("pk_awards")),
+        sa.UniqueConstraint("job_id", name=op.f("uq_awards_job_id")),
+        sa.UniqueConstraint("submission_id", name=op.f("uq_awards_submission_id")),
+    )
+    with op.batch_alter_table("awards", schema=None) as batch_op:
+        batch_op.create_index(batch_op.f("ix_awards_worker_agent_id"), ["worker_agent_id"], unique=False)
+
+    op.create_table(
+        "submission_files",
+        sa.Column("submission_id", sa.String(length=40), nullable=False),
+        sa.Column("file_id", sa.String(length=40), nullable=False),
+        sa.Column("role", sa.String(length=16), nullable=False),
+        sa.ForeignKeyConstraint(
+            ["file_id"],
+            ["stored_files.id"],
+            name=op.f("fk_submission_files_file_id_stored_files"),
+            ondelete="CASCADE",
+        ),
+        sa.ForeignKeyConstraint(
+            ["submission_id"],
+            ["submissions.id"],
+            name=op.f("fk_submission_files_submission_id_submissions"),
+            ondelete="CASCADE",
+        ),
+        sa.PrimaryKeyConstraint("submission_id", "file_id", name=op.f("pk_submission_files")),
+    )
     # ### end Alembic commands ###
 
 
 def downgrade() -> None:
     # ### commands auto generated by Alembic - please adjust! ###
+    op.drop_table("submission_files")
+    with op.batch_alter_table("awards", schema=None) as batch_op:
+        batch_op.drop_index(batch_op.f("ix_awards_worker_agent_id"))
+
+    op.drop_table("awards")
+    with op.batch_alter_table("submissions", schema=None) as batch_op:
+        batch_op.drop_index(batch_op.f("ix_submissions_worker_agent_id"))
+        batch_op.drop_index("ix_submissions_job")
+
+    op.drop_table("submissions")
+    with op.batch_alter_table("stored_files", schema=None) as batch_op:
+        batch_op.drop_index(batch_op.f("ix_stored_files_uploader_agent_id"))
+        batch_op.drop_index(batch_op.f("ix_stored_files_slot_id"))
+        batch_op.drop_index(batch_op.f("ix_stored_files_job_id"))
+
+    op.drop_table("stored_files")
+    with op.batch_alter_table("participation_slots", schema=None) as batch_op:
+        batch_op.drop_index("ix_participation_slots_worker")
+        batch_op.drop_index("ix_participation_slots_work_due")
+        batch_op.drop_index("ix_participation_slots_job")
+        batch_op.drop_index("ix_participation_slots_ack_due")
+
+    op.drop_table("participation_slots")
+    with op.batch_alter_table("job_invitations", schema=None) as batch_op:
+        batch_op.drop_index("ix_job_invitations_worker")
+        batch_op.drop_index("ix_job_invitations_due")
+
+    op.drop_table("job_invitations")
+    with op.batch_alter_table("job_events", schema=None) as batch_op:
+        batch_op.drop_index("ix_job_events_job")
+
+    op.drop_table("job_events")
+    with op.batch_alter_table("job_clarifications", schema=None) as batch_op:
+        batch_op.drop_index(batch_op.f("ix_job_clarifications_job_id"))
+
+    op.drop_table("job_clarifications")
+    with op.batch_alter_table("job_applications", schema=None) as batch_op:
+        batch_op.drop_index("ix_job_applications_worker")
+        batch_op.drop_index("ix_job_applications_job_status")
+
+    op.drop_table("job_applications")
+    with op.batch_alter_table("agent_notifications", schema=None) as batch_op:
+        batch_op.drop_index("ix_agent_notifications_agent")
+
+    op.drop_table("agent_notifications")
+    with op.batch_alter_table("jobs", schema=None) as batch_op:
+        batch_op.drop_index("ix_jobs_status_submission")
+        batch_op.drop_index("ix_jobs_status_admission")
+        batch_op.drop_index("ix_jobs_requester")
+        batch_op.drop_index(batch_op.f("ix_jobs_owner_id"))
+        batch_op.drop_index("ix_jobs_discovery_tag")
+        batch_op.drop_index("ix_jobs_discovery_all")
+
+    op.drop_table("jobs")
+    with op.batch_alter_table("job_types", schema=None) as batch_op:
+        batch_op.drop_index(batch_op.f("ix_job_types_capability_tag_id"))
+
+    op.drop_table("job_types")
     with op.batch_alter_table("capability_tag_requests", schema=None) as batch_op:
         batch_op.drop_index(batch_op.f("ix_capability_tag_requests_normalized_text"))
 

@@ -1,0 +1,80 @@
+"""Who acts on a job: an agent through its API key, or a signed-in owner acting for one of its agents
+(the owner mirrors). Object-level authorization lives here: anything not the actor's is a 404."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from callboard_core.agents.models import Agent, AgentStatus
+from callboard_core.errors import Conflict, Forbidden, NotFound
+
+
+@dataclass(frozen=True, slots=True)
+class Actor:
+    agent_id: str | None = None
+    user_id: str | None = None
+    staff: bool = False
+
+    @classmethod
+    def agent(cls, agent_id: str) -> Actor:
+        return cls(agent_id=agent_id)
+
+    @classmethod
+    def owner(cls, user_id: str) -> Actor:
+        return cls(user_id=user_id)
+
+    @classmethod
+    def admin(cls, user_id: str) -> Actor:
+        return cls(user_id=user_id, staff=True)
+
+    @property
+    def kind(self) -> str:
+        if self.staff:
+            return "staff"
+        return "agent" if self.agent_id else "owner"
+
+    @property
+    def id(self) -> str | None:
+        return self.agent_id or self.user_id
+
+
+SYSTEM = Actor()  # the deadline sweeper and automatic moves
+
+
+def may_act_for(actor: Actor, agent: Agent) -> bool:
+    if actor.staff:
+        return True
+    if actor.agent_id is not None:
+        return agent.id == actor.agent_id
+    return actor.user_id is not None and agent.owner_id == actor.user_id and agent.deleted_at is None
+
+
+async def owned_agent(session: AsyncSession, actor: Actor, agent_id: str, *, what: str = "agent") -> Agent:
+    """The agent the actor acts as: the calling agent itself, or one of the signed-in owner's agents."""
+    agent = await session.get(Agent, agent_id)
+    if agent is None or agent.deleted_at is not None or not may_act_for(actor, agent):
+        raise NotFound(f"No such {what}.", code="agent_not_found")
+    return agent
+
+
+async def acting_agent(session: AsyncSession, actor: Actor, agent_id: str | None = None) -> Agent:
+    """For agent callers the agent is the caller; owner callers name it (workerAgentId, requesterAgentId)."""
+    target = actor.agent_id if actor.agent_id else agent_id
+    if target is None:
+        raise NotFound("No such agent.", code="agent_not_found")
+    return await owned_agent(session, actor, target)
+
+
+def require_can_work(agent: Agent, *, role: str) -> None:
+    """New work (apply, publish, invite, accept) needs an active, claimed agent with the role enabled."""
+    if agent.status != AgentStatus.ACTIVE or agent.archived_at is not None:
+        raise Conflict("This agent is not active; reactivate it to take on new work.", code="agent_not_active",
+                       current_state=agent.status)
+    if agent.owner_id is None:
+        raise Forbidden("An owner must claim this agent first.", code="agent_not_claimed")
+    enabled = agent.worker_enabled if role == "worker" else agent.requester_enabled
+    if not enabled:
+        raise Conflict(f"This agent has its {role} role turned off (PATCH /api/v2/agents/me).",
+                       code=f"{role}_disabled")

@@ -1,0 +1,219 @@
+"""Invitations: a requester invites a named worker to a job in ADMISSION_OPEN (holding one participant place
+while pending); a Direct Hire is a job published with exactly one such invitation."""
+
+from __future__ import annotations
+
+from sqlalchemy import select, update
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from callboard_core import clock
+from callboard_core.agents.models import Agent
+from callboard_core.errors import Conflict, NotFound, ValidationFailed
+from callboard_core.ids import new_id
+from callboard_core.jobs import admission, events
+from callboard_core.jobs import schemas as s
+from callboard_core.jobs.actors import SYSTEM, Actor, acting_agent, may_act_for, require_can_work
+from callboard_core.jobs.models import Job, JobApplication, JobInvitation, ParticipationSlot
+from callboard_core.jobs.participation import _capability_standing
+from callboard_core.jobs.service import lock, move, preview, requester_job
+from callboard_core.jobs.states import ApplicationStatus, InvitationStatus, JobStatus
+
+I = InvitationStatus  # noqa: E741
+
+
+def invitation_view(inv: JobInvitation, job: Job | None = None, *, application_id: str | None = None,
+                    slot_id: str | None = None) -> s.InvitationView:
+    return s.InvitationView(id=inv.id, job_id=inv.job_id, worker_agent_id=inv.worker_agent_id, status=inv.status,
+                            message=inv.message, decline_reason_code=inv.decline_reason_code,
+                            decline_reason_text=inv.decline_reason_text, expires_at=inv.expires_at,
+                            responded_at=inv.responded_at, job=preview(job) if job else None,
+                            application_id=application_id, slot_id=slot_id, created_at=inv.created_at)
+
+
+async def invite(session: AsyncSession, actor: Actor, job_id: str, body: s.InvitationCreate) -> s.InvitationView:
+    job = await requester_job(session, actor, job_id, for_update=True)
+    if job.status != JobStatus.ADMISSION_OPEN or job.direct_hire_worker_agent_id:
+        raise Conflict("Workers can be invited to a job whose admission is open.", code="invalid_state",
+                       current_state=job.status)
+    worker = await session.get(Agent, body.worker_agent_id)
+    if worker is None or worker.deleted_at is not None:
+        raise ValidationFailed("No such worker agent.", errors=[
+            {"field": "workerAgentId", "in": "body", "code": "unknown_agent", "message": "no such agent"}])
+    if worker.owner_id is not None and worker.owner_id == job.owner_id:
+        raise ValidationFailed("An agent of the job's own owner cannot be invited.", errors=[
+            {"field": "workerAgentId", "in": "body", "code": "same_owner", "message": "same owner as the requester"}])
+    require_can_work(worker, role="worker")
+    if not await admission.hold_places(session, job.id, status=JobStatus.ADMISSION_OPEN):
+        raise Conflict("Every participant place of this job is taken or reserved.", code="participant_cap_reached",
+                       participant_cap=job.participant_cap)
+    invitation = JobInvitation(job_id=job.id, worker_agent_id=worker.id, message=body.message,
+                               expires_at=job.admission_closes_at)
+    try:
+        async with session.begin_nested():
+            session.add(invitation)
+            await session.flush()
+    except IntegrityError:
+        raise Conflict("This worker has already been invited to this job.", code="already_invited") from None
+    await events.record(session, job.id, "invitation_sent", actor,
+                        {"invitationId": invitation.id, "workerAgentId": worker.id},
+                        notify=[worker.id], title=f"Invitation: {job.title}",
+                        body=f"Accept or decline with POST /api/v2/invitations/{invitation.id}/respond.")
+    return invitation_view(invitation)
+
+
+async def list_for_job(session: AsyncSession, actor: Actor, job_id: str) -> s.InvitationList:
+    job = await requester_job(session, actor, job_id)
+    rows = (await session.scalars(select(JobInvitation).where(JobInvitation.job_id == job.id)
+                                  .order_by(JobInvitation.created_at, JobInvitation.id))).all()
+    return s.InvitationList(invitations=[invitation_view(i) for i in rows])
+
+
+async def mine(session: AsyncSession, actor: Actor, agent_id: str | None = None, *, pending_only: bool = True) -> s.InvitationList:
+    worker = await acting_agent(session, actor, agent_id)
+    stmt = select(JobInvitation, Job).join(Job, Job.id == JobInvitation.job_id).where(
+        JobInvitation.worker_agent_id == worker.id)
+    if pending_only:
+        stmt = stmt.where(JobInvitation.status == I.PENDING, JobInvitation.expires_at > clock.now())
+    rows = (await session.execute(stmt.order_by(JobInvitation.created_at.desc()).limit(200))).all()
+    return s.InvitationList(invitations=[invitation_view(i, j) for i, j in rows])
+
+
+async def _worker_invitation(session: AsyncSession, actor: Actor, invitation_id: str) -> tuple[JobInvitation, Agent]:
+    inv = await session.get(JobInvitation, invitation_id)
+    worker = await session.get(Agent, inv.worker_agent_id) if inv else None
+    if inv is None or worker is None or not may_act_for(actor, worker):
+        raise NotFound("No such invitation.", code="invitation_not_found")
+    return inv, worker
+
+
+async def _settle_invitation(session: AsyncSession, inv: JobInvitation, target: InvitationStatus, **values: object) -> None:
+    now = clock.now()
+    moved = await session.execute(
+        update(JobInvitation).where(JobInvitation.id == inv.id, JobInvitation.status == I.PENDING)
+        .values(status=target, responded_at=now, updated_at=now, **values).execution_options(synchronize_session=False))
+    await session.refresh(inv)
+    if not moved.rowcount:  # type: ignore[attr-defined]
+        raise Conflict(f"This invitation is {inv.status}.", code="invalid_state", current_state=inv.status)
+
+
+async def respond(session: AsyncSession, actor: Actor, invitation_id: str, body: s.InvitationRespond) -> s.InvitationView:
+    """Accept: an ADMITTED application and a GRANTED slot (a Direct Hire's job starts). Decline: terminal,
+    with a structured reason; the held place is released (a declined Direct Hire is cancelled)."""
+    inv, worker = await _worker_invitation(session, actor, invitation_id)
+    job = await lock(session, inv.job_id)
+    await session.refresh(inv)
+    now = clock.now()
+    if inv.status == I.PENDING and inv.expires_at <= now:
+        raise Conflict("This invitation has expired.", code="invitation_expired", current_state=inv.status)
+    if body.decision == "DECLINE":
+        if body.reason_code is None:
+            raise ValidationFailed("Say why you decline.", errors=[
+                {"field": "reasonCode", "in": "body", "code": "missing",
+                 "message": "one of NOT_AVAILABLE, OUT_OF_SCOPE, DEADLINE_TOO_SHORT, REWARD_TOO_LOW, OTHER"}])
+        await _settle_invitation(session, inv, I.DECLINED, decline_reason_code=body.reason_code,
+                                 decline_reason_text=body.reason_text)
+        await admission.release_places(session, job.id)
+        await events.record(session, job.id, "invitation_declined", actor,
+                            {"invitationId": inv.id, "reasonCode": body.reason_code},
+                            notify=[job.requester_agent_id], title=f"Invitation declined: {job.title}")
+        if job.status == JobStatus.PENDING_ACCEPTANCE:
+            job = await move(session, job, "cancel_direct_hire", JobStatus.CANCELLED, closed_at=now)
+            await events.record(session, job.id, "cancelled", SYSTEM, {"reason": "direct_hire_declined"})
+        return invitation_view(inv)
+
+    require_can_work(worker, role="worker")
+    if job.status not in (JobStatus.ADMISSION_OPEN, JobStatus.PENDING_ACCEPTANCE):
+        raise Conflict("This job no longer takes participants.", code="invalid_state", current_state=job.status)
+    await _settle_invitation(session, inv, I.ACCEPTED)
+    application = (await session.scalars(select(JobApplication).where(
+        JobApplication.job_id == job.id, JobApplication.worker_agent_id == worker.id))).one_or_none()
+    if application is not None and application.status == ApplicationStatus.PENDING:
+        await session.execute(update(Job).where(Job.id == job.id).values(
+            application_count=Job.application_count - 1,
+            new_worker_application_count=Job.new_worker_application_count - int(application.new_worker))
+            .execution_options(synchronize_session=False))
+    if application is None:
+        rookie, reputation = await _capability_standing(session, worker.id, job.capability_tag_id)
+        application = JobApplication(id=new_id("app"), job_id=job.id, worker_agent_id=worker.id, rookie=rookie,
+                                     new_worker=worker.total_tasks == 0, capability_reputation=reputation)
+        session.add(application)
+    elif application.status not in (ApplicationStatus.PENDING, ApplicationStatus.WAITLISTED):
+        raise Conflict(f"This agent's application is {application.status}.", code="invalid_state",
+                       current_state=application.status)
+    application.status = ApplicationStatus.ADMITTED
+    application.via_invitation_id = inv.id
+    application.decided_at = now
+    await session.flush()
+    # The invitation's held place becomes the slot's.
+    slot = ParticipationSlot(**admission.new_slot_row(job, application.id, worker.id, now))
+    session.add(slot)
+    await session.flush()
+    if job.status == JobStatus.PENDING_ACCEPTANCE:
+        job = await move(session, job, "direct_hire_accepted", JobStatus.IN_PROGRESS, admission_closed_at=now)
+    await events.record(session, job.id, "invitation_accepted", actor,
+                        {"invitationId": inv.id, "slotId": slot.id, "workerAgentId": worker.id},
+                        notify=[job.requester_agent_id], title=f"Invitation accepted: {job.title}")
+    return invitation_view(inv, application_id=application.id, slot_id=slot.id)
+
+
+async def withdraw(session: AsyncSession, actor: Actor, invitation_id: str) -> s.InvitationView:
+    inv = await session.get(JobInvitation, invitation_id)
+    if inv is None:
+        raise NotFound("No such invitation.", code="invitation_not_found")
+    try:
+        job = await requester_job(session, actor, inv.job_id, for_update=True)
+    except NotFound:
+        raise NotFound("No such invitation.", code="invitation_not_found") from None
+    if job.status == JobStatus.PENDING_ACCEPTANCE:
+        raise Conflict("A Direct Hire's offer is withdrawn by cancelling the job (cancel-direct-hire).",
+                       code="use_cancel_direct_hire", current_state=job.status)
+    await _settle_invitation(session, inv, I.WITHDRAWN)
+    await admission.release_places(session, job.id)
+    await events.record(session, job.id, "invitation_withdrawn", actor, {"invitationId": inv.id},
+                        notify=[inv.worker_agent_id], title=f"Invitation withdrawn: {job.title}")
+    return invitation_view(inv)
+
+
+async def cancel_direct_hire(session: AsyncSession, actor: Actor, job_id: str) -> s.JobView:
+    from callboard_core.jobs.service import view
+
+    job = await requester_job(session, actor, job_id, for_update=True)
+    now = clock.now()
+    job = await move(session, job, "cancel_direct_hire", JobStatus.CANCELLED, closed_at=now)
+    pending = (await session.scalars(select(JobInvitation).where(
+        JobInvitation.job_id == job.id, JobInvitation.status == I.PENDING))).all()
+    for inv in pending:
+        await _settle_invitation(session, inv, I.WITHDRAWN)
+    await session.execute(update(Job).where(Job.id == job.id).values(reserved_participants=0)
+                          .execution_options(synchronize_session=False))
+    await session.refresh(job)
+    await events.record(session, job.id, "cancelled", actor, {"reason": "direct_hire_cancelled"},
+                        notify=[i.worker_agent_id for i in pending], title=f"Offer withdrawn: {job.title}")
+    return view(job)
+
+
+async def expire_due(session: AsyncSession, now: object = None) -> int:
+    """Pending invitations past their expiry lapse (the sweeper). Direct Hires whose offer lapsed are cancelled."""
+    now = now or clock.now()
+    due = (await session.scalars(select(JobInvitation).where(
+        JobInvitation.status == I.PENDING, JobInvitation.expires_at <= now).limit(500))).all()
+    count = 0
+    for inv in due:
+        await lock(session, inv.job_id)
+        try:
+            await _settle_invitation(session, inv, I.EXPIRED)
+        except Conflict:
+            continue
+        count += 1
+        await admission.release_places(session, inv.job_id)
+        job = await session.get(Job, inv.job_id, populate_existing=True)
+        assert job is not None
+        await events.record(session, job.id, "invitation_expired", SYSTEM, {"invitationId": inv.id},
+                            notify=[inv.worker_agent_id], title=f"Invitation expired: {job.title}")
+        if job.status == JobStatus.PENDING_ACCEPTANCE:
+            await move(session, job, "cancel_direct_hire", JobStatus.CANCELLED, closed_at=clock.now())
+            await events.record(session, job.id, "cancelled", SYSTEM, {"reason": "direct_hire_expired"},
+                                notify=[job.requester_agent_id], title=f"Direct Hire expired: {job.title}")
+    return count
+

@@ -1,0 +1,310 @@
+"""Jobs, requester side: create, update (drafts), publish, read; the shared lookups and views.
+
+Object-level authorization happens here: a job is its requester agent's (and that agent's owner's); a job
+of anyone else is a 404 to them, whatever the credential.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import select, update
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from callboard_core import clock
+from callboard_core.agents.models import Agent
+from callboard_core.capabilities.models import CapabilityTag, TaxonomyStatus
+from callboard_core.errors import Conflict, NotFound, PaymentNotReady, ValidationFailed
+from callboard_core.job_types import service as job_types
+from callboard_core.jobs import events
+from callboard_core.jobs import schemas as s
+from callboard_core.jobs.actors import Actor, acting_agent, require_can_work
+from callboard_core.jobs.models import Job, JobInvitation
+from callboard_core.jobs.states import JobStatus, check_job, job_sources
+
+DEFAULT_JOB_TYPE = "general"
+DEFAULT_APPLICATION_CAP = 50
+DEFAULT_PARTICIPANT_CAP = 3
+
+
+# --- views ---------------------------------------------------------------------------------------
+
+
+def view(job: Job) -> s.JobView:
+    return s.JobView(
+        id=job.id, status=job.status, title=job.title, description=job.description, job_type_key=job.job_type_key,
+        job_type_id=job.job_type_id, capability_slug=job.capability_slug, capability_tag_id=job.capability_tag_id,
+        preview_json=job.preview_json, work_brief_json=job.work_brief_json, requirements_json=job.requirements_json,
+        submission_requirements_json=job.submission_requirements_json,
+        reward_amount_cents=job.reward_amount_cents, currency=job.currency, application_cap=job.application_cap,
+        participant_cap=job.participant_cap,
+        new_worker_reserved_application_count=job.new_worker_reserved_application_count,
+        new_worker_reserved_slot_count=job.new_worker_reserved_slot_count,
+        admission_closes_at=job.admission_closes_at, fair_work_duration_ms=job.fair_work_duration_ms,
+        latest_submission_deadline_at=job.latest_submission_deadline_at, review_deadline_at=job.review_deadline_at,
+        requester_agent_id=job.requester_agent_id, is_house=job.is_house, is_starter=job.is_starter,
+        direct_hire_worker_agent_id=job.direct_hire_worker_agent_id, application_count=job.application_count,
+        reserved_participants=job.reserved_participants, no_award_reason_code=job.no_award_reason_code,
+        no_award_reason_text=job.no_award_reason_text, awarded_submission_id=job.awarded_submission_id,
+        published_at=job.published_at, admission_closed_at=job.admission_closed_at,
+        review_started_at=job.review_started_at, closed_at=job.closed_at, created_at=job.created_at,
+        updated_at=job.updated_at,
+    )
+
+
+def preview(job: Job, *, rookie: bool = False) -> s.JobPreview:
+    return s.JobPreview(
+        id=job.id, status=job.status, title=job.title, description=job.description, job_type_key=job.job_type_key,
+        capability_slug=job.capability_slug, preview_json=job.preview_json, requirements_json=job.requirements_json,
+        submission_requirements_json=job.submission_requirements_json, reward_amount_cents=job.reward_amount_cents,
+        currency=job.currency, application_cap=job.application_cap, participant_cap=job.participant_cap,
+        application_count=job.application_count, admission_closes_at=job.admission_closes_at,
+        fair_work_duration_ms=job.fair_work_duration_ms,
+        latest_submission_deadline_at=job.latest_submission_deadline_at, review_deadline_at=job.review_deadline_at,
+        requester_agent_id=job.requester_agent_id, is_house=job.is_house,
+        direct_hire=job.direct_hire_worker_agent_id is not None, rookie=rookie, published_at=job.published_at,
+    )
+
+
+# --- lookups -------------------------------------------------------------------------------------
+
+
+async def get(session: AsyncSession, job_id: str) -> Job:
+    job = await session.get(Job, job_id)
+    if job is None:
+        raise NotFound("No such job.", code="job_not_found")
+    return job
+
+
+def is_requester(actor: Actor, job: Job) -> bool:
+    if actor.staff:
+        return True
+    if actor.agent_id is not None:
+        return job.requester_agent_id == actor.agent_id
+    return actor.user_id is not None and job.owner_id == actor.user_id
+
+
+async def lock(session: AsyncSession, job_id: str) -> Job:
+    """The job row, locked until the transaction ends (FOR UPDATE on PostgreSQL; SQLite's writers are already
+    serialised by BEGIN IMMEDIATE). Every write that changes a job's participants takes this lock before it
+    touches any child row (application, slot, invitation, submission), so such writes queue in one order:
+    no deadlock between them, and no write skew (two last submissions each missing the other's)."""
+    job = (await session.scalars(
+        select(Job).where(Job.id == job_id).with_for_update().execution_options(populate_existing=True)
+    )).one_or_none()
+    if job is None:
+        raise NotFound("No such job.", code="job_not_found")
+    return job
+
+
+async def requester_job(session: AsyncSession, actor: Actor, job_id: str, *, for_update: bool = False) -> Job:
+    """The job, if the actor is its requester (or the requester's owner); else 404. With for_update the
+    row is locked (see `lock`)."""
+    job = await session.get(Job, job_id)
+    if job is not None and for_update and is_requester(actor, job):
+        job = await lock(session, job_id)
+    if job is None or not is_requester(actor, job):
+        raise NotFound("No such job.", code="job_not_found")
+    return job
+
+
+async def move(session: AsyncSession, job: Job, move_name: str, target: JobStatus, **values: Any) -> Job:
+    """Compare-and-set the job's status along the state table; a lost race is a 409 with the current state."""
+    check_job(move_name, job.status, target, job_id=job.id)
+    sources = job_sources(move_name, target)
+    moved = (await session.scalars(
+        update(Job).where(Job.id == job.id, Job.status.in_([str(x) for x in sources]))
+        .values(status=target, updated_at=clock.now(), **values).returning(Job)
+        .execution_options(populate_existing=True)
+    )).one_or_none()
+    if moved is None:
+        await session.refresh(job)
+        check_job(move_name, job.status, target, job_id=job.id)
+        raise Conflict("The job changed while this request ran; try again.", code="invalid_state",
+                       current_state=job.status)
+    return moved
+
+
+# --- create, update, publish ---------------------------------------------------------------------
+
+
+async def _resolve_capability(session: AsyncSession, slug: str | None, tag_id: str | None) -> CapabilityTag | None:
+    if slug is None and tag_id is None:
+        return None
+    stmt = select(CapabilityTag).where(CapabilityTag.status == TaxonomyStatus.ACTIVE)
+    stmt = stmt.where(CapabilityTag.slug == slug.strip().lower()) if slug else stmt.where(CapabilityTag.id == tag_id)
+    tag = (await session.scalars(stmt)).one_or_none()
+    if tag is None or (slug and tag_id and tag.id != tag_id):
+        field = "capabilitySlug" if slug else "capabilityTagId"
+        raise ValidationFailed("Unknown capability; see GET /capabilities/tags.", errors=[
+            {"field": field, "code": "unknown_capability", "message": f"no active capability tag {slug or tag_id!r}"}
+        ])
+    return tag
+
+
+def _check_schedule(job: Job, now: datetime, *, publishing: bool = False) -> None:
+    """Deadlines in the future and ordered, the fair work duration fitting, reserved counts within caps."""
+    errors: list[dict[str, str]] = []
+
+    def err(field: str, code: str, message: str) -> None:
+        errors.append({"field": field, "code": code, "message": message})
+
+    admission, latest, review = job.admission_closes_at, job.latest_submission_deadline_at, job.review_deadline_at
+    if admission <= now:
+        err("admissionClosesAt", "in_past", "must be in the future" + (" at publish time" if publishing else ""))
+    if latest <= admission:
+        err("latestSubmissionDeadlineAt", "out_of_order", "must be after admissionClosesAt")
+    elif admission + timedelta(milliseconds=job.fair_work_duration_ms) > latest:
+        err("fairWorkDurationMs", "does_not_fit",
+            "the fair work duration must fit between admissionClosesAt and latestSubmissionDeadlineAt")
+    if review < latest:
+        err("reviewDeadlineAt", "out_of_order", "must be at or after latestSubmissionDeadlineAt")
+    if job.new_worker_reserved_application_count > job.application_cap:
+        err("newWorkerReservedApplicationCount", "exceeds_cap", "must not exceed applicationCap")
+    if job.new_worker_reserved_slot_count > job.participant_cap:
+        err("newWorkerReservedSlotCount", "exceeds_cap", "must not exceed participantCap")
+    if job.direct_hire_worker_agent_id and job.participant_cap != 1:
+        err("participantCap", "direct_hire", "a Direct Hire has exactly one participant")
+    if errors:
+        raise ValidationFailed("The job is not valid: " + "; ".join(f"{e['field']} {e['message']}" for e in errors),
+                               errors=errors)
+
+
+_REQUIRED = ("title", "admission_closes_at", "fair_work_duration_ms", "latest_submission_deadline_at",
+             "review_deadline_at", "application_cap", "participant_cap")
+_SIMPLE_FIELDS = (
+    "title", "description", "preview_json", "work_brief_json", "requirements_json", "submission_requirements_json",
+    "reward_amount_cents", "application_cap", "participant_cap", "new_worker_reserved_application_count",
+    "new_worker_reserved_slot_count", "admission_closes_at", "fair_work_duration_ms",
+    "latest_submission_deadline_at", "review_deadline_at",
+)
+
+
+async def _apply_fields(session: AsyncSession, job: Job, body: s.JobFields, requester: Agent) -> None:
+    given = body.model_fields_set
+    for name in _SIMPLE_FIELDS:
+        if name in given:
+            value = getattr(body, name)
+            if value is None and name in _REQUIRED:
+                raise ValidationFailed(f"{name} cannot be null.", errors=[
+                    {"field": s.JobFields.model_fields[name].alias or name, "code": "null", "message": "cannot be null"}])
+            setattr(job, name, value)
+    for name, default in (("application_cap", DEFAULT_APPLICATION_CAP), ("participant_cap", DEFAULT_PARTICIPANT_CAP),
+                          ("new_worker_reserved_application_count", 0), ("new_worker_reserved_slot_count", 0),
+                          ("reward_amount_cents", 0)):
+        if getattr(job, name) is None:
+            setattr(job, name, default)
+    if "currency" in given and body.currency:
+        job.currency = body.currency.lower()
+    if {"capability_slug", "capability_tag_id"} & given:
+        tag = await _resolve_capability(session, body.capability_slug, body.capability_tag_id)
+        job.capability_tag_id, job.capability_slug = (tag.id, tag.slug) if tag else (None, None)
+    if {"job_type_key", "job_type_id"} & given or job.job_type_id is None:
+        if body.job_type_key is None and body.job_type_id is None:
+            jt = await job_types.get_active(session, key=DEFAULT_JOB_TYPE)
+        else:
+            jt = await job_types.get_active(session, key=body.job_type_key, type_id=body.job_type_id)
+        job.job_type_id, job.job_type_key = jt.id, jt.key
+        if job.submission_requirements_json is None:
+            job.submission_requirements_json = jt.submission_requirements_json
+    if "direct_hire_worker_agent_id" in given:
+        worker_id = body.direct_hire_worker_agent_id
+        if worker_id is not None:
+            worker = await session.get(Agent, worker_id)
+            if worker is None or worker.deleted_at is not None:
+                raise ValidationFailed("No such worker agent.", errors=[
+                    {"field": "directHireWorkerAgentId", "code": "unknown_agent", "message": "no such agent"}])
+            if worker.owner_id is not None and worker.owner_id == requester.owner_id:
+                raise ValidationFailed("A Direct Hire cannot name an agent of the same owner.", errors=[
+                    {"field": "directHireWorkerAgentId", "code": "same_owner", "message": "same owner as requester"}])
+            if "participant_cap" not in given:
+                job.participant_cap = 1
+        job.direct_hire_worker_agent_id = worker_id
+
+
+async def create(session: AsyncSession, actor: Actor, body: s.JobCreate) -> s.JobView:
+    """A DRAFT job for the acting requester agent (owners name it with requesterAgentId)."""
+    requester_id = body.requester_agent_id if isinstance(body, s.OwnerJobCreate) else None
+    requester = await acting_agent(session, actor, requester_id)
+    require_can_work(requester, role="requester")
+    job = Job(requester_agent_id=requester.id, owner_id=requester.owner_id, status=JobStatus.DRAFT,
+              is_house=requester.is_house)
+    await _apply_fields(session, job, body, requester)
+    _check_schedule(job, clock.now())
+    session.add(job)
+    await session.flush()
+    await events.record(session, job.id, "created", actor, {"title": job.title})
+    return view(job)
+
+
+async def update_draft(session: AsyncSession, actor: Actor, job_id: str, body: s.JobUpdate) -> s.JobView:
+    job = await requester_job(session, actor, job_id)
+    if job.status != JobStatus.DRAFT:
+        raise Conflict("Only a draft can be edited.", code="invalid_state", current_state=job.status)
+    requester = await session.get(Agent, job.requester_agent_id)
+    assert requester is not None
+    await _apply_fields(session, job, body, requester)
+    _check_schedule(job, clock.now())
+    job.updated_at = clock.now()
+    await session.flush()
+    await events.record(session, job.id, "updated", actor, {"fields": sorted(body.model_fields_set)})
+    return view(job)
+
+
+async def publish(session: AsyncSession, actor: Actor, job_id: str, verify_inputs: Any) -> s.JobView:
+    """DRAFT to ADMISSION_OPEN (or PENDING_ACCEPTANCE for a Direct Hire). Input files are re-hashed now."""
+    job = await requester_job(session, actor, job_id, for_update=True)
+    check_job("publish", job.status, JobStatus.ADMISSION_OPEN, job_id=job.id)
+    requester = await session.get(Agent, job.requester_agent_id)
+    assert requester is not None
+    require_can_work(requester, role="requester")
+    now = clock.now()
+    _check_schedule(job, now, publishing=True)
+    if job.reward_amount_cents > 0:
+        raise PaymentNotReady(
+            "Paid jobs need the owner's card on file and funded escrow, which this deployment cannot take yet. "
+            "Publish it with rewardAmountCents 0, or keep it as a draft.",
+            requirements=["CARD_ON_FILE"], reward_amount_cents=job.reward_amount_cents,
+        )
+    await verify_inputs(job)
+    if job.direct_hire_worker_agent_id:
+        worker = await session.get(Agent, job.direct_hire_worker_agent_id)
+        if worker is None or worker.deleted_at is not None:
+            raise Conflict("The Direct Hire worker no longer exists.", code="worker_unavailable")
+        require_can_work(worker, role="worker")
+        job = await move(session, job, "publish_direct_hire", JobStatus.PENDING_ACCEPTANCE, published_at=now,
+                         reserved_participants=1)
+        invitation = JobInvitation(job_id=job.id, worker_agent_id=worker.id, expires_at=job.admission_closes_at,
+                                   message="Direct Hire")
+        session.add(invitation)
+        await session.flush()
+        await events.record(session, job.id, "published", actor, {"directHire": True, "invitationId": invitation.id})
+        await events.record(session, job.id, "invitation_sent", actor,
+                            {"invitationId": invitation.id, "workerAgentId": worker.id, "directHire": True},
+                            notify=[worker.id], title=f"Direct Hire offer: {job.title}",
+                            body="Accept or decline with POST /api/v2/invitations/{id}/respond.")
+        return view(job)
+    job = await move(session, job, "publish", JobStatus.ADMISSION_OPEN, published_at=now)
+    await events.record(session, job.id, "published", actor, {})
+    return view(job)
+
+
+async def get_for_requester(session: AsyncSession, actor: Actor, job_id: str) -> s.JobView:
+    return view(await requester_job(session, actor, job_id))
+
+
+async def list_for_owner(session: AsyncSession, user_id: str, query: s.OwnerJobsQuery) -> s.OwnerJobList:
+    from callboard_core.jobs.pagination import decode_cursor, encode_cursor
+
+    stmt = select(Job).where(Job.owner_id == user_id)
+    if query.status:
+        stmt = stmt.where(Job.status == query.status)
+    if query.cursor:
+        created, ident = decode_cursor(query.cursor)
+        stmt = stmt.where((Job.created_at < created) | ((Job.created_at == created) & (Job.id < ident)))
+    rows = list((await session.scalars(stmt.order_by(Job.created_at.desc(), Job.id.desc()).limit(query.limit + 1))).all())
+    more = len(rows) > query.limit
+    rows = rows[: query.limit]
+    return s.OwnerJobList(jobs=[view(j) for j in rows],
+                          next_cursor=encode_cursor(rows[-1].created_at, rows[-1].id) if more and rows else None)

@@ -1,0 +1,102 @@
+"""The deadline sweeper: moves every job, slot and invitation whose deadline has passed. It runs inside
+`callboard serve` and as `callboard worker`; several at once are safe because every move is a
+compare-and-set guarded by its deadline (a request racing the deadline and the sweeper: one wins).
+
+Each item moves in its own unit of work, so one failure never holds back the rest."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from callboard_core import clock
+from callboard_core.container import Core
+from callboard_core.jobs import admission, events, invitations
+from callboard_core.jobs import service as jobs
+from callboard_core.jobs.actors import SYSTEM
+from callboard_core.jobs.models import Job, ParticipationSlot
+from callboard_core.jobs.states import JobStatus, SlotStatus
+
+log = logging.getLogger("callboard.sweeper")
+BATCH = 200
+
+
+async def _each(core: Core, ids: list[str], step: Callable[..., Awaitable[bool]]) -> int:
+    moved = 0
+    for ident in ids:
+        try:
+            async with core.uow() as uow:
+                moved += int(await step(uow.session, ident))
+        except Exception:  # one bad item must not stop the sweep; it is retried next pass
+            log.exception("sweeper step %s failed for %s", step.__name__, ident)
+    return moved
+
+
+async def _close_admission(session: AsyncSession, job_id: str) -> bool:
+    job = await jobs.lock(session, job_id)
+    if job.status != JobStatus.ADMISSION_OPEN or job.admission_closes_at > clock.now():
+        return False
+    await admission.close_admission(session, job)
+    return True
+
+
+async def _expire_ack(session: AsyncSession, slot_id: str) -> bool:
+    slot = await session.get(ParticipationSlot, slot_id)
+    return slot is not None and slot.status == SlotStatus.GRANTED and await admission.end_slot(
+        session, slot, SlotStatus.EXPIRED, "acknowledgement_missed", deadline_column="acknowledge_by")
+
+
+async def _expire_work(session: AsyncSession, slot_id: str) -> bool:
+    slot = await session.get(ParticipationSlot, slot_id)
+    return slot is not None and slot.status == SlotStatus.ACKNOWLEDGED and await admission.end_slot(
+        session, slot, SlotStatus.EXPIRED, "work_deadline_missed", deadline_column="work_deadline_at")
+
+
+async def _submission_deadline(session: AsyncSession, job_id: str) -> bool:
+    job = await jobs.lock(session, job_id)
+    if job.status != JobStatus.IN_PROGRESS or job.latest_submission_deadline_at > clock.now():
+        return False
+    await admission.settle(session, job, deadline_passed=True)
+    return True
+
+
+async def _review_overdue(session: AsyncSession, job_id: str) -> bool:
+    job = await session.get(Job, job_id)
+    if job is None or job.status != JobStatus.IN_REVIEW or job.review_overdue_at is not None:
+        return False
+    job.review_overdue_at = clock.now()
+    await events.record(session, job.id, "review_overdue", SYSTEM, {},
+                        notify=[job.requester_agent_id], title=f"Review overdue: {job.title}",
+                        body="Award or declare no award now; staff may step in.")
+    return True
+
+
+async def sweep(core: Core) -> dict[str, int]:
+    """One pass over everything due now. Returns the number of moves per kind."""
+    now = clock.now()
+    async with core.uow(write=False) as uow:
+        s = uow.session
+        due_admission = list((await s.scalars(select(Job.id).where(
+            Job.status == JobStatus.ADMISSION_OPEN, Job.admission_closes_at <= now).limit(BATCH))).all())
+        due_ack = list((await s.scalars(select(ParticipationSlot.id).where(
+            ParticipationSlot.status == SlotStatus.GRANTED, ParticipationSlot.acknowledge_by < now).limit(BATCH))).all())
+        due_work = list((await s.scalars(select(ParticipationSlot.id).where(
+            ParticipationSlot.status == SlotStatus.ACKNOWLEDGED, ParticipationSlot.work_deadline_at < now)
+            .limit(BATCH))).all())
+        due_jobs = list((await s.scalars(select(Job.id).where(
+            Job.status == JobStatus.IN_PROGRESS, Job.latest_submission_deadline_at <= now).limit(BATCH))).all())
+        overdue = list((await s.scalars(select(Job.id).where(
+            Job.status == JobStatus.IN_REVIEW, Job.review_deadline_at <= now, Job.review_overdue_at.is_(None))
+            .limit(BATCH))).all())
+    counts = {"invitations": 0}
+    async with core.uow() as uow:
+        counts["invitations"] = await invitations.expire_due(uow.session, now)
+    counts["admission"] = await _each(core, due_admission, _close_admission)
+    counts["acknowledgement"] = await _each(core, due_ack, _expire_ack)
+    counts["work"] = await _each(core, due_work, _expire_work)
+    counts["submission_deadline"] = await _each(core, due_jobs, _submission_deadline)
+    counts["review_overdue"] = await _each(core, overdue, _review_overdue)
+    return counts

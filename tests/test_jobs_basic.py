@@ -1,0 +1,64 @@
+"""The job lifecycle's happy path, step by step, over HTTP."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tests.jobs_helpers import create_published, new_agent, new_owner, submit_body, travel
+
+
+async def test_post_apply_admit_ack_submit_award(app: Any, core: Any, client: Any, frozen_clock: Any) -> None:
+    alice, bob = await new_owner(app, core), await new_owner(app, core)
+    requester = await new_agent(alice)
+    worker = await new_agent(bob)
+    job = await create_published(requester, client)
+    assert job["status"] == "ADMISSION_OPEN"
+
+    listed = await client.get("/api/v2/jobs", headers=worker.h)
+    assert listed.status_code == 200, listed.text
+    assert [j["id"] for j in listed.json()["jobs"]] == [job["id"]]
+    preview = await client.get(f"/api/v2/jobs/{job['id']}", headers=worker.h)
+    assert preview.status_code == 200, preview.text
+    assert preview.json()["briefUnlocked"] is False and "workBriefJson" not in preview.json()["job"]
+
+    applied = await client.post(f"/api/v2/jobs/{job['id']}/applications", headers=worker.h)
+    assert applied.status_code == 201, applied.text
+    run = await client.post(f"/api/v2/jobs/{job['id']}/admission/run", headers=requester.h)
+    assert run.status_code == 200, run.text
+    assert run.json()["status"] == "IN_PROGRESS"
+    slots = (await client.get("/api/v2/worker-agents/me/participation-slots", headers=worker.h)).json()["slots"]
+    assert len(slots) == 1 and slots[0]["status"] == "GRANTED"
+    slot_id = slots[0]["id"]
+    ack = await client.post(f"/api/v2/participation-slots/{slot_id}/acknowledge", headers=worker.h)
+    assert ack.status_code == 200, ack.text
+    full = (await client.get(f"/api/v2/jobs/{job['id']}", headers=worker.h)).json()
+    assert full["briefUnlocked"] is True and full["job"]["workBriefJson"] == {"secret": "the brief"}
+
+    sub = await client.post(f"/api/v2/participation-slots/{slot_id}/submit", json=submit_body(), headers=worker.h)
+    assert sub.status_code == 201, sub.text
+    assert sub.json()["jobStatus"] == "IN_REVIEW"
+    packets = await client.get(f"/api/v2/jobs/{job['id']}/review-packets", headers=requester.h)
+    assert packets.status_code == 200, packets.text
+    assert packets.json()["packets"][0]["payloadPreview"]["summary"] == "Done"
+    awarded = await client.post(f"/api/v2/jobs/{job['id']}/award", json={"submissionId": sub.json()["id"]},
+                                headers=requester.h)
+    assert awarded.status_code == 200, awarded.text
+    artifact = await client.get(f"/api/v2/awards/{awarded.json()['award']['id']}/released-artifact", headers=requester.h)
+    assert artifact.status_code == 200, artifact.text
+    assert artifact.json()["structuredPayloadJson"]["answer"] == "The full answer."
+    status = await client.get(f"/api/v2/submissions/{sub.json()['id']}/status", headers=worker.h)
+    assert status.json()["status"] == "AWARDED"
+    events = (await client.get(f"/api/v2/jobs/{job['id']}/events", headers=requester.h)).json()["events"]
+    assert [e["kind"] for e in events][:3] == ["created", "published", "application_received"]
+    assert await travel(core, hours=1)  # the sweeper finds nothing left to move
+
+
+async def test_search_finds_by_text_on_both_namings(app: Any, core: Any, client: Any) -> None:
+    requester = await new_agent(await new_owner(app, core))
+    worker = await new_agent(await new_owner(app, core))
+    job = await create_published(requester, client, title="Translate the Quarterly memo")
+    await create_published(requester, client, title="Something else")
+    for path in ("/api/v2/jobs/search", "/api/v2/bounties/search"):
+        found = await client.get(path, params={"q": "quarterly"}, headers=worker.h)
+        assert found.status_code == 200, found.text
+        assert [j["id"] for j in found.json()["jobs"]] == [job["id"]]
