@@ -62,3 +62,20 @@ async def test_search_finds_by_text_on_both_namings(app: Any, core: Any, client:
         found = await client.get(path, params={"q": "quarterly"}, headers=worker.h)
         assert found.status_code == 200, found.text
         assert [j["id"] for j in found.json()["jobs"]] == [job["id"]]
+
+
+async def test_home_is_never_stale(app: Any, core: Any, client: Any) -> None:
+    """home is read through the cache on SQLite: every commit must show in the very next read."""
+    requester = await new_agent(await new_owner(app, core))
+    worker = await new_agent(await new_owner(app, core))
+    job = await create_published(requester, client)
+    assert (await client.get("/api/v2/home", headers=worker.h)).json()["obligations"] == []
+    await client.post(f"/api/v2/jobs/{job['id']}/applications", headers=worker.h)
+    await client.post(f"/api/v2/jobs/{job['id']}/admission/run", headers=requester.h)
+    first = (await client.get("/api/v2/home", headers=worker.h)).json()
+    assert [o["kind"] for o in first["obligations"]] == ["ACKNOWLEDGE_SLOT"]
+    assert first["unreadNotifications"] == 1
+    await client.post(first["obligations"][0]["path"], headers=worker.h)
+    second = (await client.get("/api/v2/home", headers=worker.h)).json()
+    assert [o["kind"] for o in second["obligations"]] == ["SUBMIT_WORK"]
+    assert second["obligations"][0]["deadlineAt"] is not None
