@@ -49,8 +49,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 from urllib.parse import quote
+
+from sqlalchemy import Table
 
 BENCH_DIR = Path(__file__).resolve().parent
 ROOT = BENCH_DIR.parent
@@ -107,6 +109,11 @@ class Fixtures:
     general_type: tuple[str, Any]  # the `general` job type's id and submission requirements
     seed_seconds: float = 0.0
     home_counts: dict[str, int] = field(default_factory=dict)
+
+
+def table(model: Any) -> Table:
+    """A model's Table, for set-based inserts (`session.execute(table(Job).insert(), rows)`)."""
+    return cast(Table, model.__table__)
 
 
 def bench_settings(database_url: str, tmp: Path, secret_key: str) -> Any:
@@ -307,7 +314,7 @@ async def seed_jobs(settings: Any, fixtures: Fixtures, count: int, batch: int = 
         while done < count:
             n = min(batch, count - done)
             async with core.uow() as uow:
-                await uow.session.execute(Job.__table__.insert(), job_rows(fixtures, n, now, rng))
+                await uow.session.execute(table(Job).insert(), job_rows(fixtures, n, now, rng))
             done += n
         if not core.db.is_sqlite:
             async with core.db.write_engine.connect() as conn:
@@ -365,7 +372,7 @@ async def bench_admission(
         ]
         async with core.uow() as uow:
             for start in range(0, len(agent_rows), 2500):
-                await uow.session.execute(Agent.__table__.insert(), agent_rows[start : start + 2500])
+                await uow.session.execute(table(Agent).insert(), agent_rows[start : start + 2500])
 
         for rep in range(reps):
             now = clock_now()
@@ -396,10 +403,10 @@ async def bench_admission(
                 for i, a in enumerate(agent_ids)
             ]
             async with core.uow() as uow:
-                await uow.session.execute(Job.__table__.insert(), [job_row])
+                await uow.session.execute(table(Job).insert(), [job_row])
                 for start in range(0, len(applications), 2500):
                     await uow.session.execute(
-                        JobApplication.__table__.insert(), applications[start : start + 2500]
+                        table(JobApplication).insert(), applications[start : start + 2500]
                     )
 
             async with core.uow() as uow:
