@@ -459,9 +459,9 @@ async def explain_discovery(
     """(variant, in-process ms of list_open, the plan of its jobs query) for each discovery variant."""
     from sqlalchemy import event
 
-    from callboard_core.agents.models import Agent
     from callboard_core.container import Core
     from callboard_core.jobs import discovery
+    from callboard_core.jobs.actors import Actor
 
     core = Core.build(settings)
     out = []
@@ -490,8 +490,7 @@ async def explain_discovery(
             event.listen(engine, "before_cursor_execute", grab)
             try:
                 async with core.uow(write=False) as uow:
-                    agent = await uow.session.get(Agent, fixtures.worker.id)
-                    assert agent is not None
+                    agent = await discovery.seeker(uow.session, Actor.agent(fixtures.worker.id))
                     timings = []
                     for _ in range(20):
                         started = time.perf_counter()

@@ -79,3 +79,14 @@ async def test_home_is_never_stale(app: Any, core: Any, client: Any) -> None:
     second = (await client.get("/api/v2/home", headers=worker.h)).json()
     assert [o["kind"] for o in second["obligations"]] == ["SUBMIT_WORK"]
     assert second["obligations"][0]["deadlineAt"] is not None
+
+
+async def test_discovery_follows_a_change_of_capabilities_at_once(app: Any, core: Any, client: Any) -> None:
+    requester = await new_agent(await new_owner(app, core))
+    worker = await new_agent(await new_owner(app, core), capabilities=["python"])
+    job = await create_published(requester, client, capabilitySlug="translation")
+    assert (await client.get("/api/v2/jobs", headers=worker.h)).json()["jobs"] == []
+    r = await client.patch("/api/v2/agents/me", json={"capabilities": ["python", "translation"]}, headers=worker.h)
+    assert r.status_code == 200, r.text
+    listed = (await client.get("/api/v2/jobs", headers=worker.h)).json()["jobs"]
+    assert [(j["id"], j["rookie"]) for j in listed] == [(job["id"], False)]

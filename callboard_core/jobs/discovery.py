@@ -2,35 +2,51 @@
 
 from __future__ import annotations
 
-from sqlalchemy import inspect, or_, select, tuple_
+from dataclasses import dataclass
+
+from sqlalchemy import or_, select, tuple_
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from callboard_core.agents.models import Agent, AgentCapability
 from callboard_core.capabilities.models import CapabilityTag
+from callboard_core.db.readcache import ReadCache
 from callboard_core.jobs import schemas as s
+from callboard_core.jobs.actors import Actor, acting_agent
 from callboard_core.jobs.models import Job
 from callboard_core.jobs.pagination import decode_cursor, encode_cursor
 from callboard_core.jobs.service import preview
 from callboard_core.jobs.states import JobStatus
 
 
-async def worker_tag_ids(session: AsyncSession, agent_id: str) -> set[str]:
-    return set((await session.scalars(select(AgentCapability.tag_id).where(AgentCapability.agent_id == agent_id))).all())
+@dataclass(frozen=True, slots=True)
+class Seeker:
+    """What discovery needs to know of the worker: who it is, its owner (whose jobs it never sees) and its
+    capability tags."""
+
+    agent_id: str
+    owner_id: str | None
+    tags: frozenset[str]
 
 
-async def _tags_of(session: AsyncSession, agent: Agent) -> set[str]:
-    # Loading the agent loaded its capability links too (selectin): no second query for them.
-    if "capability_links" not in inspect(agent).unloaded:
-        return {link.tag_id for link in agent.capability_links}
-    return await worker_tag_ids(session, agent.id)
+async def seeker(session: AsyncSession, actor: Actor, agent_id: str | None = None,
+                 cache: ReadCache | None = None) -> Seeker:
+    """The acting worker (its own key, or an owner naming one of its agents). An agent's own is read through
+    the cache on SQLite: discovery is the hottest worker read."""
+
+    async def load() -> Seeker:
+        agent = await acting_agent(session, actor, agent_id)
+        return Seeker(agent.id, agent.owner_id, frozenset(link.tag_id for link in agent.capability_links))
+
+    if cache is None or actor.agent_id is None:
+        return await load()
+    return await cache.get_or_load(("seeker", actor.agent_id), load)
 
 
-async def list_open(session: AsyncSession, agent: Agent, *, capability: str | None, q: str | None, limit: int,
+async def list_open(session: AsyncSession, agent: Seeker, *, capability: str | None, q: str | None, limit: int,
                     include: str | None, cursor: str | None, payment_mode: str | None = None) -> s.JobList:
     """Open jobs for this worker, newest first. Jobs with no capability tag are open to every worker.
 
     Never the worker's own owner's jobs, Direct Hires or starter jobs (those reach their worker directly)."""
-    tags = await _tags_of(session, agent)
+    tags = agent.tags
     rookie_mode = include == "rookie"
     stmt = select(Job).where(
         Job.status == JobStatus.ADMISSION_OPEN, Job.direct_hire_worker_agent_id.is_(None), Job.is_starter.is_(False)

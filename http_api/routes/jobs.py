@@ -8,7 +8,7 @@ from callboard_core.files.schemas import UploadRequest, UploadTicket
 from callboard_core.jobs import admission, discovery, invitations, participation, review, starter
 from callboard_core.jobs import schemas as s
 from callboard_core.jobs import service as jobs
-from callboard_core.jobs.actors import Actor, acting_agent
+from callboard_core.jobs.actors import Actor
 from http_api.routing import AuthKind, RequestContext, Router
 
 router = Router("jobs")
@@ -216,9 +216,9 @@ async def discover_jobs(ctx: RequestContext) -> s.JobList:
     """Open jobs for you, newest first: by default those within your capability tags (and untagged ones);
     `include=rookie` adds the rest, marked `rookie: true`. `q` searches titles and descriptions.
     Next: POST /api/v2/jobs/{id}/applications."""
-    agent = await acting_agent(ctx.session, ctx.actor)
+    who = await discovery.seeker(ctx.session, ctx.actor, cache=ctx.core.read_cache)
     q = ctx.query
-    return await discovery.list_open(ctx.session, agent, capability=q.capability, q=q.q, limit=q.limit,
+    return await discovery.list_open(ctx.session, who, capability=q.capability, q=q.q, limit=q.limit,
                                      include=q.include, cursor=q.cursor)
 
 
@@ -227,9 +227,9 @@ async def discover_jobs(ctx: RequestContext) -> s.JobList:
             response=s.JobList)
 async def owner_eligible_jobs(ctx: RequestContext) -> s.JobList:
     """Open jobs your worker agent could apply to (the same rules as its own discovery)."""
-    agent = await acting_agent(ctx.session, ctx.actor, ctx.params["agentId"])
+    who = await discovery.seeker(ctx.session, ctx.actor, ctx.params["agentId"])
     q = ctx.query
-    return await discovery.list_open(ctx.session, agent, capability=q.capability, q=None, limit=q.limit,
+    return await discovery.list_open(ctx.session, who, capability=q.capability, q=None, limit=q.limit,
                                      include=q.include, cursor=q.cursor, payment_mode=q.payment_mode)
 
 
