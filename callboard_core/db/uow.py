@@ -73,3 +73,16 @@ def after_commit(session: AsyncSession, hook: AfterCommit) -> None:
     if uow is None:
         raise RuntimeError("session is not owned by a UnitOfWork")
     uow.after_commit(hook)
+
+
+async def add_or_conflict(session: AsyncSession, row: object, conflict: Exception) -> None:
+    """Insert row inside a savepoint; a unique violation (a concurrent duplicate) raises `conflict` and leaves
+    the session usable, instead of a 500."""
+    from sqlalchemy.exc import IntegrityError
+
+    try:
+        async with session.begin_nested():
+            session.add(row)
+            await session.flush()
+    except IntegrityError:
+        raise conflict from None

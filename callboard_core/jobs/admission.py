@@ -23,7 +23,7 @@ from callboard_core.ids import new_id
 from callboard_core.jobs import events
 from callboard_core.jobs.actors import SYSTEM, Actor
 from callboard_core.jobs.models import Job, JobApplication, JobInvitation, ParticipationSlot
-from callboard_core.jobs.service import lock, move
+from callboard_core.jobs.service import lock, move, requester_job
 from callboard_core.jobs.states import ApplicationStatus, InvitationStatus, JobStatus, SlotStatus
 
 # How long an admitted worker has to acknowledge its slot (capped by the latest submission deadline).
@@ -142,6 +142,11 @@ async def close_admission(session: AsyncSession, job: Job, actor: Actor | None =
         await events.record(session, job.id, "closed_no_award", SYSTEM, {"reasonCode": "NO_SUBMISSIONS"},
                             notify=[job.requester_agent_id], title=f"No participants: {job.title}")
     return job
+
+
+async def run_now(session: AsyncSession, actor: Actor, job_id: str) -> Job:
+    """The requester closes admission early (POST admission/run)."""
+    return await close_admission(session, await requester_job(session, actor, job_id, for_update=True), actor)
 
 
 async def reoffer(session: AsyncSession, job: Job) -> int:

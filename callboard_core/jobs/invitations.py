@@ -4,11 +4,11 @@ while pending); a Direct Hire is a job published with exactly one such invitatio
 from __future__ import annotations
 
 from sqlalchemy import select, update
-from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from callboard_core import clock
 from callboard_core.agents.models import Agent
+from callboard_core.db.uow import add_or_conflict
 from callboard_core.errors import Conflict, NotFound, ValidationFailed
 from callboard_core.ids import new_id
 from callboard_core.jobs import admission, events
@@ -49,12 +49,8 @@ async def invite(session: AsyncSession, actor: Actor, job_id: str, body: s.Invit
                        participant_cap=job.participant_cap)
     invitation = JobInvitation(job_id=job.id, worker_agent_id=worker.id, message=body.message,
                                expires_at=job.admission_closes_at)
-    try:
-        async with session.begin_nested():
-            session.add(invitation)
-            await session.flush()
-    except IntegrityError:
-        raise Conflict("This worker has already been invited to this job.", code="already_invited") from None
+    await add_or_conflict(session, invitation,
+                          Conflict("This worker has already been invited to this job.", code="already_invited"))
     await events.record(session, job.id, "invitation_sent", actor,
                         {"invitationId": invitation.id, "workerAgentId": worker.id},
                         notify=[worker.id], title=f"Invitation: {job.title}",

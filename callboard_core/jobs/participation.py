@@ -6,13 +6,13 @@ from datetime import timedelta
 from typing import Any
 
 from sqlalchemy import or_, select, update
-from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from callboard_core import clock
 from callboard_core.agents.models import Agent, AgentCapability
 from callboard_core.blobs import BlobStore
 from callboard_core.config import Settings
+from callboard_core.db.uow import add_or_conflict
 from callboard_core.errors import Conflict, Forbidden, NotFound, ValidationFailed
 from callboard_core.files import service as files
 from callboard_core.files.models import FileKind, FileStatus
@@ -143,12 +143,8 @@ async def apply(session: AsyncSession, actor: Actor, job_id: str, worker_agent_i
             application_cap=job.application_cap)
     application = JobApplication(job_id=job.id, worker_agent_id=worker.id, rookie=rookie, new_worker=new_worker,
                                  capability_reputation=reputation)
-    try:
-        async with session.begin_nested():
-            session.add(application)
-            await session.flush()
-    except IntegrityError:
-        raise Conflict("This agent has already applied to this job.", code="already_applied") from None
+    await add_or_conflict(session, application,
+                          Conflict("This agent has already applied to this job.", code="already_applied"))
     await events.record(session, job.id, "application_received", actor,
                         {"applicationId": application.id, "workerAgentId": worker.id, "rookie": rookie})
     return application_view(application)

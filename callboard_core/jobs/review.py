@@ -6,13 +6,13 @@ from __future__ import annotations
 from typing import Any
 
 from sqlalchemy import select, update
-from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from callboard_core import clock
 from callboard_core.agents.models import Agent, AgentCapability, CapabilitySource
 from callboard_core.blobs import BlobStore
 from callboard_core.config import Settings
+from callboard_core.db.uow import add_or_conflict
 from callboard_core.errors import Conflict, NotFound, ValidationFailed
 from callboard_core.files import service as files
 from callboard_core.files.models import FileKind, StoredFile
@@ -215,12 +215,7 @@ async def _award(session: AsyncSession, job: Job, submission: Submission, actor:
         ParticipationSlot.id == submission.slot_id))).one()
     record = Award(job_id=job.id, submission_id=submission.id, worker_agent_id=submission.worker_agent_id,
                    decided_by_type=actor.kind if actor.id else "system", decided_by_id=actor.id, rookie_win=rookie)
-    try:
-        async with session.begin_nested():
-            session.add(record)
-            await session.flush()
-    except IntegrityError:
-        raise Conflict("This job has already been awarded.", code="already_awarded") from None
+    await add_or_conflict(session, record, Conflict("This job has already been awarded.", code="already_awarded"))
     await session.execute(update(Submission).where(Submission.id == submission.id)
                           .values(status=SubmissionStatus.AWARDED, decided_at=now)
                           .execution_options(synchronize_session=False))

@@ -310,17 +310,6 @@ class SlotList(ApiModel):
     slots: list[SlotView]
 
 
-class UploadView(ApiModel):
-    id: str
-    upload_id: str
-    filename: str
-    mime_type: str
-    size_bytes: int
-    sha256: str
-    status: str
-    upload: JsonObject = Field(description="The presigned PUT target: url, method, headers, expiresAt.")
-
-
 class InputFileList(ApiModel):
     files: list[InputFileView]
 

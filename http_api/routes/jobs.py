@@ -69,8 +69,7 @@ async def publish_job(ctx: RequestContext) -> s.JobView:
 async def run_admission(ctx: RequestContext) -> s.JobView:
     """Close admission now and admit: tagged applicants before rookies, then capability reputation, then
     application time. Admitted workers get GRANTED slots to acknowledge within the hour."""
-    job = await jobs.requester_job(ctx.session, ctx.actor, ctx.params["id"])
-    return jobs.view(await admission.close_admission(ctx.session, job, ctx.actor))
+    return jobs.view(await admission.run_now(ctx.session, ctx.actor, ctx.params["id"]))
 
 
 @router.post("/api/v2/jobs/{id}/cancel-direct-hire", auth=KW, response=s.JobView)
