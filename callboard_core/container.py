@@ -37,7 +37,11 @@ class Core:
     def uow(self, *, write: bool = True) -> UnitOfWork:
         return UnitOfWork(self.db, write=write)
 
+    async def start(self) -> None:
+        """What needs the event loop: the read cache's change feed on PostgreSQL."""
+        await self.read_cache.start()
+
     async def close(self) -> None:
         await self.mailer.drain()
+        await self.read_cache.aclose()
         await self.db.dispose()
-        self.read_cache.close()

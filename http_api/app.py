@@ -66,6 +66,7 @@ def create_app(settings: Settings | None = None, *, core: Core | None = None) ->
         # Everything built at start-up lives as long as the process: keep it out of the cyclic GC's scans.
         gc.freeze()
         try:
+            await core.start()
             if settings.sweeper_in_server:
                 async with worker.in_background(core, settings.sweep_interval_seconds):
                     yield {}

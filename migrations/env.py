@@ -8,6 +8,7 @@ from alembic import context
 from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import create_async_engine
 
+from callboard_core.db.changefeed import install_triggers
 from callboard_core.models import metadata
 
 config = context.config
@@ -43,6 +44,9 @@ def _run_sync(connection: Connection) -> None:
     _configure(connection=connection)
     with context.begin_transaction():
         context.run_migrations()
+        if connection.dialect.name == "postgresql":
+            # Every table, a later migration's included, notifies the read cache of commits.
+            install_triggers(connection)
 
 
 async def run_online() -> None:

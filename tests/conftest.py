@@ -119,10 +119,12 @@ async def core(database_url: str, tmp_root: Path) -> AsyncIterator[Core]:
         global _SEEDED_BEFORE
         _SEEDED_BEFORE = clock.now().replace(tzinfo=None)
     core = Core.build(settings)
+    await core.start()  # on PostgreSQL the read cache listens for commits, as in the server
     try:
         yield core
     finally:
         await core.mailer.drain()
+        await core.read_cache.aclose()
         await _wipe(core)
         await core.db.dispose()
 

@@ -3,13 +3,19 @@ process) has changed since."""
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 
+import asyncpg
 import pytest
+from sqlalchemy import event, text
 from sqlalchemy.engine import make_url
 
+from callboard_core.db.changefeed import TRIGGER, asyncpg_dsn
 from callboard_core.db.readcache import ReadCache
+from callboard_core.models import metadata
 from tests.conftest import key_headers, register_agent
+from tests.jobs_helpers import new_agent, new_owner
 
 
 async def test_cache_hits_until_any_connection_commits(tmp_path):
@@ -36,8 +42,8 @@ async def test_cache_hits_until_any_connection_commits(tmp_path):
     writer.close()
 
 
-async def test_cache_is_off_for_postgresql():
-    cache = ReadCache("postgresql+asyncpg://u@127.0.0.1/db")
+async def test_postgresql_cache_is_off_until_it_listens():
+    cache = ReadCache("postgresql+asyncpg://u@127.0.0.1/db")  # never started: no change feed
     assert not cache.enabled
     calls = 0
 
@@ -50,28 +56,118 @@ async def test_cache_is_off_for_postgresql():
     assert await cache.get_or_load("k", load) == 2
 
 
-async def test_key_revoked_by_another_process_is_refused_at_once(client, core):
-    if not core.db.is_sqlite:
-        pytest.skip("the read cache exists only on SQLite")
+class _Statements:
+    """Counts the statements the app sends to the database."""
+
+    def __init__(self, core):
+        self.count = 0
+        self._engines = {core.db.read_engine.sync_engine, core.db.write_engine.sync_engine}
+        for engine in self._engines:
+            event.listen(engine, "before_cursor_execute", self._seen)
+
+    def _seen(self, *_args):
+        self.count += 1
+
+    def close(self):
+        for engine in self._engines:
+            event.remove(engine, "before_cursor_execute", self._seen)
+
+
+async def _write_elsewhere(core, sql: str, *args) -> None:
+    """A commit by another process (a second server, an operator's shell): its own connection, not ours.
+    On PostgreSQL, return once this process has heard of it (the change feed's notification)."""
+    if core.db.is_sqlite:
+        other = sqlite3.connect(make_url(core.settings.database_url).database, isolation_level=None)
+        other.execute(sql.replace("$1", "?"), args)
+        other.close()
+        return
+    feed = core.read_cache.feed
+    before = feed.version
+    conn = await asyncpg.connect(asyncpg_dsn(core.settings.database_url))
+    try:
+        await conn.execute(sql, *args)
+    finally:
+        await conn.close()
+    for _ in range(500):
+        if feed.version != before:
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("no change notification within 5 s")
+
+
+async def test_cached_reads_send_no_statement(client, core):
+    reg = await register_agent(client)
+    headers = key_headers(reg["apiKey"])
+    assert (await client.get("/api/v2/agents/me", headers=headers)).status_code == 200
+    await asyncio.sleep(0.05)  # the lastUsedAt touch (a commit) and, on PostgreSQL, its notification
+    assert (await client.get("/api/v2/agents/me", headers=headers)).status_code == 200
+    statements = _Statements(core)
+    try:
+        assert (await client.get("/api/v2/agents/me", headers=headers)).status_code == 200
+    finally:
+        statements.close()
+    assert statements.count == 0
+
+
+async def test_key_revoked_by_another_process_is_refused(client, core):
     reg = await register_agent(client)
     headers = key_headers(reg["apiKey"])
     assert (await client.get("/api/v2/agents/me", headers=headers)).status_code == 200
     assert (await client.get("/api/v2/agents/me", headers=headers)).status_code == 200  # served from cache
-    # Another process (a second server, an operator's sqlite3 shell) revokes the key.
-    other = sqlite3.connect(make_url(core.settings.database_url).database, isolation_level=None)
-    other.execute("UPDATE api_keys SET revoked_at = '2020-01-01 00:00:00' WHERE agent_id = ?", (reg["agent"]["id"],))
-    other.close()
+    await _write_elsewhere(core, "UPDATE api_keys SET revoked_at = '2020-01-01 00:00:00' WHERE agent_id = $1",
+                           reg["agent"]["id"])
     refused = await client.get("/api/v2/agents/me", headers=headers)
     assert refused.status_code == 401 and refused.json()["code"] == "invalid_api_key"
 
 
-async def test_agent_edited_elsewhere_is_seen_at_once(client, core):
-    if not core.db.is_sqlite:
-        pytest.skip("the read cache exists only on SQLite")
+async def test_agent_edited_elsewhere_is_seen(client, core):
     reg = await register_agent(client)
     headers = key_headers(reg["apiKey"])
     assert (await client.get("/api/v2/agents/me", headers=headers)).json()["name"] == reg["agent"]["name"]
-    other = sqlite3.connect(make_url(core.settings.database_url).database, isolation_level=None)
-    other.execute("UPDATE agents SET name = 'Edited elsewhere' WHERE id = ?", (reg["agent"]["id"],))
-    other.close()
+    await _write_elsewhere(core, "UPDATE agents SET name = 'Edited elsewhere' WHERE id = $1", reg["agent"]["id"])
     assert (await client.get("/api/v2/agents/me", headers=headers)).json()["name"] == "Edited elsewhere"
+
+
+async def test_own_commit_is_seen_by_the_next_read_without_waiting(app, client, core):
+    agent = await new_agent(await new_owner(app, core))
+    headers = key_headers(agent.key)
+    assert (await client.get("/api/v2/agents/me", headers=headers)).status_code == 200
+    assert (await client.get("/api/v2/agents/me", headers=headers)).status_code == 200  # cached
+    edited = await client.patch("/api/v2/agents/me", headers=headers, json={"name": "Renamed here"})
+    assert edited.status_code == 200, edited.text
+    assert (await client.get("/api/v2/agents/me", headers=headers)).json()["name"] == "Renamed here"
+
+
+async def test_postgresql_cache_goes_off_while_the_feed_is_down(client, core):
+    if core.db.is_sqlite:
+        pytest.skip("the change feed is PostgreSQL's")
+    feed = core.read_cache.feed
+    assert core.read_cache.enabled
+    conn = await asyncpg.connect(asyncpg_dsn(core.settings.database_url))
+    try:
+        await conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                           "WHERE pid <> pg_backend_pid() AND query LIKE 'LISTEN%'")
+    finally:
+        await conn.close()
+    for _ in range(500):
+        if not feed.live:
+            break
+        await asyncio.sleep(0.01)
+    assert not core.read_cache.enabled  # nothing is served while commits could go unheard
+    reg = await register_agent(client)  # requests still work, from the database
+    assert (await client.get("/api/v2/agents/me", headers=key_headers(reg["apiKey"]))).status_code == 200
+    for _ in range(500):
+        if feed.live:
+            break
+        await asyncio.sleep(0.01)
+    assert core.read_cache.enabled  # reconnected by itself
+
+
+async def test_every_table_notifies_the_change_feed(core):
+    if core.db.is_sqlite:
+        pytest.skip("the change feed is PostgreSQL's")
+    async with core.db.session(write=False) as session:
+        tables = set((await session.execute(text(
+            "SELECT c.relname FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid WHERE t.tgname = :name"
+        ), {"name": TRIGGER})).scalars())
+    assert {t.name for t in metadata.sorted_tables} <= tables

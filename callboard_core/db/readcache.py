@@ -5,8 +5,12 @@ own change counter.
 database file. Every entry is tagged with the counter seen before it was loaded and is served only while
 the counter is unchanged, so a commit anywhere (a revoked key, an edited agent) is seen by the very next
 request: there is no staleness window. The probe is one in-process sqlite3 call of a few microseconds,
-far cheaper than a query through the async driver's thread. PostgreSQL has no such counter; there the
-cache is off and reads go to the database.
+far cheaper than a query through the async driver's thread.
+
+PostgreSQL has no such counter; there the version is the change feed's count of commit notifications
+(db/changefeed.py) plus this process's own completed commits. This process's commits are seen at once;
+another process's when its notification arrives, normally well under a millisecond after the commit (the
+window is documented in docs/decisions.md). While the feed is not listening the cache serves nothing.
 
 A request may `pin()` the cache: the counter is then probed at the request's first lookup and not again
 for its later lookups, unless this process has committed something since (SQLAlchemy's commit event, so
@@ -24,8 +28,12 @@ from collections.abc import Awaitable, Callable, Hashable
 from contextvars import ContextVar, Token
 from typing import Any, TypeVar
 
+import asyncpg
 from sqlalchemy import event
 from sqlalchemy.engine import Engine, make_url
+from sqlalchemy.orm import Session
+
+from callboard_core.db.changefeed import ChangeFeed
 
 T = TypeVar("T")
 MISSING: Any = object()
@@ -34,12 +42,19 @@ MISSING: Any = object()
 class _Commits:
     """Commits made through SQLAlchemy in this process; a pinned lookup re-probes when it has moved."""
 
-    count = 0
+    count = 0  # commits about to be made (SQLite re-probes its counter, which moves only once they land)
+    completed = 0  # commits made by sessions (PostgreSQL's own-commit part of the version)
 
 
 @event.listens_for(Engine, "commit")
 def _count_commit(_conn: Any) -> None:
     _Commits.count += 1
+
+
+@event.listens_for(Session, "after_commit")
+def _count_completed(session: Session) -> None:
+    if not session.info.get("readonly"):
+        _Commits.completed += 1
 
 
 class Pin:
@@ -69,9 +84,10 @@ class ReadCache:
         url = make_url(database_url)
         path = url.database if url.get_backend_name() == "sqlite" else None
         self._path = path if path and path != ":memory:" else None
+        self._feed = ChangeFeed(database_url) if url.get_backend_name() == "postgresql" else None
         self._conn: sqlite3.Connection | None = None
         self._cursor: sqlite3.Cursor | None = None
-        self._version: int | None = None
+        self._version: Hashable = None
         self._entries: dict[Hashable, Any] = {}
         self._values: dict[int, Any] = {}  # id(value) -> value, for the values in _entries
         self._derived: dict[tuple[int, str], tuple[Any, Any]] = {}  # (id(value), kind) -> (value, made)
@@ -79,9 +95,26 @@ class ReadCache:
 
     @property
     def enabled(self) -> bool:
-        return self._path is not None
+        return self._path is not None or (self._feed is not None and self._feed.live)
 
-    def _current(self) -> int:
+    @property
+    def feed(self) -> ChangeFeed | None:
+        """PostgreSQL's change feed (None on SQLite)."""
+        return self._feed
+
+    async def start(self) -> None:
+        """Start listening for PostgreSQL's commit notifications (nothing to do on SQLite). If the database
+        cannot be reached now, the cache stays off and the feed keeps retrying in the background."""
+        if self._feed is None:
+            return
+        try:
+            await self._feed.start()
+        except (OSError, asyncpg.PostgresError):
+            self._feed.retry()
+
+    def _current(self) -> Hashable:
+        if self._feed is not None:
+            return (self._feed.version, _Commits.completed)
         if self._cursor is None:
             # Autocommit, so every PRAGMA reads the database's latest committed state.
             self._conn = sqlite3.connect(self._path or "", isolation_level=None, check_same_thread=False)
@@ -100,7 +133,8 @@ class ReadCache:
         self._derived.clear()
 
     def pin(self) -> Pin | None:
-        """Until the pin is released, this context's lookups share one probe (taken at the first lookup)."""
+        """Until the pin is released, this context's lookups share one probe (taken at the first lookup).
+        Only SQLite's probe costs anything; PostgreSQL's version is two integers in memory."""
         if self._path is None:
             return None
         pin = Pin(self)
@@ -110,7 +144,10 @@ class ReadCache:
     def get(self, key: Hashable) -> Any:
         """The cached value, or MISSING (always MISSING when the cache is off)."""
         if self._path is None:
-            return MISSING
+            if not self.enabled:
+                return MISSING
+            self._sync()
+            return self._entries.get(key, MISSING)
         pin = _pin.get()
         if pin is None or pin.cache is not self or not pin.active:
             self._sync()
@@ -128,7 +165,7 @@ class ReadCache:
     async def load(self, key: Hashable, loader: Callable[[], Awaitable[T]]) -> T:
         """Load what get() has just missed; keep it only if nothing was committed since the counter the
         entries are tagged with was read."""
-        if self._path is None:
+        if not self.enabled:
             return await loader()
         version = self._version
         value = await loader()
@@ -149,6 +186,11 @@ class ReadCache:
         if self._values.get(id(value)) is value:
             self._derived[key] = (value, result)
         return result
+
+    async def aclose(self) -> None:
+        if self._feed is not None:
+            await self._feed.close()
+        self.close()
 
     def close(self) -> None:
         if self._conn is not None:

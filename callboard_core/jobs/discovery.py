@@ -16,6 +16,16 @@ from callboard_core.jobs.pagination import decode_cursor, encode_cursor
 from callboard_core.jobs.service import preview
 from callboard_core.jobs.states import JobStatus
 
+# What a preview shows, as plain rows: discovery pages are the hottest read, and ORM instances of every column
+# (briefs included) cost several times more per job than these tuples.
+_PREVIEW_COLUMNS = tuple(getattr(Job, name) for name in (
+    "id", "status", "title", "description", "job_type_key", "capability_slug", "preview_json", "requirements_json",
+    "submission_requirements_json", "reward_amount_cents", "currency", "application_cap", "participant_cap",
+    "application_count", "admission_closes_at", "fair_work_duration_ms", "latest_submission_deadline_at",
+    "review_deadline_at", "requester_agent_id", "is_house", "direct_hire_worker_agent_id", "published_at",
+    "capability_tag_id",
+))
+
 
 @dataclass(frozen=True, slots=True)
 class Seeker:
@@ -48,7 +58,7 @@ async def list_open(session: AsyncSession, agent: Seeker, *, capability: str | N
     Never the worker's own owner's jobs, Direct Hires or starter jobs (those reach their worker directly)."""
     tags = agent.tags
     rookie_mode = include == "rookie"
-    stmt = select(Job).where(
+    stmt = select(*_PREVIEW_COLUMNS).where(
         Job.status == JobStatus.ADMISSION_OPEN, Job.direct_hire_worker_agent_id.is_(None), Job.is_starter.is_(False)
     )
     if agent.owner_id is not None:
@@ -75,7 +85,7 @@ async def list_open(session: AsyncSession, agent: Seeker, *, capability: str | N
         # A row-value comparison, so the index range starts at the cursor (ix_jobs_discovery_*: ..., published_at,
         # id) instead of walking every newer job again: deep pages cost what the first one does.
         stmt = stmt.where(tuple_(Job.published_at, Job.id) < (at, ident))
-    rows = list((await session.scalars(stmt.order_by(Job.published_at.desc(), Job.id.desc()).limit(limit + 1))).all())
+    rows = list((await session.execute(stmt.order_by(Job.published_at.desc(), Job.id.desc()).limit(limit + 1))).all())
     more = len(rows) > limit
     rows = rows[:limit]
     jobs = [preview(j, rookie=j.capability_tag_id is not None and j.capability_tag_id not in tags) for j in rows]

@@ -1,0 +1,121 @@
+"""The SQLite driver (one trip per statement; reads on the event loop's thread) behaves as aiosqlite does."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+import pytest
+from sqlalchemy import text
+from sqlalchemy.exc import OperationalError
+
+from callboard_core.db import sqlite_driver
+from callboard_core.db.engine import Database
+
+
+async def _fill(path) -> None:
+    conn = await sqlite_driver.connector(str(path), timeout=5)()
+    try:
+        async with conn.cursor() as cur:
+            await cur.execute("CREATE TABLE t (n INTEGER)")
+            await cur.executemany("INSERT INTO t VALUES (?)", [(i,) for i in range(10)])
+        await conn.commit()
+    finally:
+        await conn.close()
+
+
+@pytest.mark.parametrize("inline", [False, True])
+async def test_rows_are_handed_out_in_order_by_every_fetch_method(tmp_path, inline):
+    await _fill(tmp_path / "d.db")
+    conn = await sqlite_driver.connector(str(tmp_path / "d.db"), timeout=5, inline=inline)()
+    try:
+        async with conn.cursor() as cur:
+            await cur.execute("SELECT n FROM t ORDER BY n")
+            assert await cur.fetchone() == (0,)
+            assert await cur.fetchmany(3) == [(1,), (2,), (3,)]
+            assert await cur.fetchall() == [(i,) for i in range(4, 10)]
+            assert await cur.fetchone() is None
+            await cur.execute("UPDATE t SET n = n + 100 WHERE n < ?", (2,))
+            assert cur.rowcount == 2 and await cur.fetchall() == []
+        await conn.rollback()
+    finally:
+        await conn.close()
+
+
+async def test_errors_are_sqlite3_errors(tmp_path):
+    conn = await sqlite_driver.connector(str(tmp_path / "e.db"), timeout=5, inline=True)()
+    try:
+        async with conn.cursor() as cur:
+            with pytest.raises(Exception) as raised:
+                await cur.execute("SELECT * FROM missing")
+        assert "no such table" in str(raised.value)
+    finally:
+        await conn.close()
+
+
+async def test_reads_run_on_the_loop_thread_and_writes_on_the_connections_own(tmp_path):
+    db = Database(f"sqlite+aiosqlite:///{tmp_path / 'x.db'}")
+    seen: dict[str, int] = {}
+    try:
+        for write in (True, False):
+            async with db.session(write=write) as session:
+                raw = await session.connection()
+                driver = (await raw.get_raw_connection()).driver_connection
+                name = "write" if write else "read"
+
+                def record(_: int, name: str = name) -> int:
+                    seen[name] = threading.get_ident()
+                    return 1
+
+                driver._conn.create_function("who", 1, record)
+                assert (await session.execute(text("SELECT who(1)"))).scalar_one() == 1
+                assert isinstance(driver, sqlite_driver.Connection)
+    finally:
+        await db.dispose()
+    assert seen["read"] == threading.get_ident()  # no trip through a queue and the loop's self-pipe
+    assert seen["write"] != threading.get_ident()  # a writer may wait for the lock: never on the loop
+
+
+async def test_a_read_session_cannot_write(tmp_path):
+    db = Database(f"sqlite+aiosqlite:///{tmp_path / 'y.db'}")
+    try:
+        async with db.session(write=True) as session, session.begin():
+            await session.execute(text("CREATE TABLE t (n INTEGER)"))
+        async with db.session(write=False) as session:
+            with pytest.raises(OperationalError, match="readonly"):
+                await session.execute(text("INSERT INTO t VALUES (1)"))
+        async with db.session(write=False) as session:
+            assert (await session.execute(text("SELECT count(*) FROM t"))).scalar_one() == 0
+    finally:
+        await db.dispose()
+
+
+async def test_a_long_write_does_not_stall_the_loop(tmp_path):
+    """A writer waiting for SQLite's lock (held by another connection) waits on its own thread."""
+    db = Database(f"sqlite+aiosqlite:///{tmp_path / 'z.db'}", busy_timeout_ms=5_000)
+    holder = Database(f"sqlite+aiosqlite:///{tmp_path / 'z.db'}")
+    try:
+        async with db.session(write=True) as session, session.begin():
+            await session.execute(text("CREATE TABLE t (n INTEGER)"))
+        held = holder.session(write=True)
+        await held.begin()
+        await held.execute(text("INSERT INTO t VALUES (1)"))  # holds the write lock
+
+        async def waiting_writer() -> None:
+            async with db.session(write=True) as session, session.begin():
+                await session.execute(text("INSERT INTO t VALUES (2)"))
+
+        writer = asyncio.create_task(waiting_writer())
+        ticks = 0
+        for _ in range(20):
+            await asyncio.sleep(0.01)
+            ticks += 1
+        assert ticks == 20 and not writer.done()  # the loop ran while the writer waited
+        await held.commit()
+        await held.close()
+        await asyncio.wait_for(writer, 5)
+        async with db.session(write=False) as session:
+            assert (await session.execute(text("SELECT count(*) FROM t"))).scalar_one() == 2
+    finally:
+        await db.dispose()
+        await holder.dispose()
