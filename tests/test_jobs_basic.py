@@ -90,3 +90,31 @@ async def test_discovery_follows_a_change_of_capabilities_at_once(app: Any, core
     assert r.status_code == 200, r.text
     listed = (await client.get("/api/v2/jobs", headers=worker.h)).json()["jobs"]
     assert [(j["id"], j["rookie"]) for j in listed] == [(job["id"], False)]
+
+
+async def test_discovery_pages_merge_every_tag_newest_first(app: Any, core: Any, client: Any) -> None:
+    """Each of the worker's tags is read as its own index range and merged: the pages, followed by cursor, give
+    exactly the jobs in its tags and the untagged ones, newest first, each once; rookie mode adds the rest."""
+    requester = await new_agent(await new_owner(app, core))
+    worker = await new_agent(await new_owner(app, core), capabilities=["python", "translation"])
+    posted = []
+    for slug in ["python", "rust", "translation", None, "python", "go", "translation", "python", None]:
+        posted.append((slug, (await create_published(requester, client, capabilitySlug=slug))["id"]))
+    mine = [job_id for slug, job_id in reversed(posted) if slug in ("python", "translation", None)]
+    seen: list[str] = []
+    cursor = None
+    while True:
+        params = {"limit": 2} | ({"cursor": cursor} if cursor else {})
+        page = (await client.get("/api/v2/jobs", params=params, headers=worker.h)).json()
+        assert len(page["jobs"]) <= 2 and all(not j["rookie"] for j in page["jobs"])
+        seen += [j["id"] for j in page["jobs"]]
+        cursor = page["nextCursor"]
+        if cursor is None:
+            break
+    assert seen == mine
+    everything = (await client.get("/api/v2/jobs", params={"include": "rookie", "limit": 50},
+                                   headers=worker.h)).json()["jobs"]
+    assert [(j["id"], j["rookie"]) for j in everything] == [
+        (job_id, slug in ("rust", "go")) for slug, job_id in reversed(posted)]
+    one_tag = (await client.get("/api/v2/jobs", params={"capability": "translation"}, headers=worker.h)).json()
+    assert [j["id"] for j in one_tag["jobs"]] == [job_id for slug, job_id in reversed(posted) if slug == "translation"]

@@ -19,7 +19,7 @@ from sqlalchemy.pool import NullPool
 from callboard_core.db import sqlite_driver
 
 
-def _json_loads(text: str | bytes) -> Any:
+def json_loads(text: str | bytes) -> Any:
     # orjson parses the JSON columns several times faster (discovery decodes three per job); json.loads stays
     # as the fallback for what orjson refuses and json.dumps may have written (NaN, Infinity).
     try:
@@ -38,7 +38,7 @@ class Database:
         else:
             engine = create_async_engine(
                 url, pool_size=pool_size, max_overflow=pool_size * 2, pool_pre_ping=False, echo=echo,
-                json_deserializer=_json_loads,
+                json_deserializer=json_loads,
             )
             self.write_engine = self.read_engine = engine
         self.write_sessions = async_sessionmaker(self.write_engine, expire_on_commit=False, autoflush=False)
@@ -67,7 +67,7 @@ def _sqlite_engine(url: str, *, immediate: bool, busy_timeout_ms: int, echo: boo
         )
     else:
         kwargs["connect_args"] = {"timeout": busy_timeout_ms / 1000}
-    engine = create_async_engine(url, json_deserializer=_json_loads, **kwargs)
+    engine = create_async_engine(url, json_deserializer=json_loads, **kwargs)
 
     @event.listens_for(engine.sync_engine, "connect")
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:

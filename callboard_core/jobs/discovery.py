@@ -2,29 +2,131 @@
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
 
-from sqlalchemy import or_, select, tuple_
+from sqlalchemy import (
+    JSON,
+    Integer,
+    Select,
+    String,
+    Text,
+    bindparam,
+    cast,
+    or_,
+    select,
+    tuple_,
+    type_coerce,
+    union_all,
+)
+from sqlalchemy.engine import Dialect
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from callboard_core.capabilities.models import CapabilityTag
+from callboard_core.db.base import UTCDateTime
+from callboard_core.db.engine import json_loads
 from callboard_core.db.readcache import ReadCache
 from callboard_core.jobs import schemas as s
 from callboard_core.jobs.actors import Actor, acting_agent
 from callboard_core.jobs.models import Job
 from callboard_core.jobs.pagination import decode_cursor, encode_cursor
-from callboard_core.jobs.service import preview
 from callboard_core.jobs.states import JobStatus
 
-# What a preview shows, as plain rows: discovery pages are the hottest read, and ORM instances of every column
-# (briefs included) cost several times more per job than these tuples.
-_PREVIEW_COLUMNS = tuple(getattr(Job, name) for name in (
-    "id", "status", "title", "description", "job_type_key", "capability_slug", "preview_json", "requirements_json",
-    "submission_requirements_json", "reward_amount_cents", "currency", "application_cap", "participant_cap",
-    "application_count", "admission_closes_at", "fair_work_duration_ms", "latest_submission_deadline_at",
-    "review_deadline_at", "requester_agent_id", "is_house", "direct_hire_worker_agent_id", "published_at",
-    "capability_tag_id",
-))
+# What a preview shows, read as raw Core rows: JSON columns as their text, times as the driver gives them.
+# A page's previews are memoised by that raw content (plus the rookie flag): a job nobody changed is
+# validated once, not on every page that lists it, and a changed job is a new key, so nothing is ever stale.
+# The query itself runs on every request.
+_FIELDS = tuple(name for name in s.JobPreview.model_fields if name not in ("direct_hire", "rookie"))
+_COLUMNS = (*(
+    cast(column, Text).label(name) if isinstance(column.type, JSON)
+    else type_coerce(column, String).label(name) if isinstance(column.type, UTCDateTime)
+    else column
+    for name, column in ((name, Job.__table__.c[name]) for name in _FIELDS)
+), Job.__table__.c.capability_tag_id)
+_MEMO: dict[tuple[Any, ...], s.JobPreview] = {}
+_MEMO_MAX = 2048  # a few MB: the newest open jobs, which is what discovery shows
+
+
+@functools.lru_cache(maxsize=8)
+def _converters(dialect: Dialect) -> tuple[Callable[[Any], Any] | None, ...]:
+    """Per field, what SQLAlchemy's own result processing would have done with the raw value."""
+    def json_value(text: str | None) -> Any:
+        return None if text is None else json_loads(text)
+
+    times = UTCDateTime()._cached_result_processor(dialect, None)
+    return tuple(
+        json_value if isinstance(Job.__table__.c[name].type, JSON)
+        else times if isinstance(Job.__table__.c[name].type, UTCDateTime)
+        else None
+        for name in _FIELDS
+    )
+
+
+def _preview(row: tuple[Any, ...], rookie: bool, dialect: Dialect) -> s.JobPreview:
+    key = (row, rookie)
+    hit = _MEMO.get(key)
+    if hit is not None:
+        return hit
+    item = {name: value if convert is None else convert(value)
+            for name, convert, value in zip(_FIELDS, _converters(dialect), row, strict=False)}
+    preview = s.JobPreview.model_validate(item | {"rookie": rookie, "direct_hire": False})  # no Direct Hire here
+    if len(_MEMO) >= _MEMO_MAX:
+        _MEMO.clear()
+    _MEMO[key] = preview
+    return preview
+
+
+@functools.lru_cache(maxsize=256)
+def _statement(owner: bool, ranges: str | int, payment_mode: str | None, q: bool, cursor: bool) -> Select[Any]:
+    """The discovery query of one shape, values left as bind parameters. Built once per shape: SQLAlchemy
+    constructs (and caches the compiled form of) a statement object in far more time than the query takes."""
+    filters: list[Any] = [
+        Job.status == JobStatus.ADMISSION_OPEN, Job.direct_hire_worker_agent_id.is_(None), Job.is_starter.is_(False)
+    ]
+    if owner:
+        filters.append(or_(Job.owner_id.is_(None), Job.owner_id != bindparam("owner_id")))
+    if payment_mode == "FREE":
+        filters.append(Job.reward_amount_cents == 0)
+    elif payment_mode == "PAID":
+        filters.append(Job.reward_amount_cents > 0)
+    if q:
+        pattern = bindparam("pattern", type_=String())
+        filters.append(or_(Job.title.ilike(pattern, escape="\\"), Job.description.ilike(pattern, escape="\\")))
+    if cursor:
+        # A row-value comparison, so the index range starts at the cursor (ix_jobs_discovery_*: ..., published_at,
+        # id) instead of walking every newer job again: deep pages cost what the first one does.
+        filters.append(tuple_(Job.published_at, Job.id) < tuple_(bindparam("after_at", type_=UTCDateTime()),
+                                                                 bindparam("after_id")))
+    # One index range per tag (ix_jobs_discovery_tag: status, tag, published_at, id), merged: a worker with a
+    # rare tag reads at most a page per tag, where `tag IN (...) OR tag IS NULL` would walk every open job.
+    extra: list[Any]
+    if ranges == "tag":
+        extra = [Job.capability_tag_id == bindparam("tag")]
+    elif ranges == "all":
+        extra = [None]
+    else:
+        extra = [Job.capability_tag_id == bindparam(f"tag_{i}") for i in range(int(ranges))]
+        extra.append(Job.capability_tag_id.is_(None))
+    limit = bindparam("limit", type_=Integer())
+
+    def page(condition: Any) -> Select[str, datetime | None]:
+        # Ids only: the discovery indexes cover these filters, so no job row is read to find the page.
+        stmt = select(Job.id, Job.published_at).where(*filters)
+        if condition is not None:
+            stmt = stmt.where(condition)
+        return stmt.order_by(Job.published_at.desc(), Job.id.desc()).limit(limit)
+
+    if len(extra) == 1:
+        ids = select(page(extra[0]).subquery().c.id)
+    else:
+        merged = union_all(*(select(*part.c) for part in (page(c).subquery() for c in extra))).subquery()
+        ids = select(merged.c.id).order_by(merged.c.published_at.desc(), merged.c.id.desc()).limit(limit)
+    # Then the page's rows, by primary key.
+    return (select(*_COLUMNS).where(Job.id.in_(ids.correlate(None)))
+            .order_by(Job.published_at.desc(), Job.id.desc()))
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,37 +160,32 @@ async def list_open(session: AsyncSession, agent: Seeker, *, capability: str | N
     Never the worker's own owner's jobs, Direct Hires or starter jobs (those reach their worker directly)."""
     tags = agent.tags
     rookie_mode = include == "rookie"
-    stmt = select(*_PREVIEW_COLUMNS).where(
-        Job.status == JobStatus.ADMISSION_OPEN, Job.direct_hire_worker_agent_id.is_(None), Job.is_starter.is_(False)
-    )
+    params: dict[str, Any] = {"limit": limit + 1}
     if agent.owner_id is not None:
-        stmt = stmt.where(or_(Job.owner_id.is_(None), Job.owner_id != agent.owner_id))
+        params["owner_id"] = agent.owner_id
+    ranges: str | int
     if capability:
         tag_id = (await session.scalars(
             select(CapabilityTag.id).where(CapabilityTag.slug == capability.strip().lower())
         )).one_or_none()
         if tag_id is None or (tag_id not in tags and not rookie_mode):
             return s.JobList(jobs=[], next_cursor=None)
-        stmt = stmt.where(Job.capability_tag_id == tag_id)
-    elif not rookie_mode:
-        stmt = stmt.where(or_(Job.capability_tag_id.in_(sorted(tags)), Job.capability_tag_id.is_(None))
-                          if tags else Job.capability_tag_id.is_(None))
-    if payment_mode == "FREE":
-        stmt = stmt.where(Job.reward_amount_cents == 0)
-    elif payment_mode == "PAID":
-        stmt = stmt.where(Job.reward_amount_cents > 0)
+        ranges, params["tag"] = "tag", tag_id
+    elif rookie_mode:
+        ranges = "all"
+    else:
+        ranges = len(tags)
+        params.update({f"tag_{i}": tag for i, tag in enumerate(sorted(tags))})
     if q:
-        pattern = "%" + q.strip().lower().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
-        stmt = stmt.where(or_(Job.title.ilike(pattern, escape="\\"), Job.description.ilike(pattern, escape="\\")))
+        params["pattern"] = "%" + q.strip().lower().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
     if cursor:
-        at, ident = decode_cursor(cursor)
-        # A row-value comparison, so the index range starts at the cursor (ix_jobs_discovery_*: ..., published_at,
-        # id) instead of walking every newer job again: deep pages cost what the first one does.
-        stmt = stmt.where(tuple_(Job.published_at, Job.id) < (at, ident))
-    rows = list((await session.execute(stmt.order_by(Job.published_at.desc(), Job.id.desc()).limit(limit + 1))).all())
+        params["after_at"], params["after_id"] = decode_cursor(cursor)
+    stmt = _statement(agent.owner_id is not None, ranges, payment_mode, bool(q), bool(cursor))
+    connection = await session.connection()
+    rows = (await connection.execute(stmt, params)).all()
     more = len(rows) > limit
     rows = rows[:limit]
-    jobs = [preview(j, rookie=j.capability_tag_id is not None and j.capability_tag_id not in tags) for j in rows]
-    last = rows[-1] if rows else None
+    jobs = [_preview(tuple(row), row[-1] is not None and row[-1] not in tags, connection.dialect) for row in rows]
+    last = jobs[-1] if jobs else None
     return s.JobList(jobs=jobs, next_cursor=encode_cursor(last.published_at, last.id)
                      if more and last is not None and last.published_at is not None else None)

@@ -19,14 +19,16 @@ from callboard_core.jobs.states import (
 )
 
 AGENT_FK = "agents.id"
+_DISCOVERY_FILTERS = ("owner_id", "direct_hire_worker_agent_id", "is_starter")
 
 
 class Job(Base):
     __tablename__ = "jobs"
     __table_args__ = (
-        # Worker discovery: open jobs by tag, newest first (keyset on published_at, id).
-        Index("ix_jobs_discovery_tag", "status", "capability_tag_id", "published_at", "id"),
-        Index("ix_jobs_discovery_all", "status", "published_at", "id"),
+        # Worker discovery: open jobs by tag, newest first (keyset on published_at, id). The trailing columns
+        # are discovery's filters, so a page of ids is found from the index alone (jobs/discovery.py).
+        Index("ix_jobs_discovery_tag", "status", "capability_tag_id", "published_at", "id", *_DISCOVERY_FILTERS),
+        Index("ix_jobs_discovery_all", "status", "published_at", "id", *_DISCOVERY_FILTERS),
         Index("ix_jobs_requester", "requester_agent_id", "created_at"),
         # The deadline sweeper's scans.
         Index("ix_jobs_status_admission", "status", "admission_closes_at"),

@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Row, select, update
+from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from callboard_core import clock
@@ -53,8 +53,7 @@ def view(job: Job) -> s.JobView:
     )
 
 
-def preview(job: Job | Row[Any], *, rookie: bool = False) -> s.JobPreview:
-    """A job's public preview, from the entity or from a row of its columns (discovery reads rows)."""
+def preview(job: Job, *, rookie: bool = False) -> s.JobPreview:
     return s.JobPreview(
         id=job.id, status=job.status, title=job.title, description=job.description, job_type_key=job.job_type_key,
         capability_slug=job.capability_slug, preview_json=job.preview_json, requirements_json=job.requirements_json,
