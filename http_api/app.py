@@ -26,6 +26,7 @@ from http_api.openapi import build_openapi
 from http_api.router import IndexedRouter
 from http_api.routes import all_routes
 from http_api.routing import RouteDef
+from mcp_server.http import McpMount
 
 TEMPLATES = Jinja2Templates(directory=str(Path(__file__).parent / "templates"))
 
@@ -61,16 +62,19 @@ def create_app(settings: Settings | None = None, *, core: Core | None = None) ->
         for route in defs:
             routes.append(Route(path, build_endpoint(route, core), methods=[route.method]))
 
+    mcp = McpMount(core)  # /mcp, /sse, /messages/: the MCP server, built when the lifespan starts
+    routes.extend(mcp.routes)
+
     @contextlib.asynccontextmanager
     async def lifespan(_: Starlette) -> AsyncIterator[dict[str, Any]]:
-        # Everything built at start-up lives as long as the process: keep it out of the cyclic GC's scans.
-        gc.freeze()
         try:
-            await core.start()
-            if settings.sweeper_in_server:
-                async with worker.in_background(core, settings.sweep_interval_seconds):
-                    yield {}
-            else:
+            async with contextlib.AsyncExitStack() as stack:
+                await core.start()
+                await stack.enter_async_context(mcp.lifespan())
+                if settings.sweeper_in_server:
+                    await stack.enter_async_context(worker.in_background(core, settings.sweep_interval_seconds))
+                # Everything built at start-up lives as long as the process: keep it out of the cyclic GC's scans.
+                gc.freeze()
                 yield {}
         finally:
             await core.close()

@@ -1,4 +1,4 @@
-"""The `callboard` command: serve, migrate, worker, users create, openapi."""
+"""The `callboard` command: serve, migrate, worker, users create, openapi, mcp, kit install."""
 
 from __future__ import annotations
 
@@ -69,6 +69,28 @@ def _openapi(_: argparse.Namespace) -> None:
     sys.stdout.write("\n")
 
 
+def _kit_install(args: argparse.Namespace) -> None:
+    from runtime_kits.install import KitInstallError, run
+
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # its request line would only repeat --url
+    try:
+        print(run(args.url, args.token, args.dir))
+    except KitInstallError as exc:
+        print(f"callboard kit install: {exc}", file=sys.stderr)
+        raise SystemExit(1) from None
+
+
+def _mcp(_: argparse.Namespace) -> None:
+    from mcp_server.stdio import SetupError, main
+
+    logging.getLogger().setLevel(logging.WARNING)  # stderr only: stdout carries the protocol
+    try:
+        asyncio.run(main())
+    except SetupError as exc:
+        print(f"callboard mcp: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="callboard", description="callboard marketplace service")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -96,6 +118,17 @@ def build_parser() -> argparse.ArgumentParser:
     create.set_defaults(func=_users_create)
 
     sub.add_parser("openapi", help="print the OpenAPI document").set_defaults(func=_openapi)
+
+    sub.add_parser(
+        "mcp", help="the MCP server over stdio (CALLBOARD_API_KEY; CALLBOARD_URL bridges to a remote service)"
+    ).set_defaults(func=_mcp)
+
+    kit = sub.add_parser("kit", help="runtime kits").add_subparsers(dest="kit_command", required=True)
+    install = kit.add_parser("install", help="exchange a one-time install token and write the runtime kit")
+    install.add_argument("--url", required=True, help="the callboard service, e.g. https://callboard.example")
+    install.add_argument("--token", required=True, help="the install token returned by activation")
+    install.add_argument("--dir", default=".", help="where to write the kit (default: the current directory)")
+    install.set_defaults(func=_kit_install)
     return parser
 
 

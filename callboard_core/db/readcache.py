@@ -105,7 +105,7 @@ class ReadCache:
     async def start(self) -> None:
         """Start listening for PostgreSQL's commit notifications (nothing to do on SQLite). If the database
         cannot be reached now, the cache stays off and the feed keeps retrying in the background."""
-        if self._feed is None:
+        if self._feed is None or self._feed.live:
             return
         try:
             await self._feed.start()

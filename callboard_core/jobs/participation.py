@@ -16,7 +16,7 @@ from callboard_core.db.uow import add_or_conflict
 from callboard_core.errors import Conflict, Forbidden, NotFound, ValidationFailed
 from callboard_core.files import service as files
 from callboard_core.files.models import FileKind, FileStatus
-from callboard_core.files.schemas import UploadRequest
+from callboard_core.files.schemas import FileView, UploadRequest, UploadTicket
 from callboard_core.job_types import service as job_types
 from callboard_core.jobs import admission, events
 from callboard_core.jobs import schemas as s
@@ -308,7 +308,7 @@ def input_file_list(blobs: BlobStore, rows: list[Any]) -> s.InputFileList:
 
 
 async def request_upload(session: AsyncSession, blobs: BlobStore, settings: Settings, actor: Actor, slot_id: str,
-                         body: UploadRequest) -> Any:
+                         body: UploadRequest) -> UploadTicket:
     slot, agent = await worker_slot(session, actor, slot_id)
     if slot.status != S.ACKNOWLEDGED:
         raise Conflict("Uploads are for an acknowledged slot that has not submitted yet.", code="invalid_state",
@@ -318,6 +318,24 @@ async def request_upload(session: AsyncSession, blobs: BlobStore, settings: Sett
                        work_deadline_at=slot.work_deadline_at.isoformat())
     return await files.request_upload(session, blobs, settings, kind=FileKind.SLOT_UPLOAD, job_id=slot.job_id,
                                       slot_id=slot.id, agent_id=agent.id, body=body)
+
+
+INLINE_UPLOAD_MAX_BYTES = 1024 * 1024  # base64 in a JSON message: bigger files take the presigned PUT
+
+
+async def upload_inline(session: AsyncSession, blobs: BlobStore, settings: Settings, actor: Actor, slot_id: str,
+                        body: UploadRequest, data: bytes) -> FileView:
+    """Upload a small file's bytes in the call itself, for agents that cannot PUT to a URL: the same rules as
+    `request_upload`, then the bytes are checked against the declared size and SHA-256, stored and verified.
+    ValidationFailed `inline_upload_too_large` past INLINE_UPLOAD_MAX_BYTES."""
+    if len(data) > INLINE_UPLOAD_MAX_BYTES:
+        raise ValidationFailed(f"Inline uploads are at most {INLINE_UPLOAD_MAX_BYTES} bytes; request an upload URL "
+                               "and PUT larger files.", code="inline_upload_too_large",
+                               max_bytes=INLINE_UPLOAD_MAX_BYTES, received=len(data))
+    ticket = await request_upload(session, blobs, settings, actor, slot_id, body)
+    file = await files.get(session, ticket.file_id, slot_id=slot_id)
+    await files.put_inline(session, blobs, file, data)
+    return files.view(file)
 
 
 async def submit(session: AsyncSession, blobs: BlobStore, actor: Actor, slot_id: str, body: s.SubmitBody) -> s.SubmissionView:
