@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint typecheck migrate worker openapi bench bench-jobs clean install
+.PHONY: run test lint typecheck migrate worker openapi bench bench-jobs bench-mcp clean install
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -41,6 +41,9 @@ bench: $(STAMP)
 
 bench-jobs: $(STAMP)
 	$(BIN)/python bench/jobs.py
+
+bench-mcp: $(STAMP)
+	$(BIN)/python bench/mcp_tool.py
 
 clean:
 	rm -rf $(VENV) var .pytest_cache .mypy_cache .ruff_cache

@@ -28,7 +28,10 @@ GATE_PRINCIPAL = "callboard_mcp_principal"  # scope state key: (raw key, princip
 
 
 def _gate_principal(ctx: Any) -> tuple[str, KeyPrincipal, bool] | None:
-    request = getattr(getattr(ctx, "request_context", None), "request", None)
+    try:
+        request = ctx.request_context.request
+    except (AttributeError, ValueError):  # no request around this call (in-process use)
+        return None
     state = getattr(request, "scope", {}).get("state") if request is not None else None
     found = state.get(GATE_PRINCIPAL) if isinstance(state, dict) else None
     return found if isinstance(found, tuple) else None

@@ -51,7 +51,7 @@ from callboard_core.jobs import admission, invitations, participation, review
 from callboard_core.jobs import schemas as job_schemas
 from callboard_core.jobs import service as jobs
 from callboard_core.jobs.actors import Actor as JobActor
-from callboard_core.onboarding.models import OnboardingSession
+from callboard_core.onboarding.models import DraftStatus, OnboardingSession, RegistrationDraft
 from callboard_core.security import tokens
 from callboard_core.security.permissions import Role
 from callboard_core.waitlist.models import WaitlistSignup
@@ -182,6 +182,8 @@ for _path in (
     "/api/v2/owner/participation-slots/{slotId}/uploads",
 ):
     BODY_OVERRIDES[("POST", _path)] = upload_body
+# The onboarding claim names the agent the read-only key is for (the factory's: the actor's own agent).
+BODY_OVERRIDES[("POST", "/api/agent/onboard/{slug}/claim")] = lambda: {"token": "x", "agentId": PLACEHOLDER_ID}
 for _path in (
     "/api/v2/participation-slots/{slotId}/submit",
     "/api/v2/owner/participation-slots/{slotId}/submit",
@@ -450,14 +452,39 @@ class World:
 
     async def onboarding(self, owner: Actor) -> tuple[str, str]:
         """An onboarding session of owner with a live token: (slug, token)."""
+        slug, token, _ = await self.onboarding_session(owner)
+        return slug, token
+
+    async def onboarding_session(self, owner: Actor) -> tuple[str, str, str]:
+        """An open onboarding session of owner with a live token and a proposal that can be activated as it
+        is: (slug, token, session id)."""
         slug, token = f"ws-{uid()}", tokens.new_token()
         async with self.core.uow() as uow:
+            row = OnboardingSession(
+                slug=slug,
+                owner_id=owner.user_id,
+                token_hash=tokens.hash_token(token),
+                token_expires_at=clock.now() + timedelta(hours=1),
+                data={"draft": {"agent_name": f"Onboarded {uid(6)}"}},
+            )
+            uow.session.add(row)
+            await uow.session.flush()
+            return slug, token, row.id
+
+    async def registration_draft(self, owner: Actor | None = None) -> tuple[str, str]:
+        """A registration draft with a live token, claimed by owner when given: (slug, token)."""
+        slug, token = f"rg-{uid()}", tokens.new_token()
+        async with self.core.uow() as uow:
             uow.session.add(
-                OnboardingSession(
+                RegistrationDraft(
                     slug=slug,
-                    owner_id=owner.user_id,
                     token_hash=tokens.hash_token(token),
-                    token_expires_at=clock.now() + timedelta(hours=1),
+                    token_expires_at=clock.now() + timedelta(days=7),
+                    status=DraftStatus.CLAIMED if owner else DraftStatus.DRAFT,
+                    owner_id=owner.user_id if owner else None,
+                    claimed_at=clock.now() if owner else None,
+                    manifest={"name": f"Drafted {uid(6)}"},
+                    data={},
                 )
             )
         return slug, token
@@ -548,6 +575,10 @@ async def _tag_request(w: World, owner: Actor) -> str:
 
 async def _slug(w: World, owner: Actor) -> str:
     return (await w.onboarding(owner))[0]
+
+
+async def _onboarding_session_id(w: World, owner: Actor) -> str:
+    return (await w.onboarding_session(owner))[2]
 
 
 async def _user(w: World, _: Actor) -> str:
@@ -747,6 +778,24 @@ async def _own_notification(w: World, actor: Actor) -> dict[str, str]:
     return {"id": await notification(w, await _acting_agent(w, actor))}
 
 
+async def _own_onboarding_session(w: World, actor: Actor) -> dict[str, str]:
+    """An open session of the actor's (activatable as it is); its token goes into review and claim bodies,
+    the actor's agent into the claim's agentId."""
+    slug, token, session_id = await w.onboarding_session(actor)
+    return {"sessionId": session_id, "slug": slug, "token": token, "agentId": await _acting_agent(w, actor)}
+
+
+async def _own_draft_claimed(w: World, actor: Actor) -> dict[str, str]:
+    """A registration draft the actor claimed (another owner's is then a 404); its token for the body."""
+    slug, token = await w.registration_draft(actor)
+    return {"slug": slug, "token": token}
+
+
+async def _unclaimed_draft(w: World, _: Actor) -> dict[str, str]:
+    slug, token = await w.registration_draft()
+    return {"slug": slug, "token": token}
+
+
 _JOB = r"^/api/v2/(?:owner/)?(?:jobs|bounties)/\{id\}"
 _SLOT = r"^/api/v2/(?:owner/)?participation-slots/\{slotId\}"
 _INVITATION = r"^/api/v2/(?:owner/)?invitations/\{invitationId\}"
@@ -782,6 +831,11 @@ PATH_FACTORIES: list[tuple[re.Pattern[str], PathFactory]] = [
         (_SLOT + r"/(?:input-files|uploads|submit)$", _own_acknowledged_slot),
         (r"^/api/v2/(?:owner/)?submissions/\{id\}/status$", _own_submission),
         (r"^/api/v2/agent-notifications/\{id\}/read$", _own_notification),
+        # onboarding: sessions by id or slug, registration drafts (the agent-token routes pin their slug)
+        (r"^/api/onboarding/sessions/\{(?:sessionId|slug)\}", _own_onboarding_session),
+        (r"^/api/agent/onboard/\{slug\}/claim$", _own_onboarding_session),
+        (r"^/api/agent/register/\{slug\}/(?:claim|activate)$", _own_draft_claimed),
+        (r"^/api/agent/register/\{slug\}/", _unclaimed_draft),
     ]
 ]
 
@@ -803,6 +857,7 @@ PARAM_FACTORIES: dict[str, Factory] = {
     "tagId": _tag,
     "requestId": _tag_request,
     "slug": _slug,
+    "sessionId": _onboarding_session_id,
     "userId": _user,
 }
 

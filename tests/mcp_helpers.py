@@ -32,9 +32,10 @@ def free_port() -> int:
 
 
 @contextlib.asynccontextmanager
-async def serving(core: Core) -> AsyncIterator[str]:
-    """The whole app (its lifespan runs the MCP session manager) on 127.0.0.1:<free port>; yields its URL."""
-    port = free_port()
+async def serving(core: Core, *, port: int | None = None) -> AsyncIterator[str]:
+    """The whole app (its lifespan runs the MCP session manager) on 127.0.0.1:<port or a free one>; yields its
+    URL."""
+    port = port or free_port()
     server = uvicorn.Server(uvicorn.Config(create_app(core=core), host="127.0.0.1", port=port, log_level="warning",
                                            lifespan="on"))
     task = asyncio.create_task(server.serve())

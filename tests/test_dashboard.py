@@ -424,3 +424,14 @@ async def test_provisional_agent_is_not_on_the_dashboard(client, app, core):
     async with owner:
         assert (await owner.get(f"/agents/dashboard/{reg['agent']['id']}")).status_code == 404
         assert (await owner.post(f"/agents/dashboard/{reg['agent']['id']}/archive")).status_code == 404
+
+
+async def test_policy_limit_past_the_column_is_a_clear_422(app: Any, core: Any) -> None:
+    """autoPublishLimitCents is stored in a 32-bit column: a larger value is refused, never a 500."""
+    owner, _ = await owner_client(app, core)
+    agent = await create_agent(owner)
+    path = f"/api/v2/agents/dashboard/{agent['agent']['id']}/policy"
+    refused = await owner.patch(path, json={"autoPublishLimitCents": 10_000_000_000})
+    assert refused.status_code == 422 and refused.json()["errors"][0]["field"] == "autoPublishLimitCents"
+    accepted = await owner.patch(path, json={"autoPublishLimitCents": 2_000_000_000})
+    assert accepted.status_code == 200, accepted.text

@@ -15,10 +15,19 @@ from tests.jobs_helpers import job_body, new_agent, new_owner, payload
 from tests.mcp_helpers import call, call_error, http_client, serving, sse_mcp_client, stdio_client
 
 
-async def test_worker_from_home_to_award_and_requester_from_create_to_award(app: Any, core: Any) -> None:
+@pytest.mark.parametrize("transport", ["streamable-http", "stdio"])
+async def test_worker_from_home_to_award_and_requester_from_create_to_award(app: Any, core: Any,
+                                                                           transport: str) -> None:
+    """Over streamable HTTP, and over stdio (two `callboard mcp` subprocesses bridging to the service)."""
     requester = await new_agent(await new_owner(app, core))
     worker = await new_agent(await new_owner(app, core))
-    async with serving(core) as url, http_client(url, requester.key) as req, http_client(url, worker.key) as wrk:
+
+    def client(url: str, key: str) -> Any:
+        if transport == "stdio":
+            return stdio_client({"CALLBOARD_URL": url, "CALLBOARD_API_KEY": key})
+        return http_client(url, key)
+
+    async with serving(core) as url, client(url, requester.key) as req, client(url, worker.key) as wrk:
         tools = {t.name: t for t in (await wrk.list_tools()).tools}
         assert {"home", "list_jobs", "apply", "acknowledge_slot", "upload_file_inline", "submit", "create_job",
                 "publish_job", "review_packets", "award", "no_award"} <= set(tools)

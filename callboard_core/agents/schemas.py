@@ -141,7 +141,7 @@ class AgentCreated(ApiModel):
 
 
 class AgentPolicyUpdate(ApiModel):
-    auto_publish_limit_cents: Annotated[int, Field(ge=0, le=10**10)] | None = None
+    auto_publish_limit_cents: Annotated[int, Field(ge=0, le=2_000_000_000)] | None = None  # the column is 32-bit: $20M
     intent: IntentName | None = None
 
 

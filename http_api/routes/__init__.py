@@ -17,6 +17,7 @@ MODULES = [
     "http_api.routes.jobs",
     "http_api.routes.home",
     "http_api.routes.waitlist",
+    "http_api.routes.onboarding",
 ]
 
 

@@ -1,0 +1,256 @@
+"""Registration drafts: an agent with no human account registers a manifest and gets a draft (slug and a
+bearer token); a signed-in owner claims the draft with that token and activates it.
+
+The agent's routes are public (no account) but need the draft's token as `Authorization: Bearer`; it lasts
+DRAFT_TOKEN_TTL. Claiming keeps the draft under review and issues no credentials; activation creates the
+agent, the key and the install token (see activation.py). Until then the status withholds the kit."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import NoReturn
+
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from callboard_core import clock
+from callboard_core.config import Settings
+from callboard_core.errors import Conflict, Gone, NotFound, Unauthenticated
+from callboard_core.ids import new_id, random_string
+from callboard_core.onboarding import activation as activations
+from callboard_core.onboarding import proposal
+from callboard_core.onboarding import schemas as s
+from callboard_core.onboarding.models import (
+    ActivationSource,
+    DraftStatus,
+    OnboardingActivation,
+    RegistrationDraft,
+)
+from callboard_core.onboarding.sessions import guide_for
+from callboard_core.security import tokens
+
+# Long enough for the agent's human to sign in and claim; the owner's actions after the claim ignore it.
+DRAFT_TOKEN_TTL = timedelta(days=7)
+TOKEN_PREFIX = "rgt_"
+ALTERNATIVES = [
+    "POST /api/agent/register/manifest (a draft your owner claims and activates)",
+    "POST /api/onboarding/mint (your owner starts an onboarding session for you)",
+    "POST /api/v2/agents/register (a provisional agent with a claim link)",
+]
+
+
+def start() -> NoReturn:
+    raise Gone("Public registration is unavailable. Register a manifest instead, or ask your owner for an "
+               "onboarding session.", code="public_registration_unavailable", alternatives=ALTERNATIVES)
+
+
+# --- views ---------------------------------------------------------------------------------------
+
+
+def _view(row: RegistrationDraft, activation: OnboardingActivation | None) -> s.DraftView:
+    data = row.data or {}
+    return s.DraftView(
+        id=row.id, slug=row.slug, status=row.status, claimed=row.owner_id is not None,
+        token_expires_at=row.token_expires_at, manifest=row.manifest, draft=proposal.draft_of(data),
+        last_seen_at=row.last_seen_at, last_presence_message=proposal.presence_of(data).get("message"),
+        claimed_at=row.claimed_at, activated_at=row.activated_at, linked_agent_id=row.linked_agent_id,
+        agent_id=activation.agent_id if activation else None, activation_id=activation.id if activation else None,
+        created_at=row.created_at, updated_at=row.updated_at,
+    )
+
+
+async def _activation(session: AsyncSession, row: RegistrationDraft) -> OnboardingActivation | None:
+    if row.status != DraftStatus.ACTIVATED:
+        return None
+    return await activations.for_subject(session, ActivationSource.REGISTRATION_DRAFT, row.id)
+
+
+def _agent_actions(row: RegistrationDraft) -> list[str]:
+    base = f"/api/agent/register/{row.slug}"
+    if row.status == DraftStatus.DRAFT:
+        return [
+            f"Ask your owner to sign in and claim this draft with your token: POST {base}/claim "
+            f"(after signing in they land on {_claim_page(row.slug)}).",
+            f"Meanwhile, POST {base}/setup with your proposal; poll GET {base}/status.",
+        ]
+    if row.status == DraftStatus.CLAIMED:
+        return ["Your owner claimed this draft and is reviewing it; nothing is published and no credentials "
+                f"are issued until they activate it. Poll GET {base}/status."]
+    return ["Your owner activated you: ask them for the install command (`callboard kit install ...`) or the "
+            "API key; runtimeKit shows where the key goes.", "Then start with GET /api/v2/home."]
+
+
+def _owner_actions(row: RegistrationDraft, activation: OnboardingActivation | None) -> list[str]:
+    if activation is not None:
+        return [f"Your agent: GET /agents/dashboard/{activation.agent_id}"]
+    return ["Review the agent's manifest and proposal (draft).",
+            f"POST /api/agent/register/{row.slug}/activate with the token and the policy to create the agent."]
+
+
+def _claim_page(slug: str) -> str:
+    return f"/onboarding/drafts/{slug}"
+
+
+# --- lookups -------------------------------------------------------------------------------------
+
+
+def _not_found() -> NotFound:
+    return NotFound("No such registration draft.", code="registration_draft_not_found")
+
+
+async def _by_slug(session: AsyncSession, slug: str, *, lock: bool = False) -> RegistrationDraft | None:
+    query = select(RegistrationDraft).where(RegistrationDraft.slug == slug)
+    if lock:
+        query = query.with_for_update().execution_options(populate_existing=True)
+    return (await session.execute(query)).scalar_one_or_none()
+
+
+async def _for_agent(session: AsyncSession, slug: str, token: str | None, *, lock: bool = False) -> RegistrationDraft:
+    """The draft behind the slug, if token is its live bearer token (401 otherwise, as for any credential)."""
+    if not token:
+        raise Unauthenticated("Send the draft's token as 'Authorization: Bearer <token>'.",
+                              code="missing_draft_token")
+    row = await _by_slug(session, slug, lock=lock) if len(token) <= 256 else None
+    if row is None or not proposal.token_matches(row.token_hash, token) or row.token_expires_at <= clock.now():
+        raise Unauthenticated("The draft token is not valid for this draft, or has expired.",
+                              code="invalid_draft_token")
+    return row
+
+
+# --- the agent's side ------------------------------------------------------------------------------
+
+
+async def create(session: AsyncSession, settings: Settings, body: s.ManifestBody) -> s.RegistrationStarted:
+    """A draft from the agent's manifest; well-formed `name`, `handle` and `role` seed its proposal."""
+    manifest = body.manifest
+    draft: dict[str, object] = {}
+    if name := proposal.text(manifest, "name", 200):
+        draft["agent_name"] = name
+    if handle := proposal.handle(manifest):
+        draft["proposed_handle"] = handle
+    if (role := proposal.text(manifest, "role", 16)) in ("UNDECIDED", "BUYER", "SELLER", "BOTH"):
+        draft["role"] = role
+    slug = "rg-" + random_string(16)
+    token = TOKEN_PREFIX + tokens.new_token(32)
+    row = RegistrationDraft(slug=slug, token_hash=tokens.hash_token(token), status=DraftStatus.DRAFT,
+                            token_expires_at=clock.now() + DRAFT_TOKEN_TTL, manifest=manifest,
+                            data={"draft": draft})
+    session.add(row)
+    await session.flush()
+    base = activations.base_url(settings)
+    setup_url = f"{base}/api/agent/register/{slug}/setup"
+    prompt = (
+        f"Your registration draft is {slug}. Send `Authorization: Bearer {token}` on the draft's routes "
+        f"(valid until {row.token_expires_at.isoformat()}; shown once, keep it). "
+        f"GET {setup_url} for what to propose, POST it to save your proposal, and poll "
+        f"GET {base}/api/agent/register/{slug}/status. A human owner must sign in, claim the draft with this "
+        "token and activate it before you get marketplace credentials."
+    )
+    return s.RegistrationStarted(slug=slug, workspace_slug=slug, token=token, expires_at=row.token_expires_at,
+                                 setup_url=setup_url, magic_link_next_url=_claim_page(slug), prompt=prompt)
+
+
+async def presence(session: AsyncSession, slug: str, token: str | None, body: s.PresenceBody) -> s.DraftPresenceAck:
+    row = await _for_agent(session, slug, token, lock=True)
+    row.data = proposal.with_presence(row.data, new_id("prs"), body.message)
+    row.last_seen_at = row.updated_at = clock.now()
+    await session.flush()
+    return s.DraftPresenceAck(slug=row.slug)
+
+
+async def guide(session: AsyncSession, slug: str, token: str | None) -> s.SetupGuide:
+    row = await _for_agent(session, slug, token)
+    return guide_for(
+        slug=row.slug, status=row.status, token_expires_at=row.token_expires_at,
+        base=f"/api/agent/register/{row.slug}", draft=proposal.draft_of(row.data), request=None,
+        claim_note="A human owner signs in, claims this draft with your token and activates it; only then do "
+                   "you get credentials (GET the status route to see).",
+    )
+
+
+async def save_setup(session: AsyncSession, slug: str, token: str | None, body: s.AgentSetupSave) -> s.DraftEnvelope:
+    row = await _for_agent(session, slug, token, lock=True)
+    if row.status == DraftStatus.ACTIVATED:
+        raise Conflict("Your owner activated this draft already.", code="draft_closed", current_state=row.status)
+    row.data = proposal.merge(row.data, body, proposal.AGENT_NOT_NULL)
+    row.last_seen_at = row.updated_at = clock.now()
+    await session.flush()
+    claimed = row.owner_id is not None
+    return s.DraftEnvelope(human_claim_required=not claimed, owner_visible=claimed,
+                           next_actions=_agent_actions(row), draft=_view(row, None))
+
+
+async def status(session: AsyncSession, settings: Settings, slug: str, token: str | None) -> s.DraftStatusView:
+    """The kit is withheld until a signed-in owner has claimed and activated the draft, and then carries a
+    key placeholder: the key itself reaches the agent through its owner."""
+    row = await _for_agent(session, slug, token)
+    activation = await _activation(session, row)
+    kit = None
+    if activation is not None and activation.agent_id is not None:
+        agent = await activations.agent_of(session, activation.agent_id)
+        kit = activations.kit_for(settings, activation.runtime_target, agent) if agent else None
+    return s.DraftStatusView(
+        slug=row.slug, status=row.status, human_claim_required=row.owner_id is None,
+        owner_visible=row.owner_id is not None, token_expires_at=row.token_expires_at, claimed_at=row.claimed_at,
+        activated_at=row.activated_at, agent_id=activation.agent_id if activation else None, runtime_kit=kit,
+        next_actions=_agent_actions(row),
+    )
+
+
+# --- the owner's side ------------------------------------------------------------------------------
+
+
+async def claim(session: AsyncSession, owner_id: str, slug: str, body: s.ClaimBody) -> s.DraftEnvelope:
+    """The signed-in owner takes an unclaimed draft whose token they hold (claiming again is a no-op).
+    `agentId` links one of the owner's agents: activation then configures it instead of creating one.
+    A draft claimed by another owner is a 404, like an unknown one; so is a wrong token on an unclaimed draft."""
+    row = await _by_slug(session, slug, lock=True)
+    if row is None or (row.owner_id is not None and row.owner_id != owner_id):
+        raise _not_found()
+    matches = proposal.token_matches(row.token_hash, body.token)
+    if row.owner_id is None:
+        if not matches:
+            raise _not_found()
+        if row.token_expires_at <= clock.now():
+            raise Gone("This draft's token has expired; the agent registers its manifest again.",
+                       code="draft_expired")
+        row.owner_id = owner_id
+        row.status = DraftStatus.CLAIMED
+        row.claimed_at = clock.now()
+    elif not matches:
+        raise proposal.token_mismatch()
+    if body.agent_id is not None and body.agent_id != row.linked_agent_id:
+        if row.status == DraftStatus.ACTIVATED:
+            raise Conflict("This draft was activated already.", code="invalid_state", current_state=row.status)
+        row.linked_agent_id = (await activations.mintable_agent(session, body.agent_id, owner_id)).id
+    row.updated_at = clock.now()
+    await session.flush()
+    activation = await _activation(session, row)
+    return s.DraftEnvelope(human_claim_required=False, owner_visible=True,
+                           next_actions=_owner_actions(row, activation), draft=_view(row, activation))
+
+
+async def activate(session: AsyncSession, settings: Settings, owner_id: str, slug: str,
+                   body: s.DraftActivationBody) -> s.DraftActivated:
+    row = await _by_slug(session, slug, lock=True)
+    if row is None or (row.owner_id is not None and row.owner_id != owner_id):
+        raise _not_found()
+    matches = proposal.token_matches(row.token_hash, body.token)
+    if row.owner_id is None:
+        if not matches:
+            raise _not_found()
+        raise Conflict(f"Claim the draft first: POST /api/agent/register/{row.slug}/claim.", code="claim_required",
+                       current_state=row.status)
+    if not matches:
+        raise proposal.token_mismatch()
+    if row.status == DraftStatus.ACTIVATED:
+        raise Conflict("This draft was activated already.", code="already_activated", current_state=row.status)
+    subject = activations.Subject(
+        source=ActivationSource.REGISTRATION_DRAFT, owner_id=owner_id, subject_id=row.id,
+        draft=proposal.draft_of(row.data), manifest=row.manifest, linked_agent_id=row.linked_agent_id,
+    )
+    outcome = await activations.activate(session, settings, subject, body)
+    row.status = DraftStatus.ACTIVATED
+    row.activated_at = row.updated_at = clock.now()
+    await session.flush()
+    return s.DraftActivated(**activations.answer(outcome), draft=_view(row, outcome.activation))

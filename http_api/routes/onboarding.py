@@ -1,0 +1,167 @@
+"""Onboarding sessions (owner-minted; the agent's side with the session's bearer token), registration drafts
+(an agent's manifest, claimed and activated by a signed-in owner) and the install-token exchange."""
+
+from __future__ import annotations
+
+from typing import NoReturn
+
+from callboard_core.onboarding import activation, drafts, sessions
+from callboard_core.onboarding import schemas as s
+from callboard_core.ratelimit import PUBLIC
+from http_api.routing import AuthKind, RequestContext, Router
+
+router = Router("onboarding")
+S, P, BEARER = AuthKind.SESSION, AuthKind.PUBLIC, AuthKind.ONBOARDING
+
+
+def _bearer(ctx: RequestContext) -> str | None:
+    """The draft token on the public draft routes (they need no account, but the draft's token)."""
+    scheme, _, value = ctx.request.headers.get("authorization", "").partition(" ")
+    return (value.strip() or None) if scheme.lower() == "bearer" else None
+
+
+# --- onboarding sessions: the owner ----------------------------------------------------------------
+
+
+@router.post("/api/onboarding/mint", auth=S, body=s.MintBody, body_optional=True, response=s.Minted, status=201)
+async def mint_session(ctx: RequestContext) -> s.Minted:
+    """Start an onboarding session: a workspace slug and the agent's bearer token (one hour, shown once)
+    with a prompt to paste to the agent."""
+    return await sessions.mint(ctx.session, ctx.core.settings, ctx.user.user_id, ctx.body)
+
+
+@router.get("/api/onboarding/sessions", auth=S, response=s.SessionList)
+async def list_sessions(ctx: RequestContext) -> s.SessionList:
+    """Your onboarding sessions, newest first (at most 100), and how many there are."""
+    return await sessions.list_for_owner(ctx.session, ctx.user.user_id)
+
+
+@router.get("/api/onboarding/sessions/{sessionId}", auth=S, response=s.SessionEnvelope)
+async def get_session(ctx: RequestContext) -> s.SessionEnvelope:
+    """One of your sessions with the agent's proposal; still actionable after the agent's token expired."""
+    return await sessions.get(ctx.session, ctx.user.user_id, ctx.params["sessionId"])
+
+
+@router.patch("/api/onboarding/sessions/{sessionId}", auth=S, body=s.OwnerDraftUpdate, response=s.SessionEnvelope)
+async def update_session(ctx: RequestContext) -> s.SessionEnvelope:
+    """Edit the agent's proposal while the session is open: only the fields sent change; null clears one."""
+    return await sessions.update(ctx.session, ctx.user.user_id, ctx.params["sessionId"], ctx.body)
+
+
+@router.post("/api/onboarding/sessions/{sessionId}/dismiss", auth=S, response=s.SessionEnvelope)
+async def dismiss_session(ctx: RequestContext) -> s.SessionEnvelope:
+    """Dismiss a stale or unwanted session; the agent's side stops (409 onboarding_session_closed)."""
+    return await sessions.dismiss(ctx.session, ctx.user.user_id, ctx.params["sessionId"])
+
+
+@router.post("/api/onboarding/sessions/{slug}/review", auth=S, body=s.TokenBody, response=s.SessionEnvelope)
+async def review_session(ctx: RequestContext) -> s.SessionEnvelope:
+    """Open the session an agent pointed you to, by its slug and token (also after the token expired)."""
+    return await sessions.review(ctx.session, ctx.user.user_id, ctx.params["slug"], ctx.body)
+
+
+@router.post("/api/onboarding/sessions/{sessionId}/activate", auth=S, body=s.ActivationBody,
+             response=s.SessionActivated, status=201)
+async def activate_session(ctx: RequestContext) -> s.SessionActivated:
+    """Create the agent under you with the policy, and return its key (shown once), the runtime kit and
+    an install command whose token works once, for 15 minutes.
+
+    Policy fields left out: SAFE_DEFAULTS uses no spending and owner approval for everything; ADVANCED
+    takes the agent's proposed policy first."""
+    return await sessions.activate(ctx.session, ctx.core.settings, ctx.user.user_id, ctx.params["sessionId"],
+                                   ctx.body)
+
+
+@router.post("/api/onboarding/install-token/exchange", auth=P, body=s.TokenBody, response=s.InstallExchanged,
+             rate_limit=PUBLIC)
+async def exchange_install_token(ctx: RequestContext) -> s.InstallExchanged:
+    """Exchange an install token (single use, 15 minutes) for the runtime kit with a new read+write key."""
+    return await activation.exchange(ctx.session, ctx.core.settings, ctx.body.token)
+
+
+# --- onboarding sessions: the agent (bearer token) -------------------------------------------------
+
+
+@router.post("/api/agent/onboard/{slug}/presence", auth=BEARER, body=s.PresenceBody, body_optional=True,
+             response=s.PresenceAck, status=201)
+async def onboard_presence(ctx: RequestContext) -> s.PresenceAck:
+    """Tell your owner you are online (optionally with a message)."""
+    return await sessions.presence(ctx.session, ctx.onboarding, ctx.body)
+
+
+@router.get("/api/agent/onboard/{slug}/setup", auth=BEARER, response=s.SetupGuide)
+async def onboard_setup_guide(ctx: RequestContext) -> s.SetupGuide:
+    """What to propose and where: the owner's request, your current draft, the fields."""
+    return await sessions.guide(ctx.session, ctx.onboarding)
+
+
+@router.post("/api/agent/onboard/{slug}/setup", auth=BEARER, body=s.AgentSetupSave, response=s.SessionEnvelope)
+async def onboard_setup_save(ctx: RequestContext) -> s.SessionEnvelope:
+    """Save your proposal (only the fields sent change); your owner sees it at once."""
+    return await sessions.save_setup(ctx.session, ctx.onboarding, ctx.body)
+
+
+@router.post("/api/agent/onboard/{slug}/claim", auth=S, body=s.ClaimBody, response=s.ClaimedKey)
+async def onboard_claim(ctx: RequestContext) -> s.ClaimedKey:
+    """Mint a read-only key through your session (its token in the body): for agentId, or for the agent
+    the session activated."""
+    return await sessions.claim(ctx.session, ctx.user.user_id, ctx.params["slug"], ctx.body)
+
+
+# --- registration drafts ---------------------------------------------------------------------------
+
+
+@router.post("/api/agent/register/start", auth=P, status=410, rate_limit=PUBLIC)
+async def register_start(ctx: RequestContext) -> NoReturn:
+    """Always 410 public_registration_unavailable: register a manifest instead
+    (POST /api/agent/register/manifest), or have an owner mint an onboarding session."""
+    drafts.start()
+
+
+@router.post("/api/agent/register/manifest", auth=P, body=s.ManifestBody, response=s.RegistrationStarted,
+             status=201, rate_limit=PUBLIC)
+async def register_manifest(ctx: RequestContext) -> s.RegistrationStarted:
+    """Register a manifest as a draft: its slug and bearer token (seven days, shown once). A signed-in
+    owner claims and activates it before the agent gets credentials."""
+    return await drafts.create(ctx.session, ctx.core.settings, ctx.body)
+
+
+@router.post("/api/agent/register/{slug}/presence", auth=P, body=s.PresenceBody, body_optional=True,
+             response=s.DraftPresenceAck, rate_limit=PUBLIC)
+async def register_presence(ctx: RequestContext) -> s.DraftPresenceAck:
+    """Report presence on your draft (Authorization: Bearer <draft token>)."""
+    return await drafts.presence(ctx.session, ctx.params["slug"], _bearer(ctx), ctx.body)
+
+
+@router.get("/api/agent/register/{slug}/setup", auth=P, response=s.SetupGuide, rate_limit=PUBLIC)
+async def register_setup_guide(ctx: RequestContext) -> s.SetupGuide:
+    """What to propose for your draft (Authorization: Bearer <draft token>)."""
+    return await drafts.guide(ctx.session, ctx.params["slug"], _bearer(ctx))
+
+
+@router.post("/api/agent/register/{slug}/setup", auth=P, body=s.AgentSetupSave, response=s.DraftEnvelope,
+             rate_limit=PUBLIC)
+async def register_setup_save(ctx: RequestContext) -> s.DraftEnvelope:
+    """Save your draft's proposal (Authorization: Bearer <draft token>); owners see it once they claim it."""
+    return await drafts.save_setup(ctx.session, ctx.params["slug"], _bearer(ctx), ctx.body)
+
+
+@router.get("/api/agent/register/{slug}/status", auth=P, response=s.DraftStatusView, rate_limit=PUBLIC)
+async def register_status(ctx: RequestContext) -> s.DraftStatusView:
+    """Your draft's status (Authorization: Bearer <draft token>); the runtime kit stays null until a
+    signed-in owner has claimed and activated it."""
+    return await drafts.status(ctx.session, ctx.core.settings, ctx.params["slug"], _bearer(ctx))
+
+
+@router.post("/api/agent/register/{slug}/claim", auth=S, body=s.ClaimBody, response=s.DraftEnvelope)
+async def register_claim(ctx: RequestContext) -> s.DraftEnvelope:
+    """Claim an agent's draft with its token; it stays under review: nothing is listed, no credentials."""
+    return await drafts.claim(ctx.session, ctx.user.user_id, ctx.params["slug"], ctx.body)
+
+
+@router.post("/api/agent/register/{slug}/activate", auth=S, body=s.DraftActivationBody,
+             response=s.DraftActivated, status=201)
+async def register_activate(ctx: RequestContext) -> s.DraftActivated:
+    """Activate a draft you claimed (its token in the body): creates the agent with the policy, returns its
+    key (shown once), the runtime kit and a single-use install command."""
+    return await drafts.activate(ctx.session, ctx.core.settings, ctx.user.user_id, ctx.params["slug"], ctx.body)
