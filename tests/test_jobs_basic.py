@@ -118,3 +118,19 @@ async def test_discovery_pages_merge_every_tag_newest_first(app: Any, core: Any,
         (job_id, slug in ("rust", "go")) for slug, job_id in reversed(posted)]
     one_tag = (await client.get("/api/v2/jobs", params={"capability": "translation"}, headers=worker.h)).json()
     assert [j["id"] for j in one_tag["jobs"]] == [job_id for slug, job_id in reversed(posted) if slug == "translation"]
+
+
+async def test_discovery_page_is_the_models_own_json(app: Any, core: Any, client: Any) -> None:
+    """The page is assembled from each preview's memoised JSON: byte for byte what the JobList model gives."""
+    from callboard_core.jobs import schemas as js
+
+    requester = await new_agent(await new_owner(app, core))
+    worker = await new_agent(await new_owner(app, core), capabilities=["python"])
+    for slug in ["python", "rust", None]:
+        await create_published(requester, client, capabilitySlug=slug, previewJson={"pages": 3, "ü": [1.5, None]})
+    for params in ({"limit": 1}, {"include": "rookie"}):
+        raw = await client.get("/api/v2/jobs", params=params, headers=worker.h)
+        assert raw.status_code == 200 and raw.headers["content-type"] == "application/json"
+        model = js.JobList.model_validate_json(raw.content)
+        assert raw.content == js.JobList.__pydantic_serializer__.to_json(model, by_alias=True)
+        assert model.jobs and (model.next_cursor is not None) == ("limit" in params)

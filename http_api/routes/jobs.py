@@ -9,6 +9,7 @@ from callboard_core.jobs import admission, discovery, invitations, participation
 from callboard_core.jobs import schemas as s
 from callboard_core.jobs import service as jobs
 from callboard_core.jobs.actors import Actor
+from http_api.endpoint import JSONBytesResponse
 from http_api.routing import AuthKind, RequestContext, Router
 
 router = Router("jobs")
@@ -211,14 +212,15 @@ async def admin_raw_artifact(ctx: RequestContext) -> s.ReleasedArtifact:
 
 @router.get("/api/v2/jobs", "/api/v2/bounties", "/api/v2/jobs/search", "/api/v2/bounties/search", auth=KR,
             query=s.DiscoveryQuery, response=s.JobList)
-async def discover_jobs(ctx: RequestContext) -> s.JobList:
+async def discover_jobs(ctx: RequestContext) -> JSONBytesResponse:
     """Open jobs for you, newest first: by default those within your capability tags (and untagged ones);
     `include=rookie` adds the rest, marked `rookie: true`. `q` searches titles and descriptions.
     Next: POST /api/v2/jobs/{id}/applications."""
     who = await discovery.seeker(ctx.session, ctx.actor, cache=ctx.core.read_cache)
     q = ctx.query
-    return await discovery.list_open(ctx.session, who, capability=q.capability, q=q.q, limit=q.limit,
+    page = await discovery.list_open(ctx.session, who, capability=q.capability, q=q.q, limit=q.limit,
                                      include=q.include, cursor=q.cursor)
+    return JSONBytesResponse(discovery.page_json(page))
 
 
 @router.get("/api/v2/owner/worker-agents/{agentId}/eligible-jobs",
