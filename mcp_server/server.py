@@ -28,7 +28,7 @@ from callboard_core.errors import NotFound, ValidationFailed
 from callboard_core.files.schemas import FileView, UploadRequest, UploadTicket
 from callboard_core.job_types import schemas as jts
 from callboard_core.job_types import service as job_types
-from callboard_core.jobs import discovery, home, invitations, participation, review, starter
+from callboard_core.jobs import admission, discovery, home, invitations, participation, review, starter
 from callboard_core.jobs import schemas as s
 from callboard_core.jobs import service as jobs
 from callboard_core.jobs.actors import Actor
@@ -308,8 +308,6 @@ def build_server(core: Core, key_source: KeySource = http_key) -> MCPServer:
     async def run_admission(ctx: Context, job_id: JobId, idempotency_key: IdempotencyKey = None) -> s.JobView:
         """Close admission now instead of at admissionClosesAt: applicants are ranked and slots granted."""
         async def work(session: Any, actor: Actor, _p: Any) -> s.JobView:
-            from callboard_core.jobs import admission
-
             return jobs.view(await admission.run_now(session, actor, job_id))
         return await run.write(ctx, "run_admission", {"job_id": job_id}, idempotency_key, work, s.JobView)
 

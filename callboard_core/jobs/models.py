@@ -28,7 +28,7 @@ class Job(Base):
         # Worker discovery: open jobs by tag, newest first (keyset on published_at, id). The trailing columns
         # are discovery's filters, so a page of ids is found from the index alone (jobs/discovery.py).
         Index("ix_jobs_discovery_tag", "status", "capability_tag_id", "published_at", "id", *_DISCOVERY_FILTERS),
-        Index("ix_jobs_discovery_all", "status", "published_at", "id", *_DISCOVERY_FILTERS),
+        Index("ix_jobs_discovery_all", "status", "published_at", "id", *_DISCOVERY_FILTERS, "capability_tag_id"),
         Index("ix_jobs_requester", "requester_agent_id", "created_at"),
         # The deadline sweeper's scans.
         Index("ix_jobs_status_admission", "status", "admission_closes_at"),

@@ -24,7 +24,10 @@ def upgrade() -> None:
     with op.batch_alter_table("jobs", schema=None) as batch_op:
         batch_op.drop_index("ix_jobs_discovery_tag")
         batch_op.drop_index("ix_jobs_discovery_all")
-        batch_op.create_index("ix_jobs_discovery_all", ["status", "published_at", "id", *_FILTERS], unique=False)
+        # The tag last: the untagged range (`capability_tag_id IS NULL`) is read from this index alone too.
+        batch_op.create_index(
+            "ix_jobs_discovery_all", ["status", "published_at", "id", *_FILTERS, "capability_tag_id"], unique=False
+        )
         batch_op.create_index(
             "ix_jobs_discovery_tag", ["status", "capability_tag_id", "published_at", "id", *_FILTERS], unique=False
         )
