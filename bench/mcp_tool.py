@@ -48,8 +48,7 @@ async def measure(url: str, key: str, calls: int, rounds: int) -> dict[str, list
     import httpx
     import mcp_types as types
     from mcp.client.client import Client
-    from mcp.client.streamable_http import streamable_http_client
-    from mcp.shared._httpx_utils import create_mcp_http_client
+    from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
 
     out: dict[str, list[list[float]]] = {"rest": [], "mcp": [], "mcp client": []}
     http_mcp = create_mcp_http_client(headers={"X-API-Key": key})

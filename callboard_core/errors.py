@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from pydantic import ValidationError
+from pydantic.alias_generators import to_camel
+
 
 class CallboardError(Exception):
     """Base class: every domain error has a stable machine-readable code and a human message."""
@@ -83,3 +86,24 @@ class PaymentNotReady(CallboardError):
 
 def field_error(field: str, message: str, code: str = "invalid") -> ValidationFailed:
     return ValidationFailed(message, errors=[{"field": field, "code": code, "message": message}])
+
+
+def from_pydantic(exc: ValidationError, *, location: str = "body") -> ValidationFailed:
+    """A pydantic ValidationError as the core's ValidationFailed, one entry per field (every front end)."""
+    errors = []
+    for err in exc.errors(include_url=False, include_context=False, include_input=False):
+        loc = [str(p) for p in err["loc"]]
+        errors.append({"field": ".".join(loc) or location, "in": location, "code": err["type"], "message": err["msg"]})
+    fields = ", ".join(sorted({x["field"] for x in errors}))[:300]
+    verb = "are" if location.endswith("s") else "is"  # "the body is", "the arguments are"
+    return ValidationFailed(f"The {location} {verb} not valid: {fields}.", errors=errors)
+
+
+def wire_details(exc: CallboardError) -> dict[str, Any]:
+    """The error's details as every front end shows them: named in Python (snake_case) in the core,
+    camelCase on the wire like every body; per-field `errors` for a ValidationFailed."""
+    details: dict[str, Any] = {to_camel(k) if "_" in k else k: v for k, v in exc.details.items()}
+    if isinstance(exc, ValidationFailed):
+        details["errors"] = exc.errors
+    return details
+

@@ -39,7 +39,7 @@ def scope_header(request: Request, name: bytes) -> str | None:
     return None
 
 
-def _bearer(request: Request) -> str | None:
+def bearer_token(request: Request) -> str | None:
     header = request.headers.get("authorization", "")
     scheme, _, value = header.partition(" ")
     return value.strip() if scheme.lower() == "bearer" and value.strip() else None
@@ -106,7 +106,7 @@ async def user_session(request: Request, session: AsyncSession, core: Core) -> U
 
 
 async def onboarding_token(request: Request, session: AsyncSession) -> OnboardingPrincipal:
-    token = _bearer(request)
+    token = bearer_token(request)
     if not token:
         raise Unauthenticated("Send the onboarding token as 'Authorization: Bearer <token>'.",
                               code="missing_onboarding_token")
@@ -114,7 +114,7 @@ async def onboarding_token(request: Request, session: AsyncSession) -> Onboardin
 
 
 def machine_token(request: Request, core: Core) -> MachinePrincipal:
-    token = _bearer(request)
+    token = bearer_token(request)
     expected = core.settings.machine_token
     if not token:
         raise Unauthenticated("Send the machine token as 'Authorization: Bearer <token>'.",

@@ -19,11 +19,10 @@ from starlette.types import Receive, Scope, Send
 from callboard_core.api_keys import service as api_keys
 from callboard_core.container import Core
 from callboard_core.db.readcache import ReadCache
-from callboard_core.errors import BadRequest, NotFound, Unauthenticated, ValidationFailed
+from callboard_core.errors import BadRequest, NotFound, Unauthenticated, ValidationFailed, from_pydantic
 from callboard_core.idempotency import service as idempotency
 from callboard_core.principals import KeyPrincipal, Principal, UserPrincipal
 from http_api import auth
-from http_api.errors import from_pydantic
 from http_api.routing import SAFE_METHODS, AuthKind, RequestContext, RouteDef
 
 _background: set[asyncio.Task[None]] = set()
@@ -33,11 +32,6 @@ MAX_PATH_PARAM = 256
 # JSON nested deeper than this is refused: no body needs it, and the JSON encoders that store it recurse.
 MAX_JSON_DEPTH = 64
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
-
-
-def client_ip(request: Request) -> str:
-    client = request.scope.get("client")
-    return client[0] if client else "unknown"
 
 
 def _json_default(value: Any) -> Any:
@@ -200,12 +194,6 @@ def check_json(data: Any) -> None:
         elif isinstance(value, list):
             stack.extend((item, f"{path}.{index}" if path else str(index), depth + 1)
                          for index, item in enumerate(value))
-
-
-def check_path_params(request: Request) -> None:
-    """A path parameter that cannot name anything (over-long, control characters such as NUL, which
-    PostgreSQL refuses in text) is a 404 before any credential or row lookup uses it."""
-    _check_params(request.path_params)
 
 
 def _check_params(params: dict[str, Any]) -> None:

@@ -6,8 +6,6 @@ import logging
 from typing import Any
 
 import orjson
-from pydantic import ValidationError
-from pydantic.alias_generators import to_camel
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
@@ -57,24 +55,10 @@ def problem(status: int, code: str, message: str, request_id: str, extra: dict[s
 
 
 def render_error(exc: e.CallboardError, request_id: str) -> Response:
-    status = status_for(exc)
-    # Details are named in Python (snake_case) in the core and camelCase on the wire, like every body.
-    extra: dict[str, Any] = {to_camel(k) if "_" in k else k: v for k, v in exc.details.items()}
-    if isinstance(exc, e.ValidationFailed):
-        extra["errors"] = exc.errors
-    response = problem(status, exc.code, exc.message, request_id, extra)
+    response = problem(status_for(exc), exc.code, exc.message, request_id, e.wire_details(exc))
     if isinstance(exc, e.RateLimited):
         response.headers["Retry-After"] = str(exc.retry_after)
     return response
-
-
-def from_pydantic(exc: ValidationError, *, location: str = "body") -> e.ValidationFailed:
-    errors = []
-    for err in exc.errors(include_url=False, include_context=False, include_input=False):
-        loc = [str(p) for p in err["loc"]]
-        errors.append({"field": ".".join(loc) or location, "in": location, "code": err["type"], "message": err["msg"]})
-    fields = ", ".join(sorted({x["field"] for x in errors}))[:300]
-    return e.ValidationFailed(f"The {location} is not valid: {fields}.", errors=errors)
 
 
 def request_id_of(request: Request) -> str:

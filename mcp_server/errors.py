@@ -11,7 +11,6 @@ from typing import Any, ParamSpec, TypeVar
 import orjson
 from mcp_types import CallToolResult, TextContent
 from pydantic import ValidationError
-from pydantic.alias_generators import to_camel
 
 from callboard_core import errors as e
 
@@ -21,18 +20,9 @@ T = TypeVar("T")
 
 def error_body(exc: e.CallboardError, request_id: str) -> dict[str, Any]:
     body: dict[str, Any] = {"code": exc.code, "message": exc.message, "requestId": request_id}
-    body.update({(to_camel(k) if "_" in k else k): v for k, v in exc.details.items() if k not in body})
-    if isinstance(exc, e.ValidationFailed):
-        body["errors"] = exc.errors
+    # Details never overwrite the contract's own fields, as over HTTP.
+    body.update({k: v for k, v in e.wire_details(exc).items() if k not in body})
     return body
-
-
-def from_pydantic(exc: ValidationError) -> e.ValidationFailed:
-    errors = [{"field": ".".join(str(p) for p in err["loc"]) or "arguments", "in": "arguments", "code": err["type"],
-               "message": err["msg"]}
-              for err in exc.errors(include_url=False, include_context=False, include_input=False)]
-    return e.ValidationFailed("The arguments are not valid: " + ", ".join(sorted({x["field"] for x in errors})) + ".",
-                              errors=errors)
 
 
 def tool_error(exc: e.CallboardError) -> CallToolResult:
@@ -52,6 +42,6 @@ def domain_errors(fn: Callable[P, Awaitable[T]]) -> Callable[P, Awaitable[T]]:
         except e.CallboardError as exc:
             return tool_error(exc)  # type: ignore[return-value]  # the SDK passes a CallToolResult through
         except ValidationError as exc:
-            return tool_error(from_pydantic(exc))  # type: ignore[return-value]
+            return tool_error(e.from_pydantic(exc, location="arguments"))  # type: ignore[return-value]
 
     return wrapper

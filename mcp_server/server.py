@@ -17,6 +17,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import CallToolResult, InputRequiredResult
 from pydantic import Field, ValidationError
 
+from callboard_core import errors
 from callboard_core.agent_notifications import schemas as ns
 from callboard_core.agent_notifications import service as notifications
 from callboard_core.agents import schemas as agent_schemas
@@ -32,7 +33,7 @@ from callboard_core.jobs import admission, discovery, home, invitations, partici
 from callboard_core.jobs import schemas as s
 from callboard_core.jobs import service as jobs
 from callboard_core.jobs.actors import Actor
-from mcp_server.errors import domain_errors, from_pydantic, tool_error
+from mcp_server.errors import domain_errors, tool_error
 from mcp_server.runner import KeySource, Runner, http_key
 
 INSTRUCTIONS = """callboard is a marketplace where software agents hire other software agents.
@@ -59,7 +60,7 @@ class CallboardMCP(MCPServer):
             return await super().call_tool(name, arguments, context)
         except ToolError as exc:
             if isinstance(exc.__cause__, ValidationError):
-                return tool_error(from_pydantic(exc.__cause__))
+                return tool_error(errors.from_pydantic(exc.__cause__, location="arguments"))
             raise
 
 
@@ -300,16 +301,14 @@ def build_server(core: Core, key_source: KeySource = http_key) -> MCPServer:
     async def publish_job(ctx: Context, job_id: JobId, idempotency_key: IdempotencyKey = None) -> s.JobView:
         """Publish a draft: admission opens; workers can apply until admissionClosesAt."""
         return await run.write(ctx, "publish_job", {"job_id": job_id}, idempotency_key,
-                               lambda session, actor, _p: jobs.publish(
-                                   session, actor, job_id, review.input_verifier(session, core.blobs)), s.JobView)
+                               lambda session, actor, _p: jobs.publish(session, core.blobs, actor, job_id), s.JobView)
 
     @mcp.tool(structured_output=True)
     @domain_errors
     async def run_admission(ctx: Context, job_id: JobId, idempotency_key: IdempotencyKey = None) -> s.JobView:
         """Close admission now instead of at admissionClosesAt: applicants are ranked and slots granted."""
-        async def work(session: Any, actor: Actor, _p: Any) -> s.JobView:
-            return jobs.view(await admission.run_now(session, actor, job_id))
-        return await run.write(ctx, "run_admission", {"job_id": job_id}, idempotency_key, work, s.JobView)
+        return await run.write(ctx, "run_admission", {"job_id": job_id}, idempotency_key,
+                               lambda session, actor, _p: admission.run_now(session, actor, job_id), s.JobView)
 
     @mcp.tool(structured_output=True)
     @domain_errors

@@ -16,10 +16,9 @@ from typing import Any
 
 import mcp_types as types
 from mcp.client.client import Client
-from mcp.client.streamable_http import streamable_http_client
+from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
 from mcp.server.lowlevel.server import Server
 from mcp.server.stdio import stdio_server
-from mcp.shared._httpx_utils import create_mcp_http_client
 
 from mcp_server.server import INSTRUCTIONS
 

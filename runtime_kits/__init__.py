@@ -24,13 +24,14 @@ import tomllib
 from collections.abc import Callable
 from importlib import resources
 from string import Template
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pydantic import Field
 
 from callboard_core.schemas import ApiModel
 
-RUNTIME_TARGETS = ("GENERIC_HTTP", "MCP", "CODING_RUNTIME_1", "CODING_RUNTIME_2", "CODING_RUNTIME_3")
+RuntimeTarget = Literal["GENERIC_HTTP", "MCP", "CODING_RUNTIME_1", "CODING_RUNTIME_2", "CODING_RUNTIME_3"]
+RUNTIME_TARGETS: tuple[str, ...] = get_args(RuntimeTarget)
 KEY_PLACEHOLDER = "${CALLBOARD_API_KEY}"
 
 

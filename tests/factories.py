@@ -606,8 +606,7 @@ async def draft_job(w: World, requester: str, **overrides: Any) -> str:
 
 async def publish_job(w: World, requester: str, job_id: str) -> str:
     async with w.core.uow() as uow:
-        verify = review.input_verifier(uow.session, w.core.blobs)
-        return (await jobs.publish(uow.session, JobActor.agent(requester), job_id, verify)).status
+        return (await jobs.publish(uow.session, w.core.blobs, JobActor.agent(requester), job_id)).status
 
 
 async def open_job(w: World, requester: str, **overrides: Any) -> str:

@@ -16,8 +16,7 @@ import uvicorn
 from mcp.client.client import Client
 from mcp.client.sse import sse_client
 from mcp.client.stdio import StdioServerParameters
-from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._httpx_utils import create_mcp_http_client
+from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
 
 from callboard_core.container import Core
 from http_api.app import create_app

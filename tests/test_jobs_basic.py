@@ -50,7 +50,7 @@ async def test_post_apply_admit_ack_submit_award(app: Any, core: Any, client: An
     assert status.json()["status"] == "AWARDED"
     events = (await client.get(f"/api/v2/jobs/{job['id']}/events", headers=requester.h)).json()["events"]
     assert [e["kind"] for e in events][:3] == ["created", "published", "application_received"]
-    assert await travel(core, hours=1)  # the sweeper finds nothing left to move
+    assert not any((await travel(core, hours=1)).values())  # the sweeper finds nothing left to move
 
 
 async def test_search_finds_by_text_on_both_namings(app: Any, core: Any, client: Any) -> None:

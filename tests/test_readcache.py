@@ -146,7 +146,7 @@ async def test_postgresql_cache_goes_off_while_the_feed_is_down(client, core):
     conn = await asyncpg.connect(asyncpg_dsn(core.settings.database_url))
     try:
         await conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                           "WHERE pid <> pg_backend_pid() AND query LIKE 'LISTEN%'")
+                           "WHERE pid <> pg_backend_pid() AND datname = current_database() AND query LIKE 'LISTEN%'")
     finally:
         await conn.close()
     for _ in range(500):

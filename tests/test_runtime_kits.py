@@ -288,13 +288,16 @@ class Exchange:
             kit = render_kit("MCP", base_url=BASE, **AGENT)
             return JSONResponse(self.body(kit.model_dump(by_alias=True, mode="json")))
         target = token.removeprefix("tok-").rsplit("-", 1)[0]
-        if target not in RUNTIME_TARGETS or token in self.used:
+        # The real route's refusals (callboard_core/onboarding/activation.py: exchange).
+        if token in self.used:
             return JSONResponse(
-                {
-                    "code": "install_token_invalid",
-                    "message": "The install token is not valid, was used already or has expired.",
-                    "requestId": "req_test",
-                },
+                {"code": "install_token_used", "message": "This install token was used already.",
+                 "requestId": "req_test"},
+                status_code=410,
+            )
+        if target not in RUNTIME_TARGETS:
+            return JSONResponse(
+                {"code": "install_token_not_found", "message": "No such install token.", "requestId": "req_test"},
                 status_code=404,
             )
         self.used.add(token)
@@ -345,15 +348,15 @@ def test_install_writes_the_kit_with_the_real_key(server_url, tmp_path):
     assert (root / ".env").read_text() == f"CALLBOARD_URL={server_url}\nCALLBOARD_API_KEY={KEY}\n"
     assert mode(root / ".env") == 0o600 and mode(root / ".mcp.json") == 0o600
     # the token is single use: the second exchange is refused, with the server's code
-    with pytest.raises(KitInstallError, match="install_token_invalid") as err:
+    with pytest.raises(KitInstallError, match="install_token_used") as err:
         install(server_url, "tok-CODING_RUNTIME_1-1", tmp_path / "again")
-    assert "HTTP 404" in str(err.value) and "req_test" in str(err.value)
+    assert "HTTP 410" in str(err.value) and "req_test" in str(err.value)
 
 
 @pytest.mark.parametrize(
     ("token", "message"),
     [
-        ("cbi_unknown", r"HTTP 404\) install_token_invalid: The install token is not valid"),
+        ("cbi_unknown", r"HTTP 404\) install_token_not_found: No such install token"),
         ("tok-html", "answered HTTP 502: <html>Bad gateway"),
         ("tok-broken", "invalid kit"),
         ("tok-placeholder", "without an API key"),
@@ -397,5 +400,5 @@ def test_cli_kit_install_fails_with_the_server_code(server_url, tmp_path, capsys
         main(["kit", "install", "--url", server_url, "--token", "cbi_unknown", "--dir", str(tmp_path)])
     assert exit_.value.code == 1
     err = capsys.readouterr().err
-    assert "callboard kit install:" in err and "install_token_invalid" in err
+    assert "callboard kit install:" in err and "install_token_not_found" in err
     assert list(tmp_path.iterdir()) == []

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 import threading
 
 import pytest
@@ -46,9 +47,8 @@ async def test_errors_are_sqlite3_errors(tmp_path):
     conn = await sqlite_driver.connector(str(tmp_path / "e.db"), timeout=5, inline=True)()
     try:
         async with conn.cursor() as cur:
-            with pytest.raises(Exception) as raised:
+            with pytest.raises(sqlite3.OperationalError, match="no such table"):
                 await cur.execute("SELECT * FROM missing")
-        assert "no such table" in str(raised.value)
     finally:
         await conn.close()
 

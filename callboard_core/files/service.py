@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from typing import Any
 
 from sqlalchemy import select, update
@@ -142,16 +142,6 @@ async def list_for_job(session: AsyncSession, job_id: str, *, kind: FileKind | s
     return list(rows.scalars())
 
 
-async def list_for_slot(session: AsyncSession, slot_id: str) -> list[StoredFile]:
-    """A slot's uploads, oldest first, deleted ones left out."""
-    rows = await session.execute(
-        select(StoredFile).where(StoredFile.slot_id == slot_id, StoredFile.kind == FileKind.SLOT_UPLOAD,
-                                 StoredFile.status != FileStatus.DELETED)
-        .order_by(StoredFile.created_at, StoredFile.id)
-    )
-    return list(rows.scalars())
-
-
 # --- verification ----------------------------------------------------------------------------------
 
 def _facts(file: StoredFile) -> dict[str, Any]:
@@ -263,11 +253,6 @@ def download(blobs: BlobStore, file: StoredFile) -> s.FileView:
         raise Conflict(f"File {file.id} ({file.filename}) has not been verified yet.", code="file_not_verified",
                        fileStatus=file.status, **_facts(file))
     return view(file, blobs.presign_get(file.storage_key, filename=file.filename, content_type=file.mime_type))
-
-
-def downloads(blobs: BlobStore, files: Sequence[StoredFile]) -> list[s.FileView]:
-    """`download` for each verified file of a list (pending and deleted ones are left out)."""
-    return [download(blobs, f) for f in files if f.status == FileStatus.VERIFIED]
 
 
 async def delete(session: AsyncSession, blobs: BlobStore, file: StoredFile) -> None:

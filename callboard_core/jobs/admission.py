@@ -21,9 +21,10 @@ from callboard_core import clock
 from callboard_core.agent_notifications import service as notifications
 from callboard_core.ids import new_id
 from callboard_core.jobs import events
+from callboard_core.jobs import schemas as s
 from callboard_core.jobs.actors import SYSTEM, Actor
 from callboard_core.jobs.models import Job, JobApplication, JobInvitation, ParticipationSlot
-from callboard_core.jobs.service import lock, move, requester_job
+from callboard_core.jobs.service import lock, move, requester_job, view
 from callboard_core.jobs.states import ApplicationStatus, InvitationStatus, JobStatus, SlotStatus
 
 # How long an admitted worker has to acknowledge its slot (capped by the latest submission deadline).
@@ -144,9 +145,9 @@ async def close_admission(session: AsyncSession, job: Job, actor: Actor | None =
     return job
 
 
-async def run_now(session: AsyncSession, actor: Actor, job_id: str) -> Job:
+async def run_now(session: AsyncSession, actor: Actor, job_id: str) -> s.JobView:
     """The requester closes admission early (POST admission/run)."""
-    return await close_admission(session, await requester_job(session, actor, job_id, for_update=True), actor)
+    return view(await close_admission(session, await requester_job(session, actor, job_id, for_update=True), actor))
 
 
 async def reoffer(session: AsyncSession, job: Job) -> int:

@@ -63,15 +63,6 @@ async def delete_input_file(session: AsyncSession, blobs: BlobStore, actor: Acto
     return input_file_list(blobs, await files.list_for_job(session, job.id))
 
 
-def input_verifier(session: AsyncSession, blobs: BlobStore) -> Any:
-    """What publish calls: re-hash every staged input file (a missing or changed file fails the publish)."""
-
-    async def verify(job: Job) -> None:
-        await files.verify_all(session, blobs, await files.list_for_job(session, job.id))
-
-    return verify
-
-
 # --- clarifications and events -------------------------------------------------------------------
 
 

@@ -14,8 +14,10 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from callboard_core import clock
 from callboard_core.agents.models import Agent
+from callboard_core.blobs import BlobStore
 from callboard_core.capabilities.models import CapabilityTag, TaxonomyStatus
 from callboard_core.errors import Conflict, NotFound, PaymentNotReady, ValidationFailed
+from callboard_core.files import service as files
 from callboard_core.job_types import service as job_types
 from callboard_core.jobs import events
 from callboard_core.jobs import schemas as s
@@ -252,7 +254,7 @@ async def update_draft(session: AsyncSession, actor: Actor, job_id: str, body: s
     return view(job)
 
 
-async def publish(session: AsyncSession, actor: Actor, job_id: str, verify_inputs: Any) -> s.JobView:
+async def publish(session: AsyncSession, blobs: BlobStore, actor: Actor, job_id: str) -> s.JobView:
     """DRAFT to ADMISSION_OPEN (or PENDING_ACCEPTANCE for a Direct Hire). Input files are re-hashed now."""
     job = await requester_job(session, actor, job_id, for_update=True)
     check_job("publish", job.status, JobStatus.ADMISSION_OPEN, job_id=job.id)
@@ -267,7 +269,7 @@ async def publish(session: AsyncSession, actor: Actor, job_id: str, verify_input
             "Publish it with rewardAmountCents 0, or keep it as a draft.",
             requirements=["CARD_ON_FILE"], reward_amount_cents=job.reward_amount_cents,
         )
-    await verify_inputs(job)
+    await files.verify_all(session, blobs, await files.list_for_job(session, job.id))
     if job.direct_hire_worker_agent_id:
         worker = await session.get(Agent, job.direct_hire_worker_agent_id)
         if worker is None or worker.deleted_at is not None:

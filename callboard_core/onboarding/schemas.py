@@ -11,14 +11,13 @@ from pydantic import AfterValidator, Field, StringConstraints
 from callboard_core.agents.schemas import CapabilityList, Handle, Name
 from callboard_core.api_keys.schemas import ApiKeyInfo
 from callboard_core.schemas import ApiModel, JsonObject, Url
-from runtime_kits import RuntimeKit
+from runtime_kits import RuntimeKit, RuntimeTarget
 
 MintRole = Literal["BUYER", "SELLER", "BOTH"]
 SetupRole = Literal["UNDECIDED", "BUYER", "SELLER", "BOTH"]
 SellerAutonomy = Literal["OWNER_APPROVAL", "AUTO_ACCEPT_WITHIN_POLICY"]
 ActivationMode = Literal["SAFE_DEFAULTS", "ADVANCED"]
 # runtime_kits.RUNTIME_TARGETS; tests/test_onboarding.py checks the two agree.
-RuntimeTarget = Literal["GENERIC_HTTP", "MCP", "CODING_RUNTIME_1", "CODING_RUNTIME_2", "CODING_RUNTIME_3"]
 SessionStatusName = Literal["PENDING", "IN_PROGRESS", "ACTIVATED", "DISMISSED"]
 DraftStatusName = Literal["DRAFT", "CLAIMED", "ACTIVATED"]
 SourceName = Literal["onboarding_session", "registration_draft"]

@@ -61,7 +61,7 @@ async def publish_job(ctx: RequestContext) -> s.JobView:
     """Publish a draft: ADMISSION_OPEN (a Direct Hire: PENDING_ACCEPTANCE). Staged input files are re-hashed
     now; a missing or changed file fails the publish (409 `file_missing` / `file_mismatch`). A reward above
     zero is refused with 409 `payment_not_ready` until paid jobs are available."""
-    return await jobs.publish(ctx.session, ctx.actor, ctx.params["id"], review.input_verifier(ctx.session, ctx.core.blobs))
+    return await jobs.publish(ctx.session, ctx.core.blobs, ctx.actor, ctx.params["id"])
 
 
 @router.post("/api/v2/jobs/{id}/admission/run", "/api/v2/bounties/{id}/admission/run", auth=KW, response=s.JobView)
@@ -70,7 +70,7 @@ async def publish_job(ctx: RequestContext) -> s.JobView:
 async def run_admission(ctx: RequestContext) -> s.JobView:
     """Close admission now and admit: tagged applicants before rookies, then capability reputation, then
     application time. Admitted workers get GRANTED slots to acknowledge within the hour."""
-    return jobs.view(await admission.run_now(ctx.session, ctx.actor, ctx.params["id"]))
+    return await admission.run_now(ctx.session, ctx.actor, ctx.params["id"])
 
 
 @router.post("/api/v2/jobs/{id}/cancel-direct-hire", auth=KW, response=s.JobView)

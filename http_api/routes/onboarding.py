@@ -8,16 +8,11 @@ from typing import NoReturn
 from callboard_core.onboarding import activation, drafts, sessions
 from callboard_core.onboarding import schemas as s
 from callboard_core.ratelimit import PUBLIC
+from http_api.auth import bearer_token
 from http_api.routing import AuthKind, RequestContext, Router
 
 router = Router("onboarding")
 S, P, BEARER = AuthKind.SESSION, AuthKind.PUBLIC, AuthKind.ONBOARDING
-
-
-def _bearer(ctx: RequestContext) -> str | None:
-    """The draft token on the public draft routes (they need no account, but the draft's token)."""
-    scheme, _, value = ctx.request.headers.get("authorization", "").partition(" ")
-    return (value.strip() or None) if scheme.lower() == "bearer" else None
 
 
 # --- onboarding sessions: the owner ----------------------------------------------------------------
@@ -130,27 +125,27 @@ async def register_manifest(ctx: RequestContext) -> s.RegistrationStarted:
              response=s.DraftPresenceAck, rate_limit=PUBLIC)
 async def register_presence(ctx: RequestContext) -> s.DraftPresenceAck:
     """Report presence on your draft (Authorization: Bearer <draft token>)."""
-    return await drafts.presence(ctx.session, ctx.params["slug"], _bearer(ctx), ctx.body)
+    return await drafts.presence(ctx.session, ctx.params["slug"], bearer_token(ctx.request), ctx.body)
 
 
 @router.get("/api/agent/register/{slug}/setup", auth=P, response=s.SetupGuide, rate_limit=PUBLIC)
 async def register_setup_guide(ctx: RequestContext) -> s.SetupGuide:
     """What to propose for your draft (Authorization: Bearer <draft token>)."""
-    return await drafts.guide(ctx.session, ctx.params["slug"], _bearer(ctx))
+    return await drafts.guide(ctx.session, ctx.params["slug"], bearer_token(ctx.request))
 
 
 @router.post("/api/agent/register/{slug}/setup", auth=P, body=s.AgentSetupSave, response=s.DraftEnvelope,
              rate_limit=PUBLIC)
 async def register_setup_save(ctx: RequestContext) -> s.DraftEnvelope:
     """Save your draft's proposal (Authorization: Bearer <draft token>); owners see it once they claim it."""
-    return await drafts.save_setup(ctx.session, ctx.params["slug"], _bearer(ctx), ctx.body)
+    return await drafts.save_setup(ctx.session, ctx.params["slug"], bearer_token(ctx.request), ctx.body)
 
 
 @router.get("/api/agent/register/{slug}/status", auth=P, response=s.DraftStatusView, rate_limit=PUBLIC)
 async def register_status(ctx: RequestContext) -> s.DraftStatusView:
     """Your draft's status (Authorization: Bearer <draft token>); the runtime kit stays null until a
     signed-in owner has claimed and activated it."""
-    return await drafts.status(ctx.session, ctx.core.settings, ctx.params["slug"], _bearer(ctx))
+    return await drafts.status(ctx.session, ctx.core.settings, ctx.params["slug"], bearer_token(ctx.request))
 
 
 @router.post("/api/agent/register/{slug}/claim", auth=S, body=s.ClaimBody, response=s.DraftEnvelope)
