@@ -42,6 +42,55 @@ async def test_cache_hits_until_any_connection_commits(tmp_path):
     writer.close()
 
 
+async def test_concurrent_misses_share_one_load(tmp_path):
+    """After a commit empties the cache, requests missing the same key together send one load to the
+    database, not one each; a load that fails or is cancelled leaves the others to load for themselves."""
+    path = tmp_path / "c.db"
+    sqlite3.connect(path).execute("PRAGMA journal_mode=WAL").close()
+    cache = ReadCache(f"sqlite+aiosqlite:///{path}")
+    calls: list[str] = []
+    gate = asyncio.Event()
+
+    def loader(name: str, outcome: str = "ok"):
+        async def load() -> str:
+            calls.append(name)
+            await gate.wait()
+            if outcome == "fail":
+                raise LookupError(name)
+            return f"value from {name}"
+        return load
+
+    tasks = [asyncio.create_task(cache.get_or_load("k", loader(f"r{i}"))) for i in range(16)]
+    await asyncio.sleep(0.01)
+    gate.set()
+    assert await asyncio.gather(*tasks) == ["value from r0"] * 16
+    assert calls == ["r0"]
+
+    gate.clear()
+    calls.clear()
+    failing = asyncio.create_task(cache.get_or_load("f", loader("first", "fail")))
+    await asyncio.sleep(0.01)
+    waiting = asyncio.create_task(cache.get_or_load("f", loader("second")))
+    await asyncio.sleep(0.01)
+    gate.set()
+    with pytest.raises(LookupError):
+        await failing
+    assert await waiting == "value from second" and calls == ["first", "second"]
+
+    gate.clear()
+    calls.clear()
+    cancelled = asyncio.create_task(cache.get_or_load("c", loader("first")))
+    await asyncio.sleep(0.01)
+    waiting = asyncio.create_task(cache.get_or_load("c", loader("second")))
+    await asyncio.sleep(0.01)
+    cancelled.cancel()
+    await asyncio.sleep(0.01)
+    assert not waiting.done()  # the first load's cancellation is not the waiter's
+    gate.set()
+    assert await waiting == "value from second" and calls == ["first", "second"]
+    cache.close()
+
+
 async def test_postgresql_cache_is_off_until_it_listens():
     cache = ReadCache("postgresql+asyncpg://u@127.0.0.1/db")  # never started: no change feed
     assert not cache.enabled

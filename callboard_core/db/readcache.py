@@ -17,12 +17,17 @@ for its later lookups, unless this process has committed something since (SQLAlc
 a request still reads its own commits). A commit that finished before the request started is still seen;
 one that lands while the request runs is concurrent with it, as it would be without the cache.
 
+Concurrent misses of one key at one version share a single load (the first caller's); the others wait for
+it and fall back to their own load only if it fails. Without that, one commit (which empties the cache)
+under load sends every in-flight request to the database at once, each holding a pooled connection.
+
 `derived()` keeps one more thing per cached value (its JSON rendering), dropped with the entries. Cached
 values are shared by every request that reads them, so they are never modified.
 """
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 from collections.abc import Awaitable, Callable, Hashable
 from contextvars import ContextVar, Token
@@ -91,6 +96,7 @@ class ReadCache:
         self._entries: dict[Hashable, Any] = {}
         self._values: dict[int, Any] = {}  # id(value) -> value, for the values in _entries
         self._derived: dict[tuple[int, str], tuple[Any, Any]] = {}  # (id(value), kind) -> (value, made)
+        self._flights: dict[Hashable, tuple[Hashable, asyncio.Future[Any]]] = {}  # key -> (version, its load)
         self._max = max_entries
 
     @property
@@ -168,7 +174,21 @@ class ReadCache:
         if not self.enabled:
             return await loader()
         version = self._version
-        value = await loader()
+        flight = self._flights.get(key)
+        if flight is not None and flight[0] == version:
+            shared = await asyncio.shield(flight[1])  # shielded: our cancellation must not cancel theirs
+            return shared if shared is not MISSING else await loader()
+        done: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._flights[key] = (version, done)
+        try:
+            value = await loader()
+        except BaseException:
+            done.set_result(MISSING)  # the waiters load for themselves
+            raise
+        finally:
+            if self._flights.get(key, (None, None))[1] is done:
+                del self._flights[key]
+        done.set_result(value)
         if self._current() == version:
             if len(self._entries) >= self._max:
                 self._clear()

@@ -17,6 +17,7 @@ from sqlalchemy import (
     Text,
     bindparam,
     cast,
+    literal_column,
     or_,
     select,
     tuple_,
@@ -37,8 +38,9 @@ from callboard_core.jobs.pagination import decode_cursor, encode_cursor
 from callboard_core.jobs.states import JobStatus
 
 # What a preview shows, read as raw Core rows: JSON columns as their text, times as the driver gives them.
-# A page's previews are memoised by that raw content (plus the rookie flag): a job nobody changed is
-# validated once, not on every page that lists it, and a changed job is a new key, so nothing is ever stale.
+# Previews are memoised per job and rookie flag together with the raw row they were made from: a job nobody
+# changed is validated once, not on every page that lists it, and a row that differs in any column is made
+# again, so nothing is ever stale. (Comparing the rows costs less than hashing them as the key would.)
 # The query itself runs on every request.
 _FIELDS = tuple(name for name in s.JobPreview.model_fields if name not in ("direct_hire", "rookie"))
 _COLUMNS = (*(
@@ -47,7 +49,7 @@ _COLUMNS = (*(
     else column
     for name, column in ((name, Job.__table__.c[name]) for name in _FIELDS)
 ), Job.__table__.c.capability_tag_id)
-_MEMO: dict[tuple[Any, ...], s.JobPreview] = {}
+_MEMO: dict[tuple[str, bool], tuple[tuple[Any, ...], s.JobPreview]] = {}
 _MEMO_MAX = 2048  # a few MB: the newest open jobs, which is what discovery shows
 _JSON: dict[int, tuple[s.JobPreview, bytes]] = {}  # id(memoised preview) -> (it, its JSON), dropped with _MEMO
 
@@ -68,17 +70,17 @@ def _converters(dialect: Dialect) -> tuple[Callable[[Any], Any] | None, ...]:
 
 
 def _preview(row: tuple[Any, ...], rookie: bool, dialect: Dialect) -> s.JobPreview:
-    key = (row, rookie)
+    key = (row[0], rookie)
     hit = _MEMO.get(key)
-    if hit is not None:
-        return hit
+    if hit is not None and hit[0] == row:
+        return hit[1]
     item = {name: value if convert is None else convert(value)
             for name, convert, value in zip(_FIELDS, _converters(dialect), row, strict=False)}
     preview = s.JobPreview.model_validate(item | {"rookie": rookie, "direct_hire": False})  # no Direct Hire here
     if len(_MEMO) >= _MEMO_MAX:
         _MEMO.clear()
         _JSON.clear()
-    _MEMO[key] = preview
+    _MEMO[key] = (row, preview)
     return preview
 
 
@@ -100,12 +102,16 @@ def page_json(page: s.JobList) -> bytes:
             + orjson.dumps(page.next_cursor) + b"}")
 
 
-@functools.lru_cache(maxsize=256)
-def _statement(owner: bool, ranges: str | int, payment_mode: str | None, q: bool, cursor: bool) -> Select[Any]:
+@functools.lru_cache(maxsize=1024)
+def _statement(owner: bool, ranges: str | int, payment_mode: str | None, q: bool, cursor: bool,
+               limit: int) -> Select[Any]:
     """The discovery query of one shape, values left as bind parameters. Built once per shape: SQLAlchemy
-    constructs (and caches the compiled form of) a statement object in far more time than the query takes."""
+    constructs (and caches the compiled form of) a statement object in far more time than the query takes.
+
+    The status and the page size are written into the statement: PostgreSQL can then plan each shape once
+    per connection (a generic plan) and find it as good as a plan for the values (decisions.md, Discovery)."""
     filters: list[Any] = [
-        Job.status == JobStatus.ADMISSION_OPEN, Job.direct_hire_worker_agent_id.is_(None), Job.is_starter.is_(False)
+        Job.status == literal_column(f"'{JobStatus.ADMISSION_OPEN.value}'"), Job.direct_hire_worker_agent_id.is_(None), Job.is_starter.is_(False)
     ]
     if owner:
         filters.append(or_(Job.owner_id.is_(None), Job.owner_id != bindparam("owner_id")))
@@ -131,20 +137,20 @@ def _statement(owner: bool, ranges: str | int, payment_mode: str | None, q: bool
     else:
         extra = [Job.capability_tag_id == bindparam(f"tag_{i}") for i in range(int(ranges))]
         extra.append(Job.capability_tag_id.is_(None))
-    limit = bindparam("limit", type_=Integer())
+    page_size = literal_column(str(int(limit)), Integer())
 
     def page(condition: Any) -> Select[str, datetime | None]:
         # Ids only: the discovery indexes cover these filters, so no job row is read to find the page.
         stmt = select(Job.id, Job.published_at).where(*filters)
         if condition is not None:
             stmt = stmt.where(condition)
-        return stmt.order_by(Job.published_at.desc(), Job.id.desc()).limit(limit)
+        return stmt.order_by(Job.published_at.desc(), Job.id.desc()).limit(page_size)
 
     if len(extra) == 1:
         ids = select(page(extra[0]).subquery().c.id)
     else:
         merged = union_all(*(select(*part.c) for part in (page(c).subquery() for c in extra))).subquery()
-        ids = select(merged.c.id).order_by(merged.c.published_at.desc(), merged.c.id.desc()).limit(limit)
+        ids = select(merged.c.id).order_by(merged.c.published_at.desc(), merged.c.id.desc()).limit(page_size)
     # Then the page's rows, by primary key.
     return (select(*_COLUMNS).where(Job.id.in_(ids.correlate(None)))
             .order_by(Job.published_at.desc(), Job.id.desc()))
@@ -181,7 +187,7 @@ async def list_open(session: AsyncSession, agent: Seeker, *, capability: str | N
     Never the worker's own owner's jobs, Direct Hires or starter jobs (those reach their worker directly)."""
     tags = agent.tags
     rookie_mode = include == "rookie"
-    params: dict[str, Any] = {"limit": limit + 1}
+    params: dict[str, Any] = {}
     if agent.owner_id is not None:
         params["owner_id"] = agent.owner_id
     ranges: str | int
@@ -201,7 +207,7 @@ async def list_open(session: AsyncSession, agent: Seeker, *, capability: str | N
         params["pattern"] = "%" + q.strip().lower().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
     if cursor:
         params["after_at"], params["after_id"] = decode_cursor(cursor)
-    stmt = _statement(agent.owner_id is not None, ranges, payment_mode, bool(q), bool(cursor))
+    stmt = _statement(agent.owner_id is not None, ranges, payment_mode, bool(q), bool(cursor), limit + 1)
     connection = await session.connection()
     rows = (await connection.execute(stmt, params)).all()
     more = len(rows) > limit
