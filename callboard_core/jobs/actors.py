@@ -4,11 +4,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from callboard_core.agents.models import Agent, AgentStatus
 from callboard_core.errors import Conflict, Forbidden, NotFound
+
+Row = TypeVar("Row")
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +60,17 @@ async def owned_agent(session: AsyncSession, actor: Actor, agent_id: str, *, wha
     if agent is None or agent.deleted_at is not None or not may_act_for(actor, agent):
         raise NotFound(f"No such {what}.", code="agent_not_found")
     return agent
+
+
+async def worker_row(session: AsyncSession, actor: Actor, model: type[Row], row_id: str, *, what: str,
+                     code: str) -> tuple[Row, Agent]:
+    """A row that belongs to a worker (its `worker_agent_id`), with that worker, if the actor is the worker
+    or its owner; otherwise the row does not exist for this actor (404 with `code`)."""
+    row: Any = await session.get(model, row_id)
+    agent = await session.get(Agent, row.worker_agent_id) if row is not None else None
+    if row is None or agent is None or not may_act_for(actor, agent):
+        raise NotFound(f"No such {what}.", code=code)
+    return row, agent
 
 
 async def acting_agent(session: AsyncSession, actor: Actor, agent_id: str | None = None) -> Agent:

@@ -25,7 +25,14 @@ from callboard_core.jobs import schemas as s
 from callboard_core.jobs.actors import SYSTEM, Actor
 from callboard_core.jobs.models import Job, JobApplication, JobInvitation, ParticipationSlot
 from callboard_core.jobs.service import lock, move, requester_job, view
-from callboard_core.jobs.states import ApplicationStatus, InvitationStatus, JobStatus, SlotStatus
+from callboard_core.jobs.states import (
+    LIVE_SLOTS,
+    SLOT_MOVES,
+    ApplicationStatus,
+    InvitationStatus,
+    JobStatus,
+    SlotStatus,
+)
 
 # How long an admitted worker has to acknowledge its slot (capped by the latest submission deadline).
 ACK_WINDOW = timedelta(hours=1)
@@ -188,7 +195,7 @@ async def end_slot(session: AsyncSession, slot: ParticipationSlot, target: SlotS
     against a worker acting at the last moment). Returns False when the slot had already moved."""
     now = clock.now()
     await lock(session, slot.job_id)
-    cond = [ParticipationSlot.id == slot.id, ParticipationSlot.status.in_([S.GRANTED, S.ACKNOWLEDGED])]
+    cond = [ParticipationSlot.id == slot.id, ParticipationSlot.status.in_(SLOT_MOVES[target])]
     if deadline_column:
         cond.append(getattr(ParticipationSlot, deadline_column) < now)
     moved = await session.execute(
@@ -219,7 +226,7 @@ async def settle(session: AsyncSession, job: Job, *, deadline_passed: bool = Fal
     now = clock.now()
     live = (await session.execute(
         select(func.count()).select_from(ParticipationSlot)
-        .where(ParticipationSlot.job_id == job.id, ParticipationSlot.status.in_([S.GRANTED, S.ACKNOWLEDGED]))
+        .where(ParticipationSlot.job_id == job.id, ParticipationSlot.status.in_(LIVE_SLOTS))
     )).scalar_one()
     if live and not deadline_passed:
         return job

@@ -14,7 +14,7 @@ from callboard_core.agents.models import Agent, ClaimStatus, Intent
 from callboard_core.db.readcache import ReadCache
 from callboard_core.jobs.actors import Actor, acting_agent
 from callboard_core.jobs.models import Job, JobInvitation, ParticipationSlot
-from callboard_core.jobs.states import InvitationStatus, JobStatus, SlotStatus
+from callboard_core.jobs.states import LIVE_SLOTS, InvitationStatus, JobStatus, SlotStatus
 from callboard_core.schemas import ApiModel, JsonObject
 
 
@@ -90,7 +90,7 @@ async def _home(session: AsyncSession, agent: Agent) -> Home:
     slots = (await session.execute(
         select(ParticipationSlot, Job.title).join(Job, Job.id == ParticipationSlot.job_id)
         .where(ParticipationSlot.worker_agent_id == agent.id,
-               ParticipationSlot.status.in_([SlotStatus.GRANTED, SlotStatus.ACKNOWLEDGED]))
+               ParticipationSlot.status.in_(LIVE_SLOTS))
         .order_by(ParticipationSlot.created_at).limit(100)
     )).all()
     for slot, title in slots:

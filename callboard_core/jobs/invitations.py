@@ -13,11 +13,17 @@ from callboard_core.errors import Conflict, NotFound, ValidationFailed
 from callboard_core.ids import new_id
 from callboard_core.jobs import admission, events
 from callboard_core.jobs import schemas as s
-from callboard_core.jobs.actors import SYSTEM, Actor, acting_agent, may_act_for, require_can_work
+from callboard_core.jobs.actors import SYSTEM, Actor, acting_agent, require_can_work, worker_row
 from callboard_core.jobs.models import Job, JobApplication, JobInvitation, ParticipationSlot
-from callboard_core.jobs.participation import _capability_standing
+from callboard_core.jobs.participation import _capability_standing, release_application_place
 from callboard_core.jobs.service import lock, move, preview, requester_job
-from callboard_core.jobs.states import ApplicationStatus, InvitationStatus, JobStatus
+from callboard_core.jobs.states import (
+    INVITATION_MOVES,
+    OPEN_APPLICATIONS,
+    ApplicationStatus,
+    InvitationStatus,
+    JobStatus,
+)
 
 I = InvitationStatus  # noqa: E741
 
@@ -76,17 +82,14 @@ async def mine(session: AsyncSession, actor: Actor, agent_id: str | None = None,
 
 
 async def _worker_invitation(session: AsyncSession, actor: Actor, invitation_id: str) -> tuple[JobInvitation, Agent]:
-    inv = await session.get(JobInvitation, invitation_id)
-    worker = await session.get(Agent, inv.worker_agent_id) if inv else None
-    if inv is None or worker is None or not may_act_for(actor, worker):
-        raise NotFound("No such invitation.", code="invitation_not_found")
-    return inv, worker
+    return await worker_row(session, actor, JobInvitation, invitation_id, what="invitation",
+                            code="invitation_not_found")
 
 
 async def _settle_invitation(session: AsyncSession, inv: JobInvitation, target: InvitationStatus, **values: object) -> None:
     now = clock.now()
     moved = await session.execute(
-        update(JobInvitation).where(JobInvitation.id == inv.id, JobInvitation.status == I.PENDING)
+        update(JobInvitation).where(JobInvitation.id == inv.id, JobInvitation.status.in_(INVITATION_MOVES[target]))
         .values(status=target, responded_at=now, updated_at=now, **values).execution_options(synchronize_session=False))
     await session.refresh(inv)
     if not moved.rowcount:  # type: ignore[attr-defined]
@@ -125,16 +128,13 @@ async def respond(session: AsyncSession, actor: Actor, invitation_id: str, body:
     application = (await session.scalars(select(JobApplication).where(
         JobApplication.job_id == job.id, JobApplication.worker_agent_id == worker.id))).one_or_none()
     if application is not None and application.status == ApplicationStatus.PENDING:
-        await session.execute(update(Job).where(Job.id == job.id).values(
-            application_count=Job.application_count - 1,
-            new_worker_application_count=Job.new_worker_application_count - int(application.new_worker))
-            .execution_options(synchronize_session=False))
+        await release_application_place(session, application)
     if application is None:
         rookie, reputation = await _capability_standing(session, worker.id, job.capability_tag_id)
         application = JobApplication(id=new_id("app"), job_id=job.id, worker_agent_id=worker.id, rookie=rookie,
                                      new_worker=worker.total_tasks == 0, capability_reputation=reputation)
         session.add(application)
-    elif application.status not in (ApplicationStatus.PENDING, ApplicationStatus.WAITLISTED):
+    elif application.status not in OPEN_APPLICATIONS:
         raise Conflict(f"This agent's application is {application.status}.", code="invalid_state",
                        current_state=application.status)
     application.status = ApplicationStatus.ADMITTED

@@ -20,7 +20,7 @@ from callboard_core.files.schemas import FileView, UploadRequest, UploadTicket
 from callboard_core.job_types import service as job_types
 from callboard_core.jobs import admission, events
 from callboard_core.jobs import schemas as s
-from callboard_core.jobs.actors import Actor, acting_agent, may_act_for, require_can_work
+from callboard_core.jobs.actors import Actor, acting_agent, require_can_work, worker_row
 from callboard_core.jobs.models import (
     Job,
     JobApplication,
@@ -31,7 +31,7 @@ from callboard_core.jobs.models import (
     SubmissionFile,
 )
 from callboard_core.jobs.service import get, is_requester, lock, preview, view
-from callboard_core.jobs.states import ApplicationStatus, JobStatus, SlotStatus
+from callboard_core.jobs.states import APPLICATION_MOVES, ApplicationStatus, JobStatus, SlotStatus
 
 A, S = ApplicationStatus, SlotStatus
 
@@ -79,11 +79,8 @@ def submission_view(sub: Submission, job_status: str | None = None) -> s.Submiss
 
 async def worker_slot(session: AsyncSession, actor: Actor, slot_id: str) -> tuple[ParticipationSlot, Agent]:
     """The slot, if the actor is its worker (or the worker's owner); else 404."""
-    slot = await session.get(ParticipationSlot, slot_id)
-    agent = await session.get(Agent, slot.worker_agent_id) if slot else None
-    if slot is None or agent is None or not may_act_for(actor, agent):
-        raise NotFound("No such participation slot.", code="slot_not_found")
-    return slot, agent
+    return await worker_row(session, actor, ParticipationSlot, slot_id, what="participation slot",
+                            code="slot_not_found")
 
 
 async def _submission_id(session: AsyncSession, slot_id: str) -> str | None:
@@ -150,11 +147,18 @@ async def apply(session: AsyncSession, actor: Actor, job_id: str, worker_agent_i
     return application_view(application)
 
 
+async def release_application_place(session: AsyncSession, app: JobApplication) -> None:
+    """A PENDING application leaves the pool: it no longer counts against applicationCap (nor, for a new
+    worker, against the reserved new-worker applications)."""
+    await session.execute(update(Job).where(Job.id == app.job_id).values(
+        application_count=Job.application_count - 1,
+        new_worker_application_count=Job.new_worker_application_count - int(app.new_worker),
+    ).execution_options(synchronize_session=False))
+
+
 async def withdraw_application(session: AsyncSession, actor: Actor, application_id: str) -> s.ApplicationView:
-    app = await session.get(JobApplication, application_id)
-    agent = await session.get(Agent, app.worker_agent_id) if app else None
-    if app is None or agent is None or not may_act_for(actor, agent):
-        raise NotFound("No such application.", code="application_not_found")
+    app, _ = await worker_row(session, actor, JobApplication, application_id, what="application",
+                              code="application_not_found")
     await lock(session, app.job_id)
     await session.refresh(app)
     now = clock.now()
@@ -165,7 +169,7 @@ async def withdraw_application(session: AsyncSession, actor: Actor, application_
                            code="already_submitted", current_state=app.status)
     moved = await session.execute(
         update(JobApplication).where(JobApplication.id == app.id,
-                                     JobApplication.status.in_([A.PENDING, A.WAITLISTED, A.ADMITTED]))
+                                     JobApplication.status.in_(APPLICATION_MOVES[A.WITHDRAWN]))
         .values(status=A.WITHDRAWN, withdrawn_at=now, updated_at=now).execution_options(synchronize_session=False))
     if not moved.rowcount:  # type: ignore[attr-defined]
         await session.refresh(app)
@@ -174,10 +178,7 @@ async def withdraw_application(session: AsyncSession, actor: Actor, application_
     previous = app.status
     await session.refresh(app)
     if previous == A.PENDING:
-        await session.execute(update(Job).where(Job.id == app.job_id).values(
-            application_count=Job.application_count - 1,
-            new_worker_application_count=Job.new_worker_application_count - int(app.new_worker),
-        ).execution_options(synchronize_session=False))
+        await release_application_place(session, app)
     await events.record(session, app.job_id, "application_withdrawn", actor, {"applicationId": app.id})
     if previous == A.ADMITTED:
         slot = (await session.scalars(select(ParticipationSlot).where(ParticipationSlot.application_id == app.id))).one_or_none()
@@ -416,10 +417,8 @@ async def withdraw_slot(session: AsyncSession, actor: Actor, slot_id: str) -> s.
 
 
 async def submission_status(session: AsyncSession, actor: Actor, submission_id: str) -> s.SubmissionView:
-    sub = await session.get(Submission, submission_id)
-    agent = await session.get(Agent, sub.worker_agent_id) if sub else None
-    if sub is None or agent is None or not may_act_for(actor, agent):
-        raise NotFound("No such submission.", code="submission_not_found")
+    sub, _ = await worker_row(session, actor, Submission, submission_id, what="submission",
+                              code="submission_not_found")
     return submission_view(sub, job_status=(await get(session, sub.job_id)).status)
 
 

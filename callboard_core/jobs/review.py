@@ -31,7 +31,14 @@ from callboard_core.jobs.models import (
 )
 from callboard_core.jobs.participation import input_file_list
 from callboard_core.jobs.service import move, requester_job, view
-from callboard_core.jobs.states import ApplicationStatus, JobStatus, SlotStatus, SubmissionStatus
+from callboard_core.jobs.states import (
+    LIVE_SLOTS,
+    OPEN_APPLICATIONS,
+    ApplicationStatus,
+    JobStatus,
+    SlotStatus,
+    SubmissionStatus,
+)
 
 # Reputation under a capability tag: a win weighs as much as three completions.
 WIN_WEIGHT = 3.0
@@ -150,12 +157,12 @@ async def _close_work(session: AsyncSession, job: Job, *, winner: Submission | N
         .values(status=SubmissionStatus.NOT_AWARDED, decided_at=now).execution_options(synchronize_session=False))
     await session.execute(
         update(ParticipationSlot).where(ParticipationSlot.job_id == job.id,
-                                        ParticipationSlot.status.in_([SlotStatus.GRANTED, SlotStatus.ACKNOWLEDGED]))
+                                        ParticipationSlot.status.in_(LIVE_SLOTS))
         .values(status=SlotStatus.WITHDRAWN, ended_at=now, end_reason="job_closed", updated_at=now)
         .execution_options(synchronize_session=False))
     await session.execute(
         update(JobApplication).where(JobApplication.job_id == job.id,
-                                     JobApplication.status.in_([ApplicationStatus.PENDING, ApplicationStatus.WAITLISTED]))
+                                     JobApplication.status.in_(OPEN_APPLICATIONS))
         .values(status=ApplicationStatus.NOT_ADMITTED, decided_at=now, updated_at=now)
         .execution_options(synchronize_session=False))
     if job.is_starter:

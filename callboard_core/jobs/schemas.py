@@ -4,14 +4,13 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from pydantic import AliasChoices, AwareDatetime, Field, StringConstraints
 
-from callboard_core.schemas import ApiModel, JsonObject, QueryModel
+from callboard_core.schemas import ApiModel, JsonObject, LongText, QueryModel, alias
 
 Title = Annotated[str, StringConstraints(min_length=1, max_length=200, strip_whitespace=True)]
-Text = Annotated[str, StringConstraints(max_length=20000)]
 Slug = Annotated[str, StringConstraints(min_length=1, max_length=64)]
 Ident = Annotated[str, StringConstraints(min_length=1, max_length=64)]
 Currency = Annotated[str, StringConstraints(pattern=r"^[A-Za-z]{3}$")]
@@ -34,10 +33,6 @@ NoAwardReason = Literal[
 DeclineReason = Literal["NOT_AVAILABLE", "OUT_OF_SCOPE", "DEADLINE_TOO_SHORT", "REWARD_TOO_LOW", "OTHER"]
 
 
-def _either(*names: str) -> Any:
-    return Field(default=None, validation_alias=AliasChoices(*names))
-
-
 # --- bodies --------------------------------------------------------------------------------------
 
 
@@ -49,11 +44,11 @@ class JobFields(ApiModel):
     fair_work_duration_ms: DurationMs | None = None
     latest_submission_deadline_at: AwareDatetime | None = None
     review_deadline_at: AwareDatetime | None = None
-    job_type_key: Slug | None = _either("jobTypeKey", "bountyTypeKey", "job_type_key")
-    job_type_id: Ident | None = _either("jobTypeId", "bountyTypeId", "job_type_id")
+    job_type_key: Slug | None = alias("jobTypeKey", "bountyTypeKey", "job_type_key")
+    job_type_id: Ident | None = alias("jobTypeId", "bountyTypeId", "job_type_id")
     capability_slug: Slug | None = None
     capability_tag_id: Ident | None = None
-    description: Text | None = None
+    description: LongText | None = None
     preview_json: JsonObject | None = None
     work_brief_json: JsonObject | None = None
     requirements_json: JsonObject | None = None

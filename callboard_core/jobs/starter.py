@@ -18,8 +18,8 @@ from callboard_core.jobs import schemas as s
 from callboard_core.jobs.actors import SYSTEM, Actor, acting_agent, require_can_work
 from callboard_core.jobs.models import Job, JobApplication, ParticipationSlot, Submission
 from callboard_core.jobs.participation import next_action_for, slot_view
-from callboard_core.jobs.service import view
-from callboard_core.jobs.states import ApplicationStatus, JobStatus, SlotStatus
+from callboard_core.jobs.service import DEFAULT_JOB_TYPE, view
+from callboard_core.jobs.states import LIVE_SLOTS, ApplicationStatus, JobStatus, SlotStatus
 
 HOUSE_HANDLE = "callboard-starter"
 STARTER_WORK = timedelta(hours=24)
@@ -53,7 +53,7 @@ async def start(session: AsyncSession, actor: Actor, agent_id: str | None = None
     active = (await session.execute(
         select(ParticipationSlot, Job).join(Job, Job.id == ParticipationSlot.job_id)
         .where(ParticipationSlot.worker_agent_id == worker.id, Job.is_starter.is_(True),
-               ParticipationSlot.status.in_([SlotStatus.GRANTED, SlotStatus.ACKNOWLEDGED]))
+               ParticipationSlot.status.in_(LIVE_SLOTS))
     )).first()
     if active is not None:
         slot, job = active
@@ -62,7 +62,7 @@ async def start(session: AsyncSession, actor: Actor, agent_id: str | None = None
         return s.StarterJobResult(job=view(job), slot=slot_view(slot, job_title=job.title), next_action=action,
                                   created=False)
     house = await house_agent(session)
-    jt = await job_types.get_active(session, key="general")
+    jt = await job_types.get_active(session, key=DEFAULT_JOB_TYPE)
     now = clock.now()
     job = Job(requester_agent_id=house.id, owner_id=None, status=JobStatus.IN_PROGRESS, title="Starter job: introduce yourself",
               description="A free practice job: learn the submit flow. Awarded automatically when valid.",
