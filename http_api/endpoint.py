@@ -287,8 +287,14 @@ class Endpoint:
                 return _replayed(reservation.replay)
             record_id = reservation.record_id
         try:
+            prepared = None
+            if route.prepare is not None:
+                async with core.uow(write=False) as uow:
+                    prepared = await route.prepare(_context(request, core, uow.session, principal, body, query,
+                                                            rid, ip))
             async with core.uow(write=True) as uow:
                 ctx = _context(request, core, uow.session, principal, body, query, rid, ip)
+                ctx.prepared = prepared
                 result = await route.handler(ctx)
                 response = _finish(ctx, render(result, ctx.status or route.status, core.read_cache))
                 if record_id is not None:

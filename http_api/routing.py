@@ -65,6 +65,7 @@ class RequestContext:
     cookies: list[Cookie] = field(default_factory=list)
     headers: dict[str, str] = field(default_factory=dict)
     status: int | None = None
+    prepared: Any = None  # what the route's `prepare` step returned (write routes that declare one)
 
     @property
     def user(self) -> UserPrincipal:
@@ -128,6 +129,9 @@ class RouteDef:
     idempotent: bool = True
     page: bool = False  # server-rendered HTML; not in the OpenAPI document
     operation_id: str = ""
+    # A write's slow part that needs no lock (re-hashing stored files), run in a read unit of work just
+    # before the write one; its result reaches the handler as ctx.prepared.
+    prepare: Handler | None = None
 
     @property
     def path_params(self) -> list[str]:
@@ -157,6 +161,7 @@ class Router:
         idempotent: bool = True,
         page: bool = False,
         name: str | None = None,
+        prepare: Handler | None = None,
     ) -> Callable[[Handler], Handler]:
         """`name` overrides the operation id's base: one handler declared twice (an API-key route and its
         owner mirror) needs two names."""
@@ -172,7 +177,7 @@ class Router:
                         body_optional=body_optional, query=query, response=response, status=status,
                         summary=summary or first, description=rest.strip(), rate_limit=rate_limit,
                         deprecated=path in deprecated_paths, idempotent=idempotent, page=page,
-                        operation_id=(name or handler.__name__) + suffix,
+                        operation_id=(name or handler.__name__) + suffix, prepare=prepare,
                     )
                 )
             return handler

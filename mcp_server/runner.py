@@ -20,7 +20,10 @@ from callboard_core.jobs.actors import Actor
 from callboard_core.principals import KeyPrincipal
 
 M = TypeVar("M", bound=BaseModel)
+P = TypeVar("P")
 Work = Callable[[AsyncSession, Actor, KeyPrincipal], Awaitable[M]]
+Prepare = Callable[[AsyncSession, Actor], Awaitable[P]]
+PreparedWork = Callable[[AsyncSession, Actor, P], Awaitable[M]]
 KeySource = Callable[[Any], str | None]  # the tool call's Context -> the raw API key, if any
 
 _touches: set[asyncio.Task[None]] = set()
@@ -88,6 +91,20 @@ class Runner:
 
     async def write(self, ctx: Any, tool: str, args: dict[str, Any], idempotency_key: str | None, work: Work[M],
                     out: type[M], *, scope: str = api_keys.WRITE) -> M:
+        return await self._write(ctx, tool, args, idempotency_key, None,
+                                 lambda session, actor, principal, _: work(session, actor, principal), out, scope)
+
+    async def prepared_write(self, ctx: Any, tool: str, args: dict[str, Any], idempotency_key: str | None,
+                             prepare: Prepare[P], work: PreparedWork[P, M], out: type[M]) -> M:
+        """A write whose slow part needs no lock (re-hashing stored files): `prepare` runs first in a read
+        unit of work and its result goes to `work`, as a route's `prepare` step over HTTP."""
+        return await self._write(ctx, tool, args, idempotency_key, prepare,
+                                 lambda session, actor, _principal, prepared: work(session, actor, prepared), out,
+                                 api_keys.WRITE)
+
+    async def _write(self, ctx: Any, tool: str, args: dict[str, Any], idempotency_key: str | None,
+                     prepare: Prepare[Any] | None, work: Callable[[AsyncSession, Actor, KeyPrincipal, Any], Awaitable[M]],
+                     out: type[M], scope: str) -> M:
         # The key is checked before the write lock is taken, as over HTTP.
         async with self.core.uow(write=False) as uow:
             principal = await self.principal(ctx, uow.session, write=scope == api_keys.WRITE)
@@ -103,8 +120,12 @@ class Runner:
                 return out.model_validate_json(reservation.replay.body)
             record_id = reservation.record_id
         try:
+            prepared = None
+            if prepare is not None:
+                async with self.core.uow(write=False) as uow:
+                    prepared = await prepare(uow.session, actor)
             async with self.core.uow(write=True) as uow:
-                result = await work(uow.session, actor, principal)
+                result = await work(uow.session, actor, principal, prepared)
                 if record_id is not None:
                     await idempotency.complete(uow.session, self.core.sealer, record_id, idempotency.StoredResponse(
                         status=200, body=result.model_dump_json(by_alias=True).encode(), headers={}))

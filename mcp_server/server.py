@@ -236,9 +236,11 @@ def build_server(core: Core, key_source: KeySource = http_key) -> MCPServer:
                      idempotency_key: IdempotencyKey = None) -> s.SubmissionView:
         """Submit your slot's artifact by the work deadline: artifactType, structuredPayloadJson (validated
         against the job type's schema) and the uploadIds of your verified files. One submission per slot."""
-        return await run.write(
+        return await run.prepared_write(
             ctx, "submit", {"slot_id": slot_id, **submission.model_dump(mode="json")}, idempotency_key,
-            lambda session, actor, _p: participation.submit(session, core.blobs, actor, slot_id, submission),
+            lambda session, actor: participation.hash_submission_files(session, core.blobs, actor, slot_id, submission),
+            lambda session, actor, hashed: participation.submit(session, core.blobs, actor, slot_id, submission,
+                                                                hashed),
             s.SubmissionView)
 
     @mcp.tool(structured_output=True)
@@ -300,8 +302,10 @@ def build_server(core: Core, key_source: KeySource = http_key) -> MCPServer:
     @domain_errors
     async def publish_job(ctx: Context, job_id: JobId, idempotency_key: IdempotencyKey = None) -> s.JobView:
         """Publish a draft: admission opens; workers can apply until admissionClosesAt."""
-        return await run.write(ctx, "publish_job", {"job_id": job_id}, idempotency_key,
-                               lambda session, actor, _p: jobs.publish(session, core.blobs, actor, job_id), s.JobView)
+        return await run.prepared_write(
+            ctx, "publish_job", {"job_id": job_id}, idempotency_key,
+            lambda session, actor: jobs.hash_inputs(session, core.blobs, actor, job_id),
+            lambda session, actor, hashed: jobs.publish(session, core.blobs, actor, job_id, hashed), s.JobView)
 
     @mcp.tool(structured_output=True)
     @domain_errors

@@ -7,8 +7,9 @@ input files, at submit for slot uploads) re-hashes the stored object and marks t
 The service never trusts the storage's own checks (moto and some S3-compatible stores skip them).
 
 Blob I/O is slow next to a database statement. On SQLite a write unit of work holds the database's
-write lock from its first statement, so hash files (`check_stored`) before the transaction's first
-write where the caller can, or in a read unit of work beforehand.
+write lock from its first statement (and on PostgreSQL attaching files holds the job's row lock), so the
+front ends hash first, in the read unit of work that checks the credential (`prehash`), and hand the
+result to the write step: `verify_all` then hashes only what the pre-step did not match.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import hashlib
 import hmac
 import re
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import select, update
@@ -170,6 +172,40 @@ async def check_stored(blobs: BlobStore, file: StoredFile) -> None:
                        code="file_mismatch", expectedSha256=file.sha256, storedSha256=digest, **_facts(file))
 
 
+def _identity(file: StoredFile) -> tuple[str, str, int, str]:
+    return (file.id, file.storage_key, file.size_bytes, file.sha256)
+
+
+@dataclass(frozen=True, slots=True)
+class Hashed:
+    """Files whose stored bytes were re-hashed and matched before the write transaction began, each by
+    (id, storage key, size, SHA-256): a file row that changed since is not covered and is hashed again.
+    Storage only accepts the declared bytes under a file's key (the PUT is bound to its size and SHA-256),
+    so nothing but a store that skips that check could change them in between, and such a store could as
+    well change them after the transaction: hashing earlier gives up nothing."""
+
+    files: frozenset[tuple[str, str, int, str]] = frozenset()
+
+    def covers(self, file: StoredFile) -> bool:
+        return _identity(file) in self.files
+
+
+NOT_HASHED = Hashed()
+
+
+async def prehash(blobs: BlobStore, files: Iterable[StoredFile]) -> Hashed:
+    """Re-hash these files outside any write transaction. A file that fails is left out, not reported:
+    the write step checks it again and refuses with the full error."""
+    matched = []
+    for file in files:
+        try:
+            await check_stored(blobs, file)
+        except (Conflict, Gone):
+            continue
+        matched.append(_identity(file))
+    return Hashed(frozenset(matched))
+
+
 async def mark_verified(session: AsyncSession, file: StoredFile) -> None:
     """PENDING or VERIFIED → VERIFIED (compare-and-set: a concurrently deleted file stays deleted, Gone)."""
     won = (await session.execute(
@@ -189,15 +225,17 @@ async def verify(session: AsyncSession, blobs: BlobStore, file: StoredFile) -> N
     await mark_verified(session, file)
 
 
-async def verify_all(session: AsyncSession, blobs: BlobStore, files: Iterable[StoredFile]) -> None:
-    """Verify every file (publish: all input files of a draft). If any fails, raises the first failure's
-    error with `files` in its details listing every failing file as {fileId, filename, code}, and marks
-    none VERIFIED."""
+async def verify_all(session: AsyncSession, blobs: BlobStore, files: Iterable[StoredFile],
+                     hashed: Hashed = NOT_HASHED) -> None:
+    """Verify every file (publish: all input files of a draft), hashing those `hashed` does not cover. If any
+    fails, raises the first failure's error with `files` in its details listing every failing file as
+    {fileId, filename, code}, and marks none VERIFIED."""
     files = list(files)
     failures: list[tuple[StoredFile, CallboardError]] = []
     for file in files:
         try:
-            await check_stored(blobs, file)
+            if file.status == FileStatus.DELETED or not hashed.covers(file):
+                await check_stored(blobs, file)
         except (Conflict, Gone) as exc:
             failures.append((file, exc))
     if failures:

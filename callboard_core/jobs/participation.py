@@ -339,9 +339,26 @@ async def upload_inline(session: AsyncSession, blobs: BlobStore, settings: Setti
     return files.view(file)
 
 
-async def submit(session: AsyncSession, blobs: BlobStore, actor: Actor, slot_id: str, body: s.SubmitBody) -> s.SubmissionView:
+async def hash_submission_files(session: AsyncSession, blobs: BlobStore, actor: Actor, slot_id: str,
+                                body: s.SubmitBody) -> files.Hashed:
+    """submit's slow part, run before its write transaction: re-hash the slot's uploads the body names."""
+    slot, _ = await worker_slot(session, actor, slot_id)
+    if slot.status != S.ACKNOWLEDGED:
+        return files.NOT_HASHED  # submit refuses it without looking at the files
+    found = []
+    for item in body.files or []:
+        try:
+            found.append(await files.get(session, item.upload_id, slot_id=slot.id, kind=FileKind.SLOT_UPLOAD))
+        except NotFound:
+            continue  # submit names the bad upload
+    return await files.prehash(blobs, found)
+
+
+async def submit(session: AsyncSession, blobs: BlobStore, actor: Actor, slot_id: str, body: s.SubmitBody,
+                 hashed: files.Hashed = files.NOT_HASHED) -> s.SubmissionView:
     """Submit the slot's artifact by its work deadline: the payload is validated against the job type, every
-    file must be one of this slot's uploads and is re-hashed now. One submission per slot."""
+    file must be one of this slot's uploads and is re-hashed now (unless `hash_submission_files` matched it
+    just before). One submission per slot."""
     slot, _ = await worker_slot(session, actor, slot_id)
     job = await lock(session, slot.job_id)
     await session.refresh(slot)
@@ -367,7 +384,7 @@ async def submit(session: AsyncSession, blobs: BlobStore, actor: Actor, slot_id:
     if job_type is not None:
         job_types.validate_submission(job_type, artifact_type=body.artifact_type, payload=body.structured_payload_json,
                                       files=[(role, f.mime_type) for role, f in attached])
-    await files.verify_all(session, blobs, [f for _, f in attached])
+    await files.verify_all(session, blobs, [f for _, f in attached], hashed)
     now = clock.now()
     moved = await session.execute(
         update(ParticipationSlot).where(ParticipationSlot.id == slot.id, ParticipationSlot.status == S.ACKNOWLEDGED,

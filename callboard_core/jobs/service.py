@@ -254,8 +254,18 @@ async def update_draft(session: AsyncSession, actor: Actor, job_id: str, body: s
     return view(job)
 
 
-async def publish(session: AsyncSession, blobs: BlobStore, actor: Actor, job_id: str) -> s.JobView:
-    """DRAFT to ADMISSION_OPEN (or PENDING_ACCEPTANCE for a Direct Hire). Input files are re-hashed now."""
+async def hash_inputs(session: AsyncSession, blobs: BlobStore, actor: Actor, job_id: str) -> files.Hashed:
+    """publish's slow part, run before its write transaction: re-hash a draft's staged input files."""
+    job = await requester_job(session, actor, job_id)
+    if job.status != JobStatus.DRAFT:
+        return files.NOT_HASHED  # publish refuses it without looking at the files
+    return await files.prehash(blobs, await files.list_for_job(session, job.id))
+
+
+async def publish(session: AsyncSession, blobs: BlobStore, actor: Actor, job_id: str,
+                  hashed: files.Hashed = files.NOT_HASHED) -> s.JobView:
+    """DRAFT to ADMISSION_OPEN (or PENDING_ACCEPTANCE for a Direct Hire). Input files are re-hashed now,
+    unless `hash_inputs` matched them just before."""
     job = await requester_job(session, actor, job_id, for_update=True)
     check_job("publish", job.status, JobStatus.ADMISSION_OPEN, job_id=job.id)
     requester = await session.get(Agent, job.requester_agent_id)
@@ -269,7 +279,7 @@ async def publish(session: AsyncSession, blobs: BlobStore, actor: Actor, job_id:
             "Publish it with rewardAmountCents 0, or keep it as a draft.",
             requirements=["CARD_ON_FILE"], reward_amount_cents=job.reward_amount_cents,
         )
-    await files.verify_all(session, blobs, await files.list_for_job(session, job.id))
+    await files.verify_all(session, blobs, await files.list_for_job(session, job.id), hashed)
     if job.direct_hire_worker_agent_id:
         worker = await session.get(Agent, job.direct_hire_worker_agent_id)
         if worker is None or worker.deleted_at is not None:

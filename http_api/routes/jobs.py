@@ -5,6 +5,7 @@ call, render. `ctx.actor` is the calling agent or the signed-in owner; the servi
 from __future__ import annotations
 
 from callboard_core.files.schemas import UploadRequest, UploadTicket
+from callboard_core.files.service import Hashed
 from callboard_core.jobs import admission, discovery, invitations, participation, review, starter
 from callboard_core.jobs import schemas as s
 from callboard_core.jobs import service as jobs
@@ -54,14 +55,19 @@ async def update_job(ctx: RequestContext) -> s.JobView:
     return await jobs.update_draft(ctx.session, ctx.actor, ctx.params["id"], ctx.body)
 
 
-@router.post("/api/v2/jobs/{id}/publish", "/api/v2/bounties/{id}/publish", auth=KW, response=s.JobView)
+async def _hash_inputs(ctx: RequestContext) -> Hashed:
+    return await jobs.hash_inputs(ctx.session, ctx.core.blobs, ctx.actor, ctx.params["id"])
+
+
+@router.post("/api/v2/jobs/{id}/publish", "/api/v2/bounties/{id}/publish", auth=KW, response=s.JobView,
+             prepare=_hash_inputs)
 @router.post("/api/v2/owner/jobs/{id}/publish", "/api/v2/owner/bounties/{id}/publish", auth=S, response=s.JobView,
-             name="owner_publish_job")
+             name="owner_publish_job", prepare=_hash_inputs)
 async def publish_job(ctx: RequestContext) -> s.JobView:
     """Publish a draft: ADMISSION_OPEN (a Direct Hire: PENDING_ACCEPTANCE). Staged input files are re-hashed
     now; a missing or changed file fails the publish (409 `file_missing` / `file_mismatch`). A reward above
     zero is refused with 409 `payment_not_ready` until paid jobs are available."""
-    return await jobs.publish(ctx.session, ctx.core.blobs, ctx.actor, ctx.params["id"])
+    return await jobs.publish(ctx.session, ctx.core.blobs, ctx.actor, ctx.params["id"], ctx.prepared)
 
 
 @router.post("/api/v2/jobs/{id}/admission/run", "/api/v2/bounties/{id}/admission/run", auth=KW, response=s.JobView)
@@ -338,14 +344,20 @@ async def request_upload(ctx: RequestContext) -> UploadTicket:
                                               ctx.params["slotId"], ctx.body)
 
 
+async def _hash_submission_files(ctx: RequestContext) -> Hashed:
+    return await participation.hash_submission_files(ctx.session, ctx.core.blobs, ctx.actor, ctx.params["slotId"],
+                                                     ctx.body)
+
+
 @router.post("/api/v2/participation-slots/{slotId}/submit", auth=KW, body=s.SubmitBody, response=s.SubmissionView,
-             status=201)
+             status=201, prepare=_hash_submission_files)
 @router.post("/api/v2/owner/participation-slots/{slotId}/submit", auth=S, body=s.SubmitBody,
-             response=s.SubmissionView, status=201, name="owner_submit")
+             response=s.SubmissionView, status=201, name="owner_submit", prepare=_hash_submission_files)
 async def submit(ctx: RequestContext) -> s.SubmissionView:
     """Submit your artifact by the work deadline: `structuredPayloadJson` must match the job type's schema;
     files are your uploads (re-hashed now). One submission per slot."""
-    return await participation.submit(ctx.session, ctx.core.blobs, ctx.actor, ctx.params["slotId"], ctx.body)
+    return await participation.submit(ctx.session, ctx.core.blobs, ctx.actor, ctx.params["slotId"], ctx.body,
+                                      ctx.prepared)
 
 
 @router.post("/api/v2/participation-slots/{slotId}/withdraw", auth=KW, response=s.SlotView)
