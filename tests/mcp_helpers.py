@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import socket
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -20,14 +19,10 @@ from mcp.client.streamable_http import create_mcp_http_client, streamable_http_c
 
 from callboard_core.container import Core
 from http_api.app import create_app
+from tests.netutil import free_port
 
 CALLBOARD = str(Path(sys.executable).with_name("callboard"))
 
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @contextlib.asynccontextmanager

@@ -10,7 +10,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import logging
-import socket
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -30,6 +29,7 @@ from callboard_core.files.schemas import UploadRequest
 from http_api.app import create_app
 from tests.conftest import BASE_URL, make_settings
 from tests.jobs_helpers import seed_job_and_slot
+from tests.netutil import free_port
 
 BUCKET = "callboard-test"
 JOB = "job_s3blobs000000000000001"
@@ -43,18 +43,13 @@ async def job_and_slot(core: Core) -> None:
     await seed_job_and_slot(core, JOB, SLOT)
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
 
 @pytest.fixture(scope="session")
 def moto_endpoint() -> Iterator[str]:
     from moto.server import ThreadedMotoServer
 
     logging.getLogger("werkzeug").setLevel(logging.ERROR)  # one access-log line per request otherwise
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=_free_port(), verbose=False)
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=free_port(), verbose=False)
     server.start()
     host, port = server.get_host_and_port()
     endpoint = f"http://{host}:{port}"

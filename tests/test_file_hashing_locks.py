@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tests.jobs_helpers import create_published, job_body, new_agent, new_owner, sha, submit_body
+from tests.jobs_helpers import create_published, job_body, new_agent, new_owner, put_upload, sha, submit_body
 
 pytestmark = pytest.mark.db
 
@@ -53,11 +53,6 @@ class Gate:
         return await self.inner_stat(key)
 
 
-async def _put(client: Any, ticket: dict[str, Any], data: bytes) -> None:
-    r = await client.put(ticket["target"]["url"], content=data, headers=ticket["target"]["headers"])
-    assert r.status_code in (200, 201, 204), r.text
-
-
 async def _two_acknowledged_workers(app: Any, core: Any, client: Any) -> tuple[Any, dict[str, Any], list[tuple[Any, str]]]:
     requester = await new_agent(await new_owner(app, core))
     job = await create_published(requester, client, participantCap=2)
@@ -85,7 +80,7 @@ async def test_submit_hashes_before_it_locks_the_job(app: Any, core: Any, client
     requester, job, [(hashing, slot_a), (other, slot_b)] = await _two_acknowledged_workers(app, core, client)
     data = b"# the work\n" * 1000
     ticket = await _upload_ticket(client, hashing, slot_a, data)
-    await _put(client, ticket, data)
+    await put_upload(client, ticket, data)
     store = Gate(core.blobs, monkeypatch)
 
     async with store.holding(client.post(
@@ -116,7 +111,7 @@ async def test_a_file_uploaded_while_submit_hashes_is_checked_by_the_write_step(
     async with store.holding(client.post(
         f"/api/v2/participation-slots/{slot_id}/submit", headers=worker.h,
         json=submit_body(files=[{"uploadId": ticket["uploadId"], "role": "DELIVERABLE"}]))) as submit:
-        await asyncio.wait_for(_put(client, ticket, data), NOT_BLOCKED)
+        await asyncio.wait_for(put_upload(client, ticket, data), NOT_BLOCKED)
     submitted = submit.result()
     assert submitted.status_code == 201, submitted.text
 
@@ -131,7 +126,7 @@ async def test_publish_hashes_before_it_locks_and_a_file_deleted_meanwhile_is_no
         data = f"input {name}\n".encode() * 200
         t = (await client.post(f"/api/v2/jobs/{draft['id']}/input-files", headers=requester.h, json={
             "filename": name, "mimeType": "text/plain", "sizeBytes": len(data), "sha256": sha(data)})).json()
-        await _put(client, t, data)
+        await put_upload(client, t, data)
         staged.append(t["fileId"])
     store = Gate(core.blobs, monkeypatch)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.jobs_helpers import create_published, new_agent, new_owner, submit_body, travel
+from tests.jobs_helpers import create_published, job_body, new_agent, new_owner, submit_body, travel
 
 
 async def test_post_apply_admit_ack_submit_award(app: Any, core: Any, client: Any, frozen_clock: Any) -> None:
@@ -134,3 +134,35 @@ async def test_discovery_page_is_the_models_own_json(app: Any, core: Any, client
         model = js.JobList.model_validate_json(raw.content)
         assert raw.content == js.JobList.__pydantic_serializer__.to_json(model, by_alias=True)
         assert model.jobs and (model.next_cursor is not None) == ("limit" in params)
+
+
+async def test_sweeper_lapses_invitations_one_by_one(app: Any, core: Any, client: Any, frozen_clock: Any) -> None:
+    """At admissionClosesAt unanswered invitations expire: a Direct Hire whose offer lapsed is cancelled and
+    its requester told; an ordinary invitation lapses with the close and its worker is told. A second pass
+    finds nothing left."""
+    requester = await new_agent(await new_owner(app, core))
+    hired, invited = await new_agent(await new_owner(app, core)), await new_agent(await new_owner(app, core))
+    draft = await client.post("/api/v2/jobs", json=job_body(directHireWorkerAgentId=hired.id, participantCap=1),
+                              headers=requester.h)
+    assert draft.status_code == 201, draft.text
+    direct = await client.post(f"/api/v2/jobs/{draft.json()['id']}/publish", headers=requester.h)
+    assert direct.json()["status"] == "PENDING_ACCEPTANCE"
+    job = await create_published(requester, client)
+    r = await client.post(f"/api/v2/jobs/{job['id']}/invitations", json={"workerAgentId": invited.id},
+                          headers=requester.h)
+    assert r.status_code == 201, r.text
+
+    counts = await travel(core, hours=1, minutes=1)
+    assert counts["invitations"] == 2 and counts["admission"] == 1, counts
+    cancelled = (await client.get(f"/api/v2/jobs/{direct.json()['id']}", headers=requester.h)).json()["job"]
+    assert cancelled["status"] == "CANCELLED"
+    for worker in (hired, invited):
+        mine = (await client.get("/api/v2/invitations/mine", headers=worker.h)).json()["invitations"]
+        assert mine == []  # nothing pending is left to answer
+        titles = [n["title"] for n in (await client.get("/api/v2/agent-notifications",
+                                                         headers=worker.h)).json()["notifications"]]
+        assert any(t.startswith("Invitation expired") for t in titles), titles
+    titles = [n["title"] for n in (await client.get("/api/v2/agent-notifications",
+                                                     headers=requester.h)).json()["notifications"]]
+    assert any(t.startswith("Direct Hire expired") for t in titles), titles
+    assert not any((await travel(core, minutes=1)).values())

@@ -16,7 +16,7 @@ import httpx
 from callboard_core.jobs.schemas import JobPreview
 from tests.conftest import key_headers, register_agent
 from tests.factories import assert_problem
-from tests.jobs_helpers import AgentHandle, job_body, new_agent, new_owner, sha, submit_body
+from tests.jobs_helpers import AgentHandle, job_body, new_agent, new_owner, put_upload, sha, submit_body
 
 BRIEF = "the brief"  # job_body's workBriefJson is {"secret": "the brief"}
 INPUT = b"the requester's confidential input\n"
@@ -48,9 +48,7 @@ async def _published_with_input(client: httpx.AsyncClient, requester: AgentHandl
     }
     ticket = await client.post(f"/api/v2/jobs/{job_id}/input-files", json=upload, headers=requester.h)
     assert ticket.status_code == 201, ticket.text
-    target = ticket.json()["target"]
-    put = await client.put(target["url"], content=INPUT, headers=target["headers"])
-    assert put.status_code in (200, 201, 204), put.text
+    await put_upload(client, ticket.json(), INPUT)
     published = await client.post(f"/api/v2/jobs/{job_id}/publish", headers=requester.h)
     assert published.status_code == 200, published.text
     return job_id

@@ -8,12 +8,16 @@ from pathlib import Path
 from typing import Any
 
 from callboard_core import clock
-from tests.jobs_helpers import create_published, iso, job_body, new_agent, new_owner, sha, submit_body
-
-
-async def _put(client: Any, ticket: dict[str, Any], data: bytes) -> None:
-    r = await client.put(ticket["target"]["url"], content=data, headers=ticket["target"]["headers"])
-    assert r.status_code in (200, 201, 204), r.text
+from tests.jobs_helpers import (
+    create_published,
+    iso,
+    job_body,
+    new_agent,
+    new_owner,
+    put_upload,
+    sha,
+    submit_body,
+)
 
 
 async def _admitted(client: Any, requester: Any, worker: Any, **overrides: Any) -> tuple[dict[str, Any], str]:
@@ -73,7 +77,7 @@ async def test_input_files_verified_at_publish_and_unlocked_by_acknowledgement(
     assert ticket.status_code == 201, ticket.text
     missing = await client.post(f"/api/v2/jobs/{draft['id']}/publish", headers=requester.h)
     assert missing.status_code == 409 and missing.json()["code"] == "file_missing"
-    await _put(client, ticket.json(), data)
+    await put_upload(client, ticket.json(), data)
     published = await client.post(f"/api/v2/jobs/{draft['id']}/publish", headers=requester.h)
     assert published.status_code == 200, published.text
     assert (await client.post(f"/api/v2/jobs/{draft['id']}/applications", headers=worker.h)).status_code == 201
@@ -94,7 +98,7 @@ async def test_changed_input_file_fails_publish(app: Any, core: Any, client: Any
     data = b"original"
     ticket = (await client.post(f"/api/v2/jobs/{draft['id']}/input-files", headers=requester.h, json={
         "filename": "a.txt", "mimeType": "text/plain", "sizeBytes": len(data), "sha256": sha(data)})).json()
-    await _put(client, ticket, data)
+    await put_upload(client, ticket, data)
     # Storage changes behind the service's back (same size, other bytes): the re-hash at publish catches it.
     stored = [p for p in (Path(core.settings.var_dir) / "blobs").rglob("*") if p.is_file() and ticket["fileId"] in str(p)]
     assert stored, "the local store keeps the object under the file's key"
@@ -115,7 +119,7 @@ async def test_deliverables_withheld_until_award(app: Any, core: Any, client: An
     for role, name, data in (("DELIVERABLE", "full.md", b"# the full work\n" * 50), ("PREVIEW", "peek.md", b"# peek\n")):
         t = (await client.post(f"/api/v2/participation-slots/{slot_id}/uploads", headers=worker.h, json={
             "filename": name, "mimeType": "text/markdown", "sizeBytes": len(data), "sha256": sha(data)})).json()
-        await _put(client, t, data)
+        await put_upload(client, t, data)
         files[role] = (t["uploadId"], data)
     sub = await client.post(f"/api/v2/participation-slots/{slot_id}/submit", headers=worker.h, json=submit_body(
         files=[{"uploadId": files["DELIVERABLE"][0], "role": "DELIVERABLE"},

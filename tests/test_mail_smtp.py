@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import email
 import email.policy
-import socket
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -19,6 +18,7 @@ from callboard_core.container import Core
 from callboard_core.mail.models import OutboxMessage
 from http_api.app import create_app
 from tests.conftest import BASE_URL, make_settings, make_user
+from tests.netutil import free_port
 
 
 class Collector:
@@ -29,11 +29,6 @@ class Collector:
         self.envelopes.append(envelope)
         return "250 Message accepted for delivery"
 
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @pytest.fixture

@@ -397,3 +397,23 @@ async def test_draft_claim_can_link_an_existing_agent(app: Any, core: Any, clien
 async def test_manifest_must_be_a_bounded_object(client: Any) -> None:
     for body in ({}, {"manifest": "text"}, {"manifest": [1]}, {"manifest": {"pad": "x" * 70_000}}):
         assert_problem(await client.post("/api/agent/register/manifest", json=body), 422)
+
+
+async def test_spend_caps_are_checked_as_resolved(app: Any, core: Any, client: Any) -> None:
+    """The per-task cap may not exceed the daily cap wherever either comes from: a per-task cap alone runs
+    into the safe default (0 a day: no spending), and a daily cap below the agent's proposed per-task cap
+    (900) is refused on the field the owner sent. Nothing is activated by a refusal."""
+    owner = await new_owner(app, core)
+    _, session_id = await onboarded(owner, client)
+    path = f"/api/onboarding/sessions/{session_id}/activate"
+    alone = await owner.client.post(path, json={"runtimeTarget": "MCP", "maxSpendCentsPerTask": 10})
+    error = assert_problem(alone, 422)["errors"][0]
+    assert (error["field"], error["code"]) == ("maxSpendCentsPerTask", "exceeds_daily_cap")
+    assert "by default: no spending" in error["message"]
+    below = await owner.client.post(path, json={"runtimeTarget": "MCP", "activationMode": "ADVANCED",
+                                                "maxSpendCentsPerDay": 500})
+    error = assert_problem(below, 422)["errors"][0]
+    assert (error["field"], error["code"]) == ("maxSpendCentsPerDay", "exceeds_daily_cap")
+    assert "agent's proposal" in error["message"]
+    done = await activate(owner, session_id, activationMode="ADVANCED", maxSpendCentsPerDay=900)
+    assert (done["activation"]["maxSpendCentsPerTask"], done["activation"]["maxSpendCentsPerDay"]) == (900, 900)

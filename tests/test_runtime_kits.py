@@ -33,6 +33,7 @@ from runtime_kits import (
     render_kit,
 )
 from runtime_kits.install import EXCHANGE_PATH, KitInstallError, install, write_kit
+from tests.netutil import free_port
 
 BASE = "https://callboard.example"
 KEY = "cbk_0123456789abcdefghijABCDEFGHIJklmnopq1"
@@ -332,11 +333,6 @@ def server_url() -> Iterator[str]:
     thread.join(10)
     sock.close()
 
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def test_install_writes_the_kit_with_the_real_key(server_url, tmp_path):

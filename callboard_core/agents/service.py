@@ -120,23 +120,29 @@ async def _load_me(session: AsyncSession, agent_id: str) -> s.AgentResponse:
 
 # --- capabilities and handles --------------------------------------------------------------------
 
-async def resolve_capabilities(session: AsyncSession, slugs: Sequence[str], field: str = "capabilities") -> list[CapabilityTag]:
-    """Known, active capability tags for these slugs (order kept, duplicates dropped), else a field error."""
+async def split_capabilities(session: AsyncSession, slugs: Sequence[str]) -> tuple[list[CapabilityTag], list[str]]:
+    """(the known, active capability tags among these slugs, the other slugs), both in order, duplicates
+    dropped; slugs are matched trimmed and lower-cased."""
     wanted = list(dict.fromkeys(x.strip().lower() for x in slugs))
     if not wanted:
-        return []
+        return [], []
     found = {
         t.slug: t for t in (await session.execute(
             select(CapabilityTag).where(CapabilityTag.slug.in_(wanted), CapabilityTag.status == TaxonomyStatus.ACTIVE)
         )).scalars()
     }
-    unknown = [x for x in wanted if x not in found]
+    return [found[x] for x in wanted if x in found], [x for x in wanted if x not in found]
+
+
+async def resolve_capabilities(session: AsyncSession, slugs: Sequence[str], field: str = "capabilities") -> list[CapabilityTag]:
+    """Known, active capability tags for these slugs (order kept, duplicates dropped), else a field error."""
+    tags, unknown = await split_capabilities(session, slugs)
     if unknown:
         raise ValidationFailed(
             f"Unknown capability tag(s): {', '.join(unknown)}. See GET /capabilities/tags.",
             errors=[{"field": field, "code": "unknown_capability", "message": f"unknown tag '{x}'"} for x in unknown],
         )
-    return [found[x] for x in wanted]
+    return tags
 
 
 async def set_capabilities(session: AsyncSession, agent: Agent, slugs: Sequence[str]) -> None:

@@ -231,7 +231,7 @@ async def list_for_key(session: AsyncSession, caller: KeyPrincipal) -> ApiKeyLis
     return await _list(session, ApiKey.agent_id == caller.agent_id)
 
 
-async def _mintable_agent(session: AsyncSession, agent_id: str, owner_id: str | None) -> Agent:
+async def mintable_agent(session: AsyncSession, agent_id: str, owner_id: str | None) -> Agent:
     """An agent of this owner that may get a new key: 404 for another owner's, 409 when it is archived,
     deleted or suspended (a key must not outlive or undo those)."""
     agent = await session.get(Agent, agent_id)
@@ -246,7 +246,7 @@ async def _mintable_agent(session: AsyncSession, agent_id: str, owner_id: str | 
     return agent
 
 
-async def _mint(
+async def mint(
     session: AsyncSession,
     *,
     agent_id: str | None,
@@ -281,9 +281,9 @@ async def create_for_key(session: AsyncSession, caller: KeyPrincipal, body: ApiK
             if agent is None or agent.deleted_at is not None:
                 raise NotFound("No such agent.", code="agent_not_found")
         else:
-            await _mintable_agent(session, agent_id, caller.owner_id)
+            await mintable_agent(session, agent_id, caller.owner_id)
     actor = ("agent", caller.agent_id) if caller.agent_id else ("user", caller.owner_id)
-    return await _mint(
+    return await mint(
         session,
         agent_id=agent_id,
         owner_id=caller.owner_id,
@@ -298,8 +298,8 @@ async def create_for_owner(session: AsyncSession, owner_id: str, body: ApiKeyCre
     """A new key minted from the dashboard: for one of the owner's agents, or owner-level (no agentId)."""
     scopes = check_scopes(body.scopes, default=READ_WRITE, ceiling=ALL_SCOPES)
     if body.agent_id is not None:
-        await _mintable_agent(session, body.agent_id, owner_id)
-    return await _mint(
+        await mintable_agent(session, body.agent_id, owner_id)
+    return await mint(
         session,
         agent_id=body.agent_id,
         owner_id=owner_id,

@@ -189,27 +189,25 @@ async def cancel_direct_hire(session: AsyncSession, actor: Actor, job_id: str) -
     return view(job)
 
 
-async def expire_due(session: AsyncSession, now: object = None) -> int:
-    """Pending invitations past their expiry lapse (the sweeper). Direct Hires whose offer lapsed are cancelled."""
-    now = now or clock.now()
-    due = (await session.scalars(select(JobInvitation).where(
-        JobInvitation.status == I.PENDING, JobInvitation.expires_at <= now).limit(500))).all()
-    count = 0
-    for inv in due:
-        await lock(session, inv.job_id)
-        try:
-            await _settle_invitation(session, inv, I.EXPIRED)
-        except Conflict:
-            continue
-        count += 1
-        await admission.release_places(session, inv.job_id)
-        job = await session.get(Job, inv.job_id, populate_existing=True)
-        assert job is not None
-        await events.record(session, job.id, "invitation_expired", SYSTEM, {"invitationId": inv.id},
-                            notify=[inv.worker_agent_id], title=f"Invitation expired: {job.title}")
-        if job.status == JobStatus.PENDING_ACCEPTANCE:
-            await move(session, job, "cancel_direct_hire", JobStatus.CANCELLED, closed_at=clock.now())
-            await events.record(session, job.id, "cancelled", SYSTEM, {"reason": "direct_hire_expired"},
-                                notify=[job.requester_agent_id], title=f"Direct Hire expired: {job.title}")
-    return count
+async def expire(session: AsyncSession, invitation_id: str) -> bool:
+    """A pending invitation past its expiry lapses (the sweeper, one invitation per unit of work); a Direct
+    Hire whose offer lapsed is cancelled. False when it had already moved or is not due."""
+    inv = await session.get(JobInvitation, invitation_id)
+    if inv is None:
+        return False
+    await lock(session, inv.job_id)
+    await session.refresh(inv)
+    if inv.status != I.PENDING or inv.expires_at > clock.now():
+        return False
+    await _settle_invitation(session, inv, I.EXPIRED)
+    await admission.release_places(session, inv.job_id)
+    job = await session.get(Job, inv.job_id, populate_existing=True)
+    assert job is not None
+    await events.record(session, job.id, "invitation_expired", SYSTEM, {"invitationId": inv.id},
+                        notify=[inv.worker_agent_id], title=f"Invitation expired: {job.title}")
+    if job.status == JobStatus.PENDING_ACCEPTANCE:
+        await move(session, job, "cancel_direct_hire", JobStatus.CANCELLED, closed_at=clock.now())
+        await events.record(session, job.id, "cancelled", SYSTEM, {"reason": "direct_hire_expired"},
+                            notify=[job.requester_agent_id], title=f"Direct Hire expired: {job.title}")
+    return True
 

@@ -17,8 +17,8 @@ from callboard_core.container import Core
 from callboard_core.jobs import admission, events, invitations
 from callboard_core.jobs import service as jobs
 from callboard_core.jobs.actors import SYSTEM
-from callboard_core.jobs.models import Job, ParticipationSlot
-from callboard_core.jobs.states import JobStatus, SlotStatus
+from callboard_core.jobs.models import Job, JobInvitation, ParticipationSlot
+from callboard_core.jobs.states import InvitationStatus, JobStatus, SlotStatus
 
 log = logging.getLogger("callboard.sweeper")
 BATCH = 200
@@ -88,12 +88,12 @@ async def sweep(core: Core) -> dict[str, int]:
             .limit(BATCH))).all())
         due_jobs = list((await s.scalars(select(Job.id).where(
             Job.status == JobStatus.IN_PROGRESS, Job.latest_submission_deadline_at <= now).limit(BATCH))).all())
+        due_invitations = list((await s.scalars(select(JobInvitation.id).where(
+            JobInvitation.status == InvitationStatus.PENDING, JobInvitation.expires_at <= now).limit(BATCH))).all())
         overdue = list((await s.scalars(select(Job.id).where(
             Job.status == JobStatus.IN_REVIEW, Job.review_deadline_at <= now, Job.review_overdue_at.is_(None))
             .limit(BATCH))).all())
-    counts = {"invitations": 0}
-    async with core.uow() as uow:
-        counts["invitations"] = await invitations.expire_due(uow.session, now)
+    counts = {"invitations": await _each(core, due_invitations, invitations.expire)}
     counts["admission"] = await _each(core, due_admission, _close_admission)
     counts["acknowledgement"] = await _each(core, due_ack, _expire_ack)
     counts["work"] = await _each(core, due_work, _expire_work)

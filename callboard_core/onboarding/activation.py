@@ -20,10 +20,8 @@ from callboard_core import clock
 from callboard_core.agents import service as agents
 from callboard_core.agents.models import Agent, AgentStatus, ClaimStatus, Intent
 from callboard_core.api_keys import service as api_keys
-from callboard_core.api_keys.models import ApiKey
 from callboard_core.api_keys.schemas import ApiKeyInfo
 from callboard_core.audit import service as audit
-from callboard_core.capabilities.models import CapabilityTag, TaxonomyStatus
 from callboard_core.config import Settings
 from callboard_core.errors import Conflict, Gone, NotFound, field_error
 from callboard_core.ids import new_id
@@ -115,13 +113,8 @@ async def for_subject(session: AsyncSession, source: ActivationSource, subject_i
 
 async def _known_tags(session: AsyncSession, slugs: list[str]) -> tuple[list[str], list[str]]:
     """(known active tag slugs, the rest), order kept: proposals and manifests may name tags loosely."""
-    wanted = list(dict.fromkeys(x.strip().lower() for x in slugs if x.strip()))
-    if not wanted:
-        return [], []
-    found = set((await session.execute(
-        select(CapabilityTag.slug).where(CapabilityTag.slug.in_(wanted), CapabilityTag.status == TaxonomyStatus.ACTIVE)
-    )).scalars())
-    return [x for x in wanted if x in found], [x for x in wanted if x not in found]
+    tags, unknown = await agents.split_capabilities(session, [x for x in slugs if x.strip()])
+    return [t.slug for t in tags], unknown
 
 
 async def _policy(session: AsyncSession, subject: Subject, body: s.ActivationBody) -> tuple[dict[str, Any], list[str]]:
@@ -140,10 +133,22 @@ async def _policy(session: AsyncSession, subject: Subject, body: s.ActivationBod
         policy["allowed_buyer_capabilities"] = [t.slug for t in tags]
     else:
         policy["allowed_buyer_capabilities"], dropped = await _known_tags(session, policy["allowed_buyer_capabilities"])
-    if (body.max_spend_cents_per_task is not None and body.max_spend_cents_per_day is not None
-            and body.max_spend_cents_per_task > body.max_spend_cents_per_day):
-        raise field_error("maxSpendCentsPerTask", "The per-task cap cannot exceed the daily cap.",
-                          "exceeds_daily_cap")
+    # Checked on the resolved caps, wherever each came from: 0 a day means no spending at all, so any
+    # per-task cap above the daily one could never be used and is a mistake to name now.
+    per_task, per_day = policy["max_spend_cents_per_task"], policy["max_spend_cents_per_day"]
+    if per_task > per_day:
+
+        def origin(name: str) -> str:
+            if getattr(body, name) is not None:
+                return ""
+            return " from the agent's proposal" if proposed is not None and getattr(proposed, name) is not None \
+                else " by default" + (": no spending" if name == "max_spend_cents_per_day" else "")
+
+        sent_daily_only = body.max_spend_cents_per_day is not None and body.max_spend_cents_per_task is None
+        raise field_error(
+            "maxSpendCentsPerDay" if sent_daily_only else "maxSpendCentsPerTask",
+            f"The per-task cap ({per_task} cents{origin('max_spend_cents_per_task')}) cannot exceed the daily cap "
+            f"({per_day} cents{origin('max_spend_cents_per_day')}); send both.", "exceeds_daily_cap")
     policy.update(
         enable_buyer=body.enable_buyer if body.enable_buyer is not None else subject.role != "SELLER",
         # Listing a seller is an explicit owner decision: never on by default.
@@ -211,7 +216,7 @@ async def activate(session: AsyncSession, settings: Settings, subject: Subject, 
     policy, dropped = await _policy(session, subject, body)
     activation_id = new_id("act")
     if subject.linked_agent_id is not None:
-        agent = await mintable_agent(session, subject.linked_agent_id, subject.owner_id)
+        agent = await api_keys.mintable_agent(session, subject.linked_agent_id, subject.owner_id)
         unknown: list[str] = []
     else:
         agent, unknown = await _new_agent(session, subject)
@@ -225,8 +230,8 @@ async def activate(session: AsyncSession, settings: Settings, subject: Subject, 
         runtime_target=body.runtime_target, activation_mode=body.activation_mode, **policy,
     )
     session.add(row)
-    plaintext, key = await _issue_key(session, agent.id, subject.owner_id, api_keys.READ_WRITE,
-                                      "onboarding activation", ("user", subject.owner_id))
+    created = await api_keys.mint(session, agent_id=agent.id, owner_id=subject.owner_id, scopes=api_keys.READ_WRITE,
+                                  label="onboarding activation", actor_type="user", actor_id=subject.owner_id)
     install_token = INSTALL_TOKEN_PREFIX + tokens.new_token(32)
     ticket = InstallToken(activation_id=activation_id, token_hash=tokens.hash_token(install_token),
                           expires_at=clock.now() + INSTALL_TOKEN_TTL)
@@ -246,31 +251,17 @@ async def activate(session: AsyncSession, settings: Settings, subject: Subject, 
         next_actions.append("Not in the capability taxonomy, so not applied: " + ", ".join(unknown + dropped)
                             + ". Request custom tags with POST /capabilities/requests.")
     return Outcome(
-        activation=row, agent=agent, key=plaintext, key_info=await api_keys.info_one(session, key),
+        activation=row, agent=agent, key=created.key, key_info=created.key_info,
         install_command=command, install_token_expires_at=ticket.expires_at,
         runtime_kit=kit_for(settings, body.runtime_target, agent), next_actions=next_actions,
     )
 
 
-async def mintable_agent(session: AsyncSession, agent_id: str, owner_id: str) -> Agent:
-    """An agent of this owner that may get a new key: 404 for another owner's, 409 when archived, deleted or
-    suspended (a key must not outlive or undo those)."""
-    return await api_keys._mintable_agent(session, agent_id, owner_id)
-
-
-async def _issue_key(session: AsyncSession, agent_id: str | None, owner_id: str, scopes: list[str], label: str,
-                     actor: tuple[str, str | None]) -> tuple[str, ApiKey]:
-    plaintext, key = await api_keys.issue(session, agent_id=agent_id, owner_id=owner_id, scopes=scopes, label=label)
-    audit.record(session, actor_type=actor[0], actor_id=actor[1], action="api_key.created", target_type="api_key",
-                 target_id=key.id, agent_id=agent_id, scopes=scopes)
-    return plaintext, key
-
-
 async def issue_read_key(session: AsyncSession, agent_id: str, owner_id: str) -> s.ClaimedKey:
     """The onboarding claim's key: read-only, for an agent of the owner."""
-    plaintext, key = await _issue_key(session, agent_id, owner_id, [api_keys.READ], "onboarding claim",
-                                      ("user", owner_id))
-    return s.ClaimedKey(key=plaintext, key_info=await api_keys.info_one(session, key))
+    created = await api_keys.mint(session, agent_id=agent_id, owner_id=owner_id, scopes=[api_keys.READ],
+                                  label="onboarding claim", actor_type="user", actor_id=owner_id)
+    return s.ClaimedKey(key=created.key, key_info=created.key_info)
 
 
 # --- the install-token exchange --------------------------------------------------------------------
@@ -302,13 +293,13 @@ async def exchange(session: AsyncSession, settings: Settings, token: str) -> s.I
     activation = await session.get(OnboardingActivation, won.activation_id)
     if activation is None or activation.agent_id is None:
         raise NotFound("The activated agent no longer exists.", code="agent_not_found")
-    agent = await mintable_agent(session, activation.agent_id, activation.owner_id)
-    plaintext, key = await _issue_key(session, agent.id, activation.owner_id, api_keys.READ_WRITE, "kit install",
-                                      ("install_token", won.id))
-    await session.execute(update(InstallToken).where(InstallToken.id == won.id).values(api_key_id=key.id)
+    agent = await api_keys.mintable_agent(session, activation.agent_id, activation.owner_id)
+    created = await api_keys.mint(session, agent_id=agent.id, owner_id=activation.owner_id, scopes=api_keys.READ_WRITE,
+                                  label="kit install", actor_type="install_token", actor_id=won.id)
+    await session.execute(update(InstallToken).where(InstallToken.id == won.id).values(api_key_id=created.key_info.id)
                           .execution_options(synchronize_session=False))
     return s.InstallExchanged(
         install_command=runtime_kits.install_command(base_url(settings), token),
-        runtime_kit=kit_for(settings, activation.runtime_target, agent, plaintext),
+        runtime_kit=kit_for(settings, activation.runtime_target, agent, created.key),
         activation=view(activation), source=activation.source, activation_id=activation.id,
     )

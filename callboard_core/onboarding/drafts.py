@@ -14,6 +14,7 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from callboard_core import clock
+from callboard_core.api_keys import service as api_keys
 from callboard_core.config import Settings
 from callboard_core.errors import Conflict, Gone, NotFound, Unauthenticated
 from callboard_core.ids import new_id, random_string
@@ -222,7 +223,7 @@ async def claim(session: AsyncSession, owner_id: str, slug: str, body: s.ClaimBo
     if body.agent_id is not None and body.agent_id != row.linked_agent_id:
         if row.status == DraftStatus.ACTIVATED:
             raise Conflict("This draft was activated already.", code="invalid_state", current_state=row.status)
-        row.linked_agent_id = (await activations.mintable_agent(session, body.agent_id, owner_id)).id
+        row.linked_agent_id = (await api_keys.mintable_agent(session, body.agent_id, owner_id)).id
     row.updated_at = clock.now()
     await session.flush()
     activation = await _activation(session, row)

@@ -15,6 +15,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 import runtime_kits
 from callboard_core import clock
+from callboard_core.api_keys import service as api_keys
 from callboard_core.config import Settings
 from callboard_core.errors import Conflict, NotFound
 from callboard_core.ids import new_id, random_string
@@ -257,7 +258,7 @@ async def claim(session: AsyncSession, owner_id: str, slug: str, body: s.ClaimBo
     if agent_id is None:
         raise Conflict("Name agentId (one of your agents), or activate the session first.",
                        code="agent_required", current_state=row.status)
-    agent = await activations.mintable_agent(session, agent_id, owner_id)
+    agent = await api_keys.mintable_agent(session, agent_id, owner_id)
     return await activations.issue_read_key(session, agent.id, owner_id)
 
 
