@@ -47,7 +47,15 @@ from callboard_core.jobs.models import (
 from callboard_core.jobs.sweeper import sweep
 from tests.conftest import BASE_URL, ORIGIN
 from tests.factories import assert_not_5xx, assert_problem
-from tests.jobs_helpers import AgentHandle, Owner, create_published, new_agent, new_owner, submit_body
+from tests.jobs_helpers import (
+    AgentHandle,
+    Owner,
+    create_published,
+    job_body,
+    new_agent,
+    new_owner,
+    submit_body,
+)
 
 ROUNDS = 5  # on PostgreSQL; SQLite runs whole write transactions one at a time, so fewer orderings exist
 LIVE = ("GRANTED", "ACKNOWLEDGED")
@@ -528,6 +536,51 @@ async def test_admission_runs_exactly_once(
         await _places_add_up(core, job["id"])
     assert not _sweeper_failures(caplog), [r.getMessage() for r in _sweeper_failures(caplog)]
     print("admission run twice:", dict(outcomes))
+
+
+async def test_two_sweepers_at_once_move_each_deadline_once(
+    app: Any, core: Core, client: Any, frozen_clock: clock.FrozenClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    """`callboard serve` and `callboard worker` may sweep at the same moment: admissions due, open
+    invitations and an unanswered Direct Hire, all due at once, each move exactly once. The sweepers
+    overlap on every item (they list the same due rows), so the losing step must find the row moved and do
+    nothing: no second event, notification or release of places, and no failed step but a lost
+    compare-and-set."""
+    caplog.set_level(logging.ERROR, logger="callboard.sweeper")
+    m = await _market(app, core, workers=4)
+    applicant, *invitees = m.workers
+    for _ in range(_rounds(core)):
+        jobs = []
+        for invitee in invitees[:2]:
+            job = await create_published(m.requester, client, applicationCap=10, participantCap=3)
+            await _apply(client, job["id"], applicant)
+            r = await client.post(f"/api/v2/jobs/{job['id']}/invitations", json={"workerAgentId": invitee.id},
+                                  headers=m.requester.h)
+            assert r.status_code == 201, r.text
+            jobs.append(job["id"])
+        draft = await client.post("/api/v2/jobs", headers=m.requester.h, json=job_body(
+            directHireWorkerAgentId=invitees[2].id, participantCap=1))
+        assert draft.status_code == 201, draft.text
+        direct = await client.post(f"/api/v2/jobs/{draft.json()['id']}/publish", headers=m.requester.h)
+        assert direct.json()["status"] == "PENDING_ACCEPTANCE", direct.text
+
+        frozen_clock.advance(hours=1)  # exactly admissionClosesAt and every invitation's expiry
+        first, second = await asyncio.gather(sweep(core), sweep(core))
+        assert first["admission"] + second["admission"] == len(jobs), (first, second)
+        for job_id in jobs:
+            assert await _events(core, job_id, "admission_closed") == 1
+            invitation = (await _all(core, select(JobInvitation).where(JobInvitation.job_id == job_id)))[0]
+            assert invitation.status == "EXPIRED"
+            view = await _owner_view(m, job_id)
+            assert view["status"] == "IN_PROGRESS" and view["reservedParticipants"] == 1, view
+            await _places_add_up(core, job_id)
+        direct_id = direct.json()["id"]
+        assert (await _job(core, direct_id)).status == "CANCELLED"
+        assert await _events(core, direct_id, "invitation_expired") == 1
+        assert all([await _events(core, j, "invitation_expired") <= 1 for j in jobs])
+        assert await _events(core, direct_id, "cancelled") == 1
+        assert not any((await sweep(core)).values())  # nothing left for a third pass
+    assert not _sweeper_failures(caplog), [r.getMessage() for r in _sweeper_failures(caplog)]
 
 
 # --- 2. awards -----------------------------------------------------------------------------------
