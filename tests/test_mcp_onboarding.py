@@ -19,7 +19,8 @@ from callboard_core.auth import sessions
 from callboard_core.container import Core
 from callboard_core.users import service as users
 from tests.conftest import make_settings
-from tests.mcp_helpers import CALLBOARD, call, free_port, serving
+from tests.mcp_helpers import CALLBOARD, call, serving
+from tests.netutil import free_port
 
 
 async def test_onboarding_to_kit_to_mcp_home(core: Any, tmp_path: Path) -> None:

@@ -172,19 +172,20 @@ async def check_stored(blobs: BlobStore, file: StoredFile) -> None:
                        code="file_mismatch", expectedSha256=file.sha256, storedSha256=digest, **_facts(file))
 
 
-def _identity(file: StoredFile) -> tuple[str, str, int, str]:
-    return (file.id, file.storage_key, file.size_bytes, file.sha256)
+def _identity(file: StoredFile) -> tuple[str, str, str, int, str]:
+    return (file.id, file.status, file.storage_key, file.size_bytes, file.sha256)
 
 
 @dataclass(frozen=True, slots=True)
 class Hashed:
     """Files whose stored bytes were re-hashed and matched before the write transaction began, each by
-    (id, storage key, size, SHA-256): a file row that changed since is not covered and is hashed again.
+    (id, status, storage key, size, SHA-256): a file row that changed since (deleted, re-declared) is not
+    covered and is checked again.
     Storage only accepts the declared bytes under a file's key (the PUT is bound to its size and SHA-256),
     so nothing but a store that skips that check could change them in between, and such a store could as
     well change them after the transaction: hashing earlier gives up nothing."""
 
-    files: frozenset[tuple[str, str, int, str]] = frozenset()
+    files: frozenset[tuple[str, str, str, int, str]] = frozenset()
 
     def covers(self, file: StoredFile) -> bool:
         return _identity(file) in self.files
@@ -234,7 +235,7 @@ async def verify_all(session: AsyncSession, blobs: BlobStore, files: Iterable[St
     failures: list[tuple[StoredFile, CallboardError]] = []
     for file in files:
         try:
-            if file.status == FileStatus.DELETED or not hashed.covers(file):
+            if not hashed.covers(file):
                 await check_stored(blobs, file)
         except (Conflict, Gone) as exc:
             failures.append((file, exc))

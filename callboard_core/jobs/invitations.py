@@ -81,11 +81,6 @@ async def mine(session: AsyncSession, actor: Actor, agent_id: str | None = None,
     return s.InvitationList(invitations=[invitation_view(i, j) for i, j in rows])
 
 
-async def _worker_invitation(session: AsyncSession, actor: Actor, invitation_id: str) -> tuple[JobInvitation, Agent]:
-    return await worker_row(session, actor, JobInvitation, invitation_id, what="invitation",
-                            code="invitation_not_found")
-
-
 async def _settle_invitation(session: AsyncSession, inv: JobInvitation, target: InvitationStatus, **values: object) -> None:
     now = clock.now()
     moved = await session.execute(
@@ -99,7 +94,8 @@ async def _settle_invitation(session: AsyncSession, inv: JobInvitation, target: 
 async def respond(session: AsyncSession, actor: Actor, invitation_id: str, body: s.InvitationRespond) -> s.InvitationView:
     """Accept: an ADMITTED application and a GRANTED slot (a Direct Hire's job starts). Decline: terminal,
     with a structured reason; the held place is released (a declined Direct Hire is cancelled)."""
-    inv, worker = await _worker_invitation(session, actor, invitation_id)
+    inv, worker = await worker_row(session, actor, JobInvitation, invitation_id, what="invitation",
+                                   code="invitation_not_found")
     job = await lock(session, inv.job_id)
     await session.refresh(inv)
     now = clock.now()
@@ -195,14 +191,13 @@ async def expire(session: AsyncSession, invitation_id: str) -> bool:
     inv = await session.get(JobInvitation, invitation_id)
     if inv is None:
         return False
-    await lock(session, inv.job_id)
+    job = await lock(session, inv.job_id)
     await session.refresh(inv)
     if inv.status != I.PENDING or inv.expires_at > clock.now():
         return False
     await _settle_invitation(session, inv, I.EXPIRED)
-    await admission.release_places(session, inv.job_id)
-    job = await session.get(Job, inv.job_id, populate_existing=True)
-    assert job is not None
+    await admission.release_places(session, job.id)
+    await session.refresh(job)
     await events.record(session, job.id, "invitation_expired", SYSTEM, {"invitationId": inv.id},
                         notify=[inv.worker_agent_id], title=f"Invitation expired: {job.title}")
     if job.status == JobStatus.PENDING_ACCEPTANCE:
