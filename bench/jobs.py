@@ -324,9 +324,11 @@ async def seed_jobs(settings: Any, fixtures: Fixtures, count: int, batch: int = 
                 # Flush what seeding dirtied and let autovacuum finish now, not during the measurements.
                 await conn.exec_driver_sql("CHECKPOINT")
                 for _ in range(120):
-                    busy = (await conn.exec_driver_sql(
-                        "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'autovacuum worker'"
-                    )).scalar_one()
+                    busy = (
+                        await conn.exec_driver_sql(
+                            "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'autovacuum worker'"
+                        )
+                    ).scalar_one()
                     if not busy:
                         break
                     await asyncio.sleep(0.5)

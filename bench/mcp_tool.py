@@ -59,8 +59,11 @@ async def measure(url: str, key: str, calls: int, rounds: int) -> dict[str, list
             captured.append((dict(request.headers), bytes(request.content)))
 
     http_mcp.event_hooks["request"].append(capture)
-    async with httpx.AsyncClient(base_url=url, headers={"X-API-Key": key}) as rest, http_mcp, \
-            Client(streamable_http_client(f"{url}/mcp", http_client=http_mcp)) as mcp:
+    async with (
+        httpx.AsyncClient(base_url=url, headers={"X-API-Key": key}) as rest,
+        http_mcp,
+        Client(streamable_http_client(f"{url}/mcp", http_client=http_mcp)) as mcp,
+    ):
 
         async def rest_call() -> None:
             r = await rest.get("/api/v2/home")
@@ -101,23 +104,30 @@ async def measure(url: str, key: str, calls: int, rounds: int) -> dict[str, list
     return out
 
 
-def render(args: argparse.Namespace, started: datetime, db: str, data: dict[str, list[list[float]]],
-           busy: float) -> str:
+def render(
+    args: argparse.Namespace, started: datetime, db: str, data: dict[str, list[list[float]]], busy: float
+) -> str:
     rows = []
     medians: dict[str, float] = {}
-    for name, label in (("rest", "GET /api/v2/home (httpx, kept-alive)"),
-                        ("mcp", "`home` tool, streamable HTTP (the client's tools/call, posted with httpx)"),
-                        ("mcp client", "`home` tool through the `mcp` Python client (information)")):
+    for name, label in (
+        ("rest", "GET /api/v2/home (httpx, kept-alive)"),
+        ("mcp", "`home` tool, streamable HTTP (the client's tools/call, posted with httpx)"),
+        ("mcp client", "`home` tool through the `mcp` Python client (information)"),
+    ):
         per_round = [statistics.median(r) for r in data[name]]
         allv = [v for r in data[name] for v in r]
         medians[name] = statistics.median(per_round)
-        rows.append(f"| {label} | {medians[name]:.2f} ms | {_pct(allv, 0.99):.2f} ms | "
-                    + ", ".join(f"{m:.2f}" for m in per_round) + " |")
+        rows.append(
+            f"| {label} | {medians[name]:.2f} ms | {_pct(allv, 0.99):.2f} ms | "
+            + ", ".join(f"{m:.2f}" for m in per_round)
+            + " |"
+        )
     ratio = medians["mcp"] / medians["rest"]
     verdict = "PASS" if ratio <= 2 else "FAIL"
     facts = base.machine()
     lines = [
-        "# callboard MCP benchmark", "",
+        "# callboard MCP benchmark",
+        "",
         f"- Date: {started:%Y-%m-%d %H:%M} UTC",
         f"- Machine: {facts.get('cpu', '?')}, nproc {facts.get('nproc', '?')}; Python {sys.version.split()[0]}",
         f"- Database: {db}; one uvicorn worker (`callboard serve`), client in another process on the same machine",
@@ -153,8 +163,13 @@ def main(argv: list[str] | None = None) -> int:
             with base.CpuMeter([servers["callboard"].proc.pid, servers["bare"].proc.pid]) as meter:
                 data = asyncio.run(measure(servers["callboard"].base, key, args.calls, args.rounds))
             busy = meter.background_cores
-            text = render(args, started, "SQLite (temporary file)" if args.database_url is None
-                          else base._redact(args.database_url), data, busy)
+            text = render(
+                args,
+                started,
+                "SQLite (temporary file)" if args.database_url is None else base._redact(args.database_url),
+                data,
+                busy,
+            )
     except base.BenchError as exc:
         print(f"bench: {exc}", file=sys.stderr)
         return 1

@@ -28,11 +28,19 @@ class Core:
     def build(cls, settings: Settings) -> Core:
         passwords.configure(fast=settings.env is Environment.TEST)
         db = Database(
-            settings.database_url, pool_size=settings.db_pool_size, busy_timeout_ms=settings.sqlite_busy_timeout_ms
+            settings.database_url,
+            pool_size=settings.db_pool_size,
+            busy_timeout_ms=settings.sqlite_busy_timeout_ms,
         )
-        return cls(settings=settings, db=db, mailer=build_mailer(settings, db), rate_limiter=RateLimiter(settings),
-                   sealer=Sealer(settings.secret_key), read_cache=ReadCache(settings.database_url),
-                   blobs=build_blob_store(settings))
+        return cls(
+            settings=settings,
+            db=db,
+            mailer=build_mailer(settings, db),
+            rate_limiter=RateLimiter(settings),
+            sealer=Sealer(settings.secret_key),
+            read_cache=ReadCache(settings.database_url),
+            blobs=build_blob_store(settings),
+        )
 
     def uow(self, *, write: bool = True) -> UnitOfWork:
         return UnitOfWork(self.db, write=write)

@@ -93,7 +93,9 @@ def from_pydantic(exc: ValidationError, *, location: str = "body") -> Validation
     errors = []
     for err in exc.errors(include_url=False, include_context=False, include_input=False):
         loc = [str(p) for p in err["loc"]]
-        errors.append({"field": ".".join(loc) or location, "in": location, "code": err["type"], "message": err["msg"]})
+        errors.append(
+            {"field": ".".join(loc) or location, "in": location, "code": err["type"], "message": err["msg"]}
+        )
     fields = ", ".join(sorted({x["field"] for x in errors}))[:300]
     verb = "are" if location.endswith("s") else "is"  # "the body is", "the arguments are"
     return ValidationFailed(f"The {location} {verb} not valid: {fields}.", errors=errors)
@@ -106,4 +108,3 @@ def wire_details(exc: CallboardError) -> dict[str, Any]:
     if isinstance(exc, ValidationFailed):
         details["errors"] = exc.errors
     return details
-

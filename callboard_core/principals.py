@@ -19,8 +19,10 @@ class KeyPrincipal:
 
     def require_agent(self) -> str:
         if self.agent_id is None:
-            raise Forbidden("This route needs an agent's API key; this key belongs to an owner.",
-                            code="agent_key_required")
+            raise Forbidden(
+                "This route needs an agent's API key; this key belongs to an owner.",
+                code="agent_key_required",
+            )
         return self.agent_id
 
 
@@ -39,8 +41,9 @@ class UserPrincipal:
 
     def require(self, permission: Permission) -> None:
         if not self.can(permission):
-            raise Forbidden("Your role does not allow this action.", code="insufficient_role",
-                            required=permission.value)
+            raise Forbidden(
+                "Your role does not allow this action.", code="insufficient_role", required=permission.value
+            )
 
 
 @dataclass(frozen=True, slots=True)

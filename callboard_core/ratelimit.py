@@ -38,10 +38,18 @@ class RateLimiter:
         self._shared_down_until = 0.0
         self._last_warning = 0.0
         if settings.redis_url:
-            uri = "async+" + settings.redis_url if not settings.redis_url.startswith("async+") else settings.redis_url
-            self._storage = storage_from_string(uri, key_prefix=settings.rate_limit_key_prefix, wrap_exceptions=True,
-                                                connect_timeout=REDIS_TIMEOUT_SECONDS,
-                                                stream_timeout=REDIS_TIMEOUT_SECONDS)
+            uri = (
+                "async+" + settings.redis_url
+                if not settings.redis_url.startswith("async+")
+                else settings.redis_url
+            )
+            self._storage = storage_from_string(
+                uri,
+                key_prefix=settings.rate_limit_key_prefix,
+                wrap_exceptions=True,
+                connect_timeout=REDIS_TIMEOUT_SECONDS,
+                stream_timeout=REDIS_TIMEOUT_SECONDS,
+            )
             self._shared = FixedWindowRateLimiter(self._storage)
         self._items: dict[str, RateLimitItem] = {
             PUBLIC: parse(settings.rate_limit_public),

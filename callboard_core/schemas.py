@@ -12,7 +12,10 @@ class ApiModel(BaseModel):
     """Request bodies and responses. Unknown properties are rejected (the spec's default)."""
 
     model_config = ConfigDict(
-        alias_generator=to_camel, populate_by_name=True, extra="forbid", from_attributes=True,
+        alias_generator=to_camel,
+        populate_by_name=True,
+        extra="forbid",
+        from_attributes=True,
         str_strip_whitespace=False,
     )
 

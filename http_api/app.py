@@ -42,7 +42,9 @@ def create_app(settings: Settings | None = None, *, core: Core | None = None) ->
         return Response(openapi_bytes, media_type="application/json")
 
     async def docs(request: Request) -> Response:
-        return TEMPLATES.TemplateResponse(request, "docs.html", {"doc": openapi_doc, "groups": _groups(table)})
+        return TEMPLATES.TemplateResponse(
+            request, "docs.html", {"doc": openapi_doc, "groups": _groups(table)}
+        )
 
     async def healthz(_: Request) -> Response:
         return Response(b'{"status":"ok"}', media_type="application/json")
@@ -72,7 +74,9 @@ def create_app(settings: Settings | None = None, *, core: Core | None = None) ->
                 await core.start()
                 await stack.enter_async_context(mcp.lifespan())
                 if settings.sweeper_in_server:
-                    await stack.enter_async_context(worker.in_background(core, settings.sweep_interval_seconds))
+                    await stack.enter_async_context(
+                        worker.in_background(core, settings.sweep_interval_seconds)
+                    )
                 # Everything built at start-up lives as long as the process: keep it out of the cyclic GC's scans.
                 gc.freeze()
                 yield {}
@@ -81,8 +85,9 @@ def create_app(settings: Settings | None = None, *, core: Core | None = None) ->
 
     app = Starlette(exception_handlers=EXCEPTION_HANDLERS)
     app.router = IndexedRouter(routes, lifespan=lifespan)
-    app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes,
-                       upload_max_bytes=settings.max_upload_bytes)
+    app.add_middleware(
+        BodyLimitMiddleware, max_bytes=settings.max_body_bytes, upload_max_bytes=settings.max_upload_bytes
+    )
     app.add_middleware(RequestIdMiddleware)
     app.state.core = core
     app.state.openapi = openapi_doc

@@ -63,8 +63,9 @@ def check_origin(request: Request, core: Core, *, required: bool) -> None:
     if origin is None and not required:
         return
     if origin not in core.settings.origins:
-        raise Forbidden("This request did not come from a trusted origin.", code="untrusted_origin",
-                        origin=origin)
+        raise Forbidden(
+            "This request did not come from a trusted origin.", code="untrusted_origin", origin=origin
+        )
 
 
 async def api_key(request: Request, session: AsyncSession, core: Core, *, write: bool) -> KeyPrincipal:
@@ -74,8 +75,12 @@ async def api_key(request: Request, session: AsyncSession, core: Core, *, write:
     principal, due = await api_keys.authenticate(session, raw.strip(), core.read_cache)
     needed = api_keys.WRITE if write else api_keys.READ
     if needed not in principal.scopes:
-        raise Forbidden(f"This API key lacks the '{needed}' scope.", code="insufficient_scope",
-                        required=needed, scopes=sorted(principal.scopes))
+        raise Forbidden(
+            f"This API key lacks the '{needed}' scope.",
+            code="insufficient_scope",
+            required=needed,
+            scopes=sorted(principal.scopes),
+        )
     if due:
         # Read by the endpoint once the request succeeded (lastUsedAt refresh).
         request.scope.setdefault("state", {})["touch_key"] = principal.key_id
@@ -87,9 +92,13 @@ async def rotated_key_id(request: Request, session: AsyncSession) -> str | None:
     raw = (request.headers.get(API_KEY_HEADER) or "").strip()
     if not raw or not tokens.api_key_well_formed(raw):
         return None
-    row = (await session.execute(
-        select(ApiKey.id, ApiKey.revoked_at, ApiKey.revoked_reason).where(ApiKey.key_hash == tokens.hash_token(raw))
-    )).one_or_none()
+    row = (
+        await session.execute(
+            select(ApiKey.id, ApiKey.revoked_at, ApiKey.revoked_reason).where(
+                ApiKey.key_hash == tokens.hash_token(raw)
+            )
+        )
+    ).one_or_none()
     if row is None or row.revoked_at is None or row.revoked_reason != ROTATED:
         return None
     return str(row.id)
@@ -108,8 +117,9 @@ async def user_session(request: Request, session: AsyncSession, core: Core) -> U
 async def onboarding_token(request: Request, session: AsyncSession) -> OnboardingPrincipal:
     token = bearer_token(request)
     if not token:
-        raise Unauthenticated("Send the onboarding token as 'Authorization: Bearer <token>'.",
-                              code="missing_onboarding_token")
+        raise Unauthenticated(
+            "Send the onboarding token as 'Authorization: Bearer <token>'.", code="missing_onboarding_token"
+        )
     return await onboarding_tokens.authenticate(session, request.path_params.get("slug", ""), token)
 
 
@@ -117,14 +127,17 @@ def machine_token(request: Request, core: Core) -> MachinePrincipal:
     token = bearer_token(request)
     expected = core.settings.machine_token
     if not token:
-        raise Unauthenticated("Send the machine token as 'Authorization: Bearer <token>'.",
-                              code="missing_machine_token")
+        raise Unauthenticated(
+            "Send the machine token as 'Authorization: Bearer <token>'.", code="missing_machine_token"
+        )
     if not expected or not tokens.constant_time_equals(token, expected):
         raise Unauthenticated("The machine token is not valid.", code="invalid_machine_token")
     return MachinePrincipal()
 
 
-async def authenticate(kind: AuthKind, request: Request, session: AsyncSession, core: Core) -> Principal | None:
+async def authenticate(
+    kind: AuthKind, request: Request, session: AsyncSession, core: Core
+) -> Principal | None:
     if kind is AuthKind.PUBLIC:
         return None
     if kind in (AuthKind.KEY_READ, AuthKind.KEY_WRITE):

@@ -40,11 +40,17 @@ def blob_routes(core: Core) -> list[BaseRoute]:
         declared = request.headers.get("content-length")
         # A declared length other than the granted size fails before a byte is read.
         if declared is not None and declared.isdigit() and int(declared) != grant.size_bytes:
-            raise ValidationFailed(f"The upload is {declared} bytes; {grant.size_bytes} were declared.",
-                                   code="upload_size_mismatch", expected=grant.size_bytes, received=int(declared))
+            raise ValidationFailed(
+                f"The upload is {declared} bytes; {grant.size_bytes} were declared.",
+                code="upload_size_mismatch",
+                expected=grant.size_bytes,
+                received=int(declared),
+            )
         await store.write(grant, request.stream())
-        return JSONResponse({"status": "stored", "sizeBytes": grant.size_bytes, "sha256": grant.sha256_hex},
-                            headers={"ETag": f'"{grant.sha256_hex}"'})
+        return JSONResponse(
+            {"status": "stored", "sizeBytes": grant.size_bytes, "sha256": grant.sha256_hex},
+            headers={"ETag": f'"{grant.sha256_hex}"'},
+        )
 
     async def get_blob(request: Request) -> Response:
         store = local_store()

@@ -19,8 +19,13 @@ def _serve(args: argparse.Namespace) -> None:
     if not args.no_migrate:
         asyncio.run(upgrade(settings))
     uvicorn.run(
-        "http_api.app:create_app", factory=True, host=args.host, port=args.port, log_level=args.log_level,
-        workers=args.workers, proxy_headers=True,
+        "http_api.app:create_app",
+        factory=True,
+        host=args.host,
+        port=args.port,
+        log_level=args.log_level,
+        workers=args.workers,
+        proxy_headers=True,
     )
 
 
@@ -113,7 +118,9 @@ def build_parser() -> argparse.ArgumentParser:
     create = users.add_parser("create", help="create a user with a password")
     create.add_argument("--email", required=True)
     create.add_argument("--password", required=True)
-    create.add_argument("--role", default="USER", choices=["USER", "SUPPORT", "MODERATOR", "ADMIN", "SUPERADMIN"])
+    create.add_argument(
+        "--role", default="USER", choices=["USER", "SUPPORT", "MODERATOR", "ADMIN", "SUPERADMIN"]
+    )
     create.add_argument("--name", default=None)
     create.set_defaults(func=_users_create)
 

@@ -63,8 +63,10 @@ class JSONBytesResponse(Response):
         if status_code < 200 or status_code in (204, 304):
             self.raw_headers = [(b"content-type", b"application/json")]
         else:
-            self.raw_headers = [(b"content-length", str(len(body)).encode()),
-                                (b"content-type", b"application/json")]
+            self.raw_headers = [
+                (b"content-length", str(len(body)).encode()),
+                (b"content-type", b"application/json"),
+            ]
 
 
 def _model_json(model: BaseModel) -> bytes:
@@ -97,7 +99,10 @@ def parse_query(route: RouteDef, request: Request) -> Any:
             unknown = sorted(params.keys())
             raise ValidationFailed(
                 "This route takes no query parameters.",
-                errors=[{"field": k, "in": "query", "code": "unknown", "message": "unknown parameter"} for k in unknown],
+                errors=[
+                    {"field": k, "in": "query", "code": "unknown", "message": "unknown parameter"}
+                    for k in unknown
+                ],
             )
         return None
     data: dict[str, Any] = {}
@@ -106,8 +111,14 @@ def parse_query(route: RouteDef, request: Request) -> Any:
         if "\x00" in name or any("\x00" in v for v in values):
             raise ValidationFailed(
                 "Query parameters cannot contain NUL characters.",
-                errors=[{"field": name.replace("\x00", ""), "in": "query", "code": "nul_character",
-                         "message": "NUL characters are not allowed"}],
+                errors=[
+                    {
+                        "field": name.replace("\x00", ""),
+                        "in": "query",
+                        "code": "nul_character",
+                        "message": "NUL characters are not allowed",
+                    }
+                ],
             )
         data[name] = values if len(values) > 1 else values[0]
     return _validate_query(route.query, data)
@@ -124,7 +135,9 @@ async def read_body(request: Request) -> bytes:
     try:
         return await request.body()
     except ClientDisconnect:
-        raise BadRequest("The client went away before sending the whole body.", code="client_disconnected") from None
+        raise BadRequest(
+            "The client went away before sending the whole body.", code="client_disconnected"
+        ) from None
 
 
 def parse_body(route: RouteDef, request: Request, raw: bytes) -> Any:
@@ -134,9 +147,12 @@ def parse_body(route: RouteDef, request: Request, raw: bytes) -> Any:
     empty = not stripped or stripped in (b"{}", b"null")
     if route.body is None:
         if not empty:
-            raise ValidationFailed("This route takes no request body.",
-                                   errors=[{"field": "body", "in": "body", "code": "unexpected_body",
-                                            "message": "no body expected"}])
+            raise ValidationFailed(
+                "This route takes no request body.",
+                errors=[
+                    {"field": "body", "in": "body", "code": "unexpected_body", "message": "no body expected"}
+                ],
+            )
         return None
     ctype = request.headers.get("content-type", "").split(";")[0].strip().lower()
     if stripped and ctype and not (ctype == "application/json" or ctype.endswith("+json")):
@@ -144,8 +160,10 @@ def parse_body(route: RouteDef, request: Request, raw: bytes) -> Any:
     if not stripped:
         if route.body_optional:
             return route.body()
-        raise ValidationFailed("A JSON request body is required.",
-                               errors=[{"field": "body", "in": "body", "code": "missing", "message": "body required"}])
+        raise ValidationFailed(
+            "A JSON request body is required.",
+            errors=[{"field": "body", "in": "body", "code": "missing", "message": "body required"}],
+        )
     try:
         data = orjson.loads(stripped)
     except orjson.JSONDecodeError as exc:
@@ -169,31 +187,64 @@ def check_json(data: Any) -> None:
     while stack:
         value, path, depth = stack.pop()
         if depth > MAX_JSON_DEPTH:
-            raise ValidationFailed(f"The body is nested deeper than {MAX_JSON_DEPTH} levels.",
-                                   errors=[{"field": path or "body", "in": "body", "code": "too_deep",
-                                            "message": f"at most {MAX_JSON_DEPTH} levels of nesting"}])
+            raise ValidationFailed(
+                f"The body is nested deeper than {MAX_JSON_DEPTH} levels.",
+                errors=[
+                    {
+                        "field": path or "body",
+                        "in": "body",
+                        "code": "too_deep",
+                        "message": f"at most {MAX_JSON_DEPTH} levels of nesting",
+                    }
+                ],
+            )
         if isinstance(value, str):
             if "\x00" in value:
-                raise ValidationFailed("Strings in the body cannot contain NUL characters.",
-                                       errors=[{"field": path or "body", "in": "body", "code": "nul_character",
-                                                "message": "NUL characters are not allowed"}])
+                raise ValidationFailed(
+                    "Strings in the body cannot contain NUL characters.",
+                    errors=[
+                        {
+                            "field": path or "body",
+                            "in": "body",
+                            "code": "nul_character",
+                            "message": "NUL characters are not allowed",
+                        }
+                    ],
+                )
         elif isinstance(value, int) and not isinstance(value, bool) and not _INT64_MIN <= value <= _INT64_MAX:
             # Past 64 bits a number no longer survives a database round trip and JSON rendering intact.
-            raise ValidationFailed("Integers in the body must fit in 64 bits.",
-                                   errors=[{"field": path or "body", "in": "body", "code": "number_out_of_range",
-                                            "message": "integer outside the 64-bit range"}])
+            raise ValidationFailed(
+                "Integers in the body must fit in 64 bits.",
+                errors=[
+                    {
+                        "field": path or "body",
+                        "in": "body",
+                        "code": "number_out_of_range",
+                        "message": "integer outside the 64-bit range",
+                    }
+                ],
+            )
         elif isinstance(value, dict):
             for key, item in value.items():
                 child = f"{path}.{key}" if path else str(key)
                 if "\x00" in key:
-                    raise ValidationFailed("Property names cannot contain NUL characters.",
-                                           errors=[{"field": child.replace("\x00", ""), "in": "body",
-                                                    "code": "nul_character",
-                                                    "message": "NUL characters are not allowed"}])
+                    raise ValidationFailed(
+                        "Property names cannot contain NUL characters.",
+                        errors=[
+                            {
+                                "field": child.replace("\x00", ""),
+                                "in": "body",
+                                "code": "nul_character",
+                                "message": "NUL characters are not allowed",
+                            }
+                        ],
+                    )
                 stack.append((item, child, depth + 1))
         elif isinstance(value, list):
-            stack.extend((item, f"{path}.{index}" if path else str(index), depth + 1)
-                         for index, item in enumerate(value))
+            stack.extend(
+                (item, f"{path}.{index}" if path else str(index), depth + 1)
+                for index, item in enumerate(value)
+            )
 
 
 def _check_params(params: dict[str, Any]) -> None:
@@ -280,8 +331,13 @@ class Endpoint:
         record_id: str | None = None
         if idem_key is not None:
             reservation = await idempotency.reserve(
-                core.db, core.sealer, scope=idempotency_scope(principal, ip), key=idem_key,
-                method=route.method, path=request.url.path, fingerprint=_fingerprint(route, request, raw),
+                core.db,
+                core.sealer,
+                scope=idempotency_scope(principal, ip),
+                key=idem_key,
+                method=route.method,
+                path=request.url.path,
+                fingerprint=_fingerprint(route, request, raw),
             )
             if reservation.replay is not None:
                 return _replayed(reservation.replay)
@@ -290,18 +346,25 @@ class Endpoint:
             prepared = None
             if route.prepare is not None:
                 async with core.uow(write=False) as uow:
-                    prepared = await route.prepare(_context(request, core, uow.session, principal, body, query,
-                                                            rid, ip))
+                    prepared = await route.prepare(
+                        _context(request, core, uow.session, principal, body, query, rid, ip)
+                    )
             async with core.uow(write=True) as uow:
                 ctx = _context(request, core, uow.session, principal, body, query, rid, ip)
                 ctx.prepared = prepared
                 result = await route.handler(ctx)
                 response = _finish(ctx, render(result, ctx.status or route.status, core.read_cache))
                 if record_id is not None:
-                    await idempotency.complete(uow.session, core.sealer, record_id, idempotency.StoredResponse(
-                        status=response.status_code, body=bytes(response.body),
-                        headers={k: v for k, v in response.headers.items() if k in _REPLAY_HEADERS},
-                    ))
+                    await idempotency.complete(
+                        uow.session,
+                        core.sealer,
+                        record_id,
+                        idempotency.StoredResponse(
+                            status=response.status_code,
+                            body=bytes(response.body),
+                            headers={k: v for k, v in response.headers.items() if k in _REPLAY_HEADERS},
+                        ),
+                    )
         except BaseException:
             if record_id is not None:
                 await idempotency.release(core.db, record_id)
@@ -324,8 +387,9 @@ def _replayed(stored: idempotency.StoredResponse) -> Response:
     return Response(stored.body, status_code=stored.status, headers=headers)
 
 
-async def _replay_for_rotated_key(route: RouteDef, request: Request, session: Any, core: Core,
-                                  idem_key: str | None, raw: bytes) -> Response | None:
+async def _replay_for_rotated_key(
+    route: RouteDef, request: Request, session: Any, core: Core, idem_key: str | None, raw: bytes
+) -> Response | None:
     """rotate-key revokes the very key that calls it, so the retry of a rotation whose answer was lost
     arrives with a revoked key. A key revoked by its own rotation still gets the stored answers of its
     own idempotent requests (same Idempotency-Key, same request): nothing runs, so the retry returns the
@@ -335,16 +399,38 @@ async def _replay_for_rotated_key(route: RouteDef, request: Request, session: An
     key_id = await auth.rotated_key_id(request, session)
     if key_id is None:
         return None
-    stored = await idempotency.find_replay(session, core.sealer, scope=f"key:{key_id}", key=idem_key,
-                                           fingerprint=_fingerprint(route, request, raw))
+    stored = await idempotency.find_replay(
+        session,
+        core.sealer,
+        scope=f"key:{key_id}",
+        key=idem_key,
+        fingerprint=_fingerprint(route, request, raw),
+    )
     return _replayed(stored) if stored is not None else None
 
 
-def _context(request: Request, core: Core, session: Any, principal: Principal | None, body: Any, query: Any,
-             rid: str, ip: str) -> RequestContext:
+def _context(
+    request: Request,
+    core: Core,
+    session: Any,
+    principal: Principal | None,
+    body: Any,
+    query: Any,
+    rid: str,
+    ip: str,
+) -> RequestContext:
     params = request.scope.get("path_params")
-    return RequestContext(request=request, core=core, session=session, principal=principal, body=body,
-                          query=query, params=dict(params) if params else {}, request_id=rid, client_ip=ip)
+    return RequestContext(
+        request=request,
+        core=core,
+        session=session,
+        principal=principal,
+        body=body,
+        query=query,
+        params=dict(params) if params else {},
+        request_id=rid,
+        client_ip=ip,
+    )
 
 
 def _finish(ctx: RequestContext, response: Response) -> Response:
@@ -357,8 +443,15 @@ def _finish(ctx: RequestContext, response: Response) -> Response:
             if cookie.delete:
                 response.delete_cookie(cookie.key, path="/", secure=secure, httponly=True, samesite="lax")
             else:
-                response.set_cookie(cookie.key, cookie.value, max_age=cookie.max_age, path="/", secure=secure,
-                                    httponly=True, samesite="lax")
+                response.set_cookie(
+                    cookie.key,
+                    cookie.value,
+                    max_age=cookie.max_age,
+                    path="/",
+                    secure=secure,
+                    httponly=True,
+                    samesite="lax",
+                )
     return response
 
 

@@ -37,7 +37,9 @@ def status_for(exc: e.CallboardError) -> int:
     return 400
 
 
-def problem(status: int, code: str, message: str, request_id: str, extra: dict[str, Any] | None = None) -> Response:
+def problem(
+    status: int, code: str, message: str, request_id: str, extra: dict[str, Any] | None = None
+) -> Response:
     body: dict[str, Any] = {
         "type": f"urn:callboard:error:{code}",
         "title": message,
@@ -51,7 +53,9 @@ def problem(status: int, code: str, message: str, request_id: str, extra: dict[s
     headers = {"X-Request-Id": request_id}
     if status == 401:
         headers["WWW-Authenticate"] = 'ApiKey header="X-API-Key", Cookie name="svc_session"'
-    return Response(orjson.dumps(body), status_code=status, media_type="application/problem+json", headers=headers)
+    return Response(
+        orjson.dumps(body), status_code=status, media_type="application/problem+json", headers=headers
+    )
 
 
 def render_error(exc: e.CallboardError, request_id: str) -> Response:
@@ -73,7 +77,9 @@ async def handle_callboard_error(request: Request, exc: Exception) -> Response:
 async def handle_http_exception(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
     code = HTTP_CODES.get(exc.status_code, "http_error")
-    message = {404: "No such route.", 405: "Method not allowed on this route."}.get(exc.status_code, str(exc.detail))
+    message = {404: "No such route.", 405: "Method not allowed on this route."}.get(
+        exc.status_code, str(exc.detail)
+    )
     response = problem(exc.status_code, code, message, request_id_of(request))
     if exc.headers:
         response.headers.update(exc.headers)

@@ -43,8 +43,15 @@ PROBLEM = {
         "requestId": {"type": "string"},
         "errors": {
             "type": "array",
-            "items": {"type": "object", "properties": {"field": {"type": "string"}, "in": {"type": "string"},
-                                                       "code": {"type": "string"}, "message": {"type": "string"}}},
+            "items": {
+                "type": "object",
+                "properties": {
+                    "field": {"type": "string"},
+                    "in": {"type": "string"},
+                    "code": {"type": "string"},
+                    "message": {"type": "string"},
+                },
+            },
         },
     },
     "additionalProperties": True,
@@ -95,11 +102,15 @@ def build_openapi(routes: list[RouteDef], *, base_url: str) -> dict[str, Any]:
         if route.deprecated:
             op["deprecated"] = True
         if route.method not in ("GET", "HEAD", "DELETE") or route.body is not None:
-            op["parameters"].append({
-                "name": "Idempotency-Key", "in": "header", "required": False,
-                "schema": {"type": "string", "maxLength": 255},
-                "description": "Same key and body within 24 h replays the stored response.",
-            })
+            op["parameters"].append(
+                {
+                    "name": "Idempotency-Key",
+                    "in": "header",
+                    "required": False,
+                    "schema": {"type": "string", "maxLength": 255},
+                    "description": "Same key and body within 24 h replays the stored response.",
+                }
+            )
         if route.body is not None:
             op["requestBody"] = {
                 "required": not route.body_optional,
@@ -133,12 +144,20 @@ def build_openapi(routes: list[RouteDef], *, base_url: str) -> dict[str, Any]:
 
 def _parameters(route: RouteDef) -> list[dict[str, Any]]:
     params: list[dict[str, Any]] = [
-        {"name": name, "in": "path", "required": True, "schema": {"type": "string"}} for name in route.path_params
+        {"name": name, "in": "path", "required": True, "schema": {"type": "string"}}
+        for name in route.path_params
     ]
     if route.query is not None:
         schema = route.query.model_json_schema(by_alias=True)
         required = set(schema.get("required", []))
         for name, prop in schema.get("properties", {}).items():
-            params.append({"name": name, "in": "query", "required": name in required, "schema": prop,
-                           **({"description": prop["description"]} if "description" in prop else {})})
+            params.append(
+                {
+                    "name": name,
+                    "in": "query",
+                    "required": name in required,
+                    "schema": prop,
+                    **({"description": prop["description"]} if "description" in prop else {}),
+                }
+            )
     return params

@@ -79,7 +79,9 @@ class IndexedRouter(Router):
             return
         if self._indexed_count != len(self.routes):
             self._reindex()
-        fixed_key = (scope["path"], scope.get("root_path", ""), scope["method"]) if scope["type"] == "http" else None
+        fixed_key = (
+            (scope["path"], scope.get("root_path", ""), scope["method"]) if scope["type"] == "http" else None
+        )
         fixed = self._fixed.get(fixed_key) if fixed_key is not None else None
         if fixed is not None:
             # What Route.matches would give for a route without parameters.
@@ -93,12 +95,16 @@ class IndexedRouter(Router):
         path = scope["path"]
         root = scope.get("root_path", "")
         if root and path.startswith(root):
-            path = path[len(root):]
+            path = path[len(root) :]
         for route in self._candidates(path):
             match, child_scope = route.matches(scope)
             if match is Match.FULL:
-                if (fixed_key is not None and self._remember and isinstance(route, Route)
-                        and not route.param_convertors):
+                if (
+                    fixed_key is not None
+                    and self._remember
+                    and isinstance(route, Route)
+                    and not route.param_convertors
+                ):
                     if len(self._fixed) >= 4096:
                         self._fixed.clear()
                     self._fixed[fixed_key] = route

@@ -173,11 +173,24 @@ class Router:
                 suffix = "" if index == 0 else f"_{index}"
                 self.routes.append(
                     RouteDef(
-                        method=method.upper(), path=path, auth=auth, handler=handler, tag=self.tag, body=body,
-                        body_optional=body_optional, query=query, response=response, status=status,
-                        summary=summary or first, description=rest.strip(), rate_limit=rate_limit,
-                        deprecated=path in deprecated_paths, idempotent=idempotent, page=page,
-                        operation_id=(name or handler.__name__) + suffix, prepare=prepare,
+                        method=method.upper(),
+                        path=path,
+                        auth=auth,
+                        handler=handler,
+                        tag=self.tag,
+                        body=body,
+                        body_optional=body_optional,
+                        query=query,
+                        response=response,
+                        status=status,
+                        summary=summary or first,
+                        description=rest.strip(),
+                        rate_limit=rate_limit,
+                        deprecated=path in deprecated_paths,
+                        idempotent=idempotent,
+                        page=page,
+                        operation_id=(name or handler.__name__) + suffix,
+                        prepare=prepare,
                     )
                 )
             return handler

@@ -27,8 +27,9 @@ def error_body(exc: e.CallboardError, request_id: str) -> dict[str, Any]:
 
 def tool_error(exc: e.CallboardError) -> CallToolResult:
     body = error_body(exc, "req_" + secrets.token_hex(10))
-    return CallToolResult(content=[TextContent(type="text", text=orjson.dumps(body, default=str).decode())],
-                          is_error=True)
+    return CallToolResult(
+        content=[TextContent(type="text", text=orjson.dumps(body, default=str).decode())], is_error=True
+    )
 
 
 def domain_errors(fn: Callable[P, Awaitable[T]]) -> Callable[P, Awaitable[T]]:

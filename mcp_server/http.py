@@ -37,8 +37,9 @@ def transport_security(base_url: str) -> TransportSecuritySettings:
     for host in _LOOPBACK:  # local clients and tests reach the server on loopback, any port
         hosts |= {host, f"{host}:*"}
         origins |= {f"http://{host}", f"http://{host}:*"}
-    return TransportSecuritySettings(enable_dns_rebinding_protection=True, allowed_hosts=sorted(hosts),
-                                     allowed_origins=sorted(origins))
+    return TransportSecuritySettings(
+        enable_dns_rebinding_protection=True, allowed_hosts=sorted(hosts), allowed_origins=sorted(origins)
+    )
 
 
 class KeyGate:
@@ -53,14 +54,19 @@ class KeyGate:
         try:
             raw = key_from_headers(headers)
             if raw is None:
-                raise Unauthenticated("Send your API key as X-API-Key or 'Authorization: Bearer <key>'.",
-                                      code="missing_api_key")
+                raise Unauthenticated(
+                    "Send your API key as X-API-Key or 'Authorization: Bearer <key>'.", code="missing_api_key"
+                )
             async with self.core.uow(write=False) as uow:
                 principal, due = await api_keys.authenticate(uow.session, raw, self.core.read_cache)
         except Unauthenticated as exc:
             body = error_body(exc, "req_" + secrets.token_hex(10)) | {"status": 401}
-            response = Response(orjson.dumps(body), status_code=401, media_type="application/problem+json",
-                                headers={"WWW-Authenticate": 'ApiKey header="X-API-Key", Bearer'})
+            response = Response(
+                orjson.dumps(body),
+                status_code=401,
+                media_type="application/problem+json",
+                headers={"WWW-Authenticate": 'ApiKey header="X-API-Key", Bearer'},
+            )
             await response(scope, receive, send)
             return
         # The tools of this very request use it (runner.Runner.principal) instead of checking the key again.
@@ -86,10 +92,14 @@ class McpMount:
         async def app(scope: Scope, receive: Receive, send: Send) -> None:
             target = self._apps.get(name)
             if target is None:
-                body = {"code": "mcp_not_started", "message": "The MCP server starts with the app's lifespan.",
-                        "status": 503}
+                body = {
+                    "code": "mcp_not_started",
+                    "message": "The MCP server starts with the app's lifespan.",
+                    "status": 503,
+                }
                 await Response(orjson.dumps(body), status_code=503, media_type="application/problem+json")(
-                    scope, receive, send)
+                    scope, receive, send
+                )
                 return
             await target(scope, receive, send)
 
@@ -99,7 +109,9 @@ class McpMount:
     async def lifespan(self) -> AsyncIterator[None]:
         server = build_server(self.core)
         security = transport_security(self.core.settings.base_url)
-        server.streamable_http_app(streamable_http_path="/mcp", transport_security=security, json_response=True)
+        server.streamable_http_app(
+            streamable_http_path="/mcp", transport_security=security, json_response=True
+        )
         sse = SseServerTransport("/messages/", security_settings=security)
         lowlevel: Any = server._lowlevel_server  # driven as the SDK's own sse_app() does
 

@@ -27,7 +27,9 @@ PreparedWork = Callable[[AsyncSession, Actor, P], Awaitable[M]]
 KeySource = Callable[[Any], str | None]  # the tool call's Context -> the raw API key, if any
 
 _touches: set[asyncio.Task[None]] = set()
-GATE_PRINCIPAL = "callboard_mcp_principal"  # scope state key: (raw key, principal, touch due), set by http.KeyGate
+GATE_PRINCIPAL = (
+    "callboard_mcp_principal"  # scope state key: (raw key, principal, touch due), set by http.KeyGate
+)
 
 
 def _gate_principal(ctx: Any) -> tuple[str, KeyPrincipal, bool] | None:
@@ -68,7 +70,9 @@ class Runner:
     async def principal(self, ctx: Any, session: AsyncSession, *, write: bool) -> KeyPrincipal:
         raw = self.key_source(ctx)
         if not raw:
-            raise Unauthenticated("Send your API key (X-API-Key or Authorization: Bearer).", code="missing_api_key")
+            raise Unauthenticated(
+                "Send your API key (X-API-Key or Authorization: Bearer).", code="missing_api_key"
+            )
         gated = _gate_principal(ctx)
         if gated is not None and gated[0] == raw:
             principal, due = gated[1], gated[2]  # checked by http.KeyGate for this very HTTP request
@@ -76,8 +80,12 @@ class Runner:
             principal, due = await api_keys.authenticate(session, raw, self.core.read_cache)
         needed = api_keys.WRITE if write else api_keys.READ
         if needed not in principal.scopes:
-            raise Forbidden(f"This API key lacks the '{needed}' scope.", code="insufficient_scope",
-                            required=needed, scopes=sorted(principal.scopes))
+            raise Forbidden(
+                f"This API key lacks the '{needed}' scope.",
+                code="insufficient_scope",
+                required=needed,
+                scopes=sorted(principal.scopes),
+            )
         if due:
             task = asyncio.create_task(api_keys.touch(self.core.db, principal.key_id))
             _touches.add(task)
@@ -89,22 +97,62 @@ class Runner:
             principal = await self.principal(ctx, uow.session, write=False)
             return await work(uow.session, Actor.agent(principal.require_agent()), principal)
 
-    async def write(self, ctx: Any, tool: str, args: dict[str, Any], idempotency_key: str | None, work: Work[M],
-                    out: type[M], *, scope: str = api_keys.WRITE) -> M:
-        return await self._write(ctx, tool, args, idempotency_key, None,
-                                 lambda session, actor, principal, _: work(session, actor, principal), out, scope)
+    async def write(
+        self,
+        ctx: Any,
+        tool: str,
+        args: dict[str, Any],
+        idempotency_key: str | None,
+        work: Work[M],
+        out: type[M],
+        *,
+        scope: str = api_keys.WRITE,
+    ) -> M:
+        return await self._write(
+            ctx,
+            tool,
+            args,
+            idempotency_key,
+            None,
+            lambda session, actor, principal, _: work(session, actor, principal),
+            out,
+            scope,
+        )
 
-    async def prepared_write(self, ctx: Any, tool: str, args: dict[str, Any], idempotency_key: str | None,
-                             prepare: Prepare[P], work: PreparedWork[P, M], out: type[M]) -> M:
+    async def prepared_write(
+        self,
+        ctx: Any,
+        tool: str,
+        args: dict[str, Any],
+        idempotency_key: str | None,
+        prepare: Prepare[P],
+        work: PreparedWork[P, M],
+        out: type[M],
+    ) -> M:
         """A write whose slow part needs no lock (re-hashing stored files): `prepare` runs first in a read
         unit of work and its result goes to `work`, as a route's `prepare` step over HTTP."""
-        return await self._write(ctx, tool, args, idempotency_key, prepare,
-                                 lambda session, actor, _principal, prepared: work(session, actor, prepared), out,
-                                 api_keys.WRITE)
+        return await self._write(
+            ctx,
+            tool,
+            args,
+            idempotency_key,
+            prepare,
+            lambda session, actor, _principal, prepared: work(session, actor, prepared),
+            out,
+            api_keys.WRITE,
+        )
 
-    async def _write(self, ctx: Any, tool: str, args: dict[str, Any], idempotency_key: str | None,
-                     prepare: Prepare[Any] | None, work: Callable[[AsyncSession, Actor, KeyPrincipal, Any], Awaitable[M]],
-                     out: type[M], scope: str) -> M:
+    async def _write(
+        self,
+        ctx: Any,
+        tool: str,
+        args: dict[str, Any],
+        idempotency_key: str | None,
+        prepare: Prepare[Any] | None,
+        work: Callable[[AsyncSession, Actor, KeyPrincipal, Any], Awaitable[M]],
+        out: type[M],
+        scope: str,
+    ) -> M:
         # The key is checked before the write lock is taken, as over HTTP.
         async with self.core.uow(write=False) as uow:
             principal = await self.principal(ctx, uow.session, write=scope == api_keys.WRITE)
@@ -112,10 +160,17 @@ class Runner:
         record_id: str | None = None
         if idempotency_key is not None:
             fingerprint = idempotency.request_fingerprint(
-                "TOOL", f"mcp:{tool}", orjson.dumps(args, option=orjson.OPT_SORT_KEYS, default=str))
+                "TOOL", f"mcp:{tool}", orjson.dumps(args, option=orjson.OPT_SORT_KEYS, default=str)
+            )
             reservation = await idempotency.reserve(
-                self.core.db, self.core.sealer, scope=f"key:{principal.key_id}", key=idempotency_key,
-                method="TOOL", path=f"mcp:{tool}", fingerprint=fingerprint)
+                self.core.db,
+                self.core.sealer,
+                scope=f"key:{principal.key_id}",
+                key=idempotency_key,
+                method="TOOL",
+                path=f"mcp:{tool}",
+                fingerprint=fingerprint,
+            )
             if reservation.replay is not None:
                 return out.model_validate_json(reservation.replay.body)
             record_id = reservation.record_id
@@ -127,8 +182,14 @@ class Runner:
             async with self.core.uow(write=True) as uow:
                 result = await work(uow.session, actor, principal, prepared)
                 if record_id is not None:
-                    await idempotency.complete(uow.session, self.core.sealer, record_id, idempotency.StoredResponse(
-                        status=200, body=result.model_dump_json(by_alias=True).encode(), headers={}))
+                    await idempotency.complete(
+                        uow.session,
+                        self.core.sealer,
+                        record_id,
+                        idempotency.StoredResponse(
+                            status=200, body=result.model_dump_json(by_alias=True).encode(), headers={}
+                        ),
+                    )
         except BaseException:
             if record_id is not None:
                 await idempotency.release(self.core.db, record_id)

@@ -38,10 +38,14 @@ def bridge_server(remote: Client) -> Server[Any]:
         assert isinstance(result, types.CallToolResult)
         return result
 
-    async def list_resources(_ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListResourcesResult:
+    async def list_resources(
+        _ctx: Any, params: types.PaginatedRequestParams | None
+    ) -> types.ListResourcesResult:
         return await remote.list_resources(cursor=params.cursor if params else None)
 
-    async def list_templates(_ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListResourceTemplatesResult:
+    async def list_templates(
+        _ctx: Any, params: types.PaginatedRequestParams | None
+    ) -> types.ListResourceTemplatesResult:
         return await remote.list_resource_templates(cursor=params.cursor if params else None)
 
     async def read_resource(_ctx: Any, params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
@@ -57,10 +61,18 @@ def bridge_server(remote: Client) -> Server[Any]:
         assert isinstance(result, types.GetPromptResult)
         return result
 
-    return Server("callboard", version="2", instructions=INSTRUCTIONS, on_list_tools=list_tools,
-                  on_call_tool=call_tool, on_list_resources=list_resources,
-                  on_list_resource_templates=list_templates, on_read_resource=read_resource,
-                  on_list_prompts=list_prompts, on_get_prompt=get_prompt)
+    return Server(
+        "callboard",
+        version="2",
+        instructions=INSTRUCTIONS,
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+        on_list_resources=list_resources,
+        on_list_resource_templates=list_templates,
+        on_read_resource=read_resource,
+        on_list_prompts=list_prompts,
+        on_get_prompt=get_prompt,
+    )
 
 
 @contextlib.asynccontextmanager

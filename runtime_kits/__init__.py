@@ -102,7 +102,10 @@ def _env_value(value: str) -> str:
 
 
 _ESCAPE: dict[str, Callable[[str], str]] = {
-    "text": str, "env": _env_value, "json": _json_string, "toml": _toml_string,
+    "text": str,
+    "env": _env_value,
+    "json": _json_string,
+    "toml": _toml_string,
 }
 # Rendered configuration is parsed once more so a template mistake fails here, not in the runtime.
 _PARSE: dict[str, Callable[[str], Any]] = {"json": json.loads, "toml": tomllib.loads}
@@ -135,8 +138,15 @@ def install_command(base_url: str, install_token: str) -> str:
     return f"callboard kit install --url {shlex.quote(base_url)} --token {shlex.quote(install_token)}"
 
 
-def render_kit(target: str, *, base_url: str, agent_id: str, agent_handle: str, agent_name: str,
-               api_key: str | None = None) -> RuntimeKit:
+def render_kit(
+    target: str,
+    *,
+    base_url: str,
+    agent_id: str,
+    agent_handle: str,
+    agent_name: str,
+    api_key: str | None = None,
+) -> RuntimeKit:
     if target not in RUNTIME_TARGETS:
         raise ValueError(f"unknown runtime target {target!r}")
     manifest, folder = _manifest(target), target.lower()
@@ -144,14 +154,44 @@ def render_kit(target: str, *, base_url: str, agent_id: str, agent_handle: str, 
     base = base_url.rstrip("/")
     env = {"CALLBOARD_URL": base, "CALLBOARD_API_KEY": key}
     values = {
-        "runtime_target": target, "base_url": base, "mcp_url": f"{base}/mcp", "sse_url": f"{base}/sse",
-        "api_key": key, "agent_id": agent_id, "agent_handle": agent_handle, "agent_name": agent_name,
+        "runtime_target": target,
+        "base_url": base,
+        "mcp_url": f"{base}/mcp",
+        "sse_url": f"{base}/sse",
+        "api_key": key,
+        "agent_id": agent_id,
+        "agent_handle": agent_handle,
+        "agent_name": agent_name,
     }
     prompt = _substitute(_read(folder, manifest.prompt), values, "text").strip()
     values["prompt"] = prompt
-    files = [KitFile(path=spec.path, content=_substitute(_read(folder, spec.template), values, spec.format),
-                     executable=spec.executable, secret=spec.secret) for spec in manifest.files]
-    mcp = McpEntry(url=values["mcp_url"], headers={"X-API-Key": key}, command="callboard", args=["mcp"],
-                   env=dict(env)) if manifest.mcp else None
-    return RuntimeKit(runtime_target=target, base_url=base, agent_id=agent_id, mcp=mcp, env=env, prompt=prompt,
-                      files=files, next_steps=[_substitute(step, values, "text") for step in manifest.next_steps])
+    files = [
+        KitFile(
+            path=spec.path,
+            content=_substitute(_read(folder, spec.template), values, spec.format),
+            executable=spec.executable,
+            secret=spec.secret,
+        )
+        for spec in manifest.files
+    ]
+    mcp = (
+        McpEntry(
+            url=values["mcp_url"],
+            headers={"X-API-Key": key},
+            command="callboard",
+            args=["mcp"],
+            env=dict(env),
+        )
+        if manifest.mcp
+        else None
+    )
+    return RuntimeKit(
+        runtime_target=target,
+        base_url=base,
+        agent_id=agent_id,
+        mcp=mcp,
+        env=env,
+        prompt=prompt,
+        files=files,
+        next_steps=[_substitute(step, values, "text") for step in manifest.next_steps],
+    )

@@ -32,7 +32,9 @@ def fetch_kit(url: str, token: str, *, timeout: float = 30.0) -> RuntimeKit:
     if parts.scheme not in ("http", "https") or not parts.netloc:
         raise KitInstallError(f"--url must be the service's http(s) address, got {url!r}")
     try:
-        response = httpx.post(base + EXCHANGE_PATH, json={"token": token}, timeout=timeout, follow_redirects=True)
+        response = httpx.post(
+            base + EXCHANGE_PATH, json={"token": token}, timeout=timeout, follow_redirects=True
+        )
     except (httpx.HTTPError, httpx.InvalidURL) as exc:
         raise KitInstallError(f"could not reach {base}: {exc}") from exc
     if response.status_code != 200:
@@ -106,8 +108,9 @@ def prepare_directory(directory: str | os.PathLike[str]) -> Path:
     return root
 
 
-def write_kit(kit: RuntimeKit, directory: str | os.PathLike[str], *,
-              on_backup: Callable[[Path], None] | None = None) -> list[Path]:
+def write_kit(
+    kit: RuntimeKit, directory: str | os.PathLike[str], *, on_backup: Callable[[Path], None] | None = None
+) -> list[Path]:
     """Write the kit's files under `directory` and return their paths. A file already there with other
     content is kept beside it as `<name>.bak` (a runtime config may hold the user's other servers)."""
     root = prepare_directory(directory)
@@ -116,7 +119,9 @@ def write_kit(kit: RuntimeKit, directory: str | os.PathLike[str], *,
         target = root / _relative(file.path)
         # A symbolic link already in the directory (say .cursor -> /etc) must not carry a write outside it.
         if not target.resolve().is_relative_to(root):
-            raise KitInstallError(f"{file.path!r} leads outside {root} through a symbolic link; nothing was written")
+            raise KitInstallError(
+                f"{file.path!r} leads outside {root} through a symbolic link; nothing was written"
+            )
         if target in targets:
             raise KitInstallError(f"the kit lists {file.path!r} twice; nothing was written")
         targets[target] = file
@@ -140,8 +145,9 @@ def write_kit(kit: RuntimeKit, directory: str | os.PathLike[str], *,
     return written
 
 
-def _install(url: str, token: str, directory: str | os.PathLike[str],
-             on_backup: Callable[[Path], None] | None = None) -> tuple[RuntimeKit, list[Path]]:
+def _install(
+    url: str, token: str, directory: str | os.PathLike[str], on_backup: Callable[[Path], None] | None = None
+) -> tuple[RuntimeKit, list[Path]]:
     prepare_directory(directory)
     kit = fetch_kit(url, token)
     return kit, write_kit(kit, directory, on_backup=on_backup)
@@ -166,8 +172,10 @@ def summary(kit: RuntimeKit, written: Sequence[Path], root: Path, backups: Seque
         name = backup.relative_to(root)
         lines.append(f"Kept the previous {name.with_name(name.name.removesuffix('.bak'))} as {name}.")
     if kit.mcp:
-        lines.append(f"MCP server: {kit.mcp.url} (X-API-Key header), or over stdio: {kit.mcp.command} "
-                     + " ".join(kit.mcp.args))
+        lines.append(
+            f"MCP server: {kit.mcp.url} (X-API-Key header), or over stdio: {kit.mcp.command} "
+            + " ".join(kit.mcp.args)
+        )
     else:
         lines.append(f"API: {kit.base_url}/api/v2 (X-API-Key header)")
     secret = [f.path for f in kit.files if _mode(f) & 0o077 == 0]

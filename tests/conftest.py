@@ -57,7 +57,11 @@ if REQUIRE_PG and not PG_AVAILABLE:
 
 def _backends() -> list[Any]:
     params: list[Any] = ["sqlite"]
-    params.append(pytest.param("postgres", marks=pytest.mark.skipif(not PG_AVAILABLE, reason="PostgreSQL not reachable")))
+    params.append(
+        pytest.param(
+            "postgres", marks=pytest.mark.skipif(not PG_AVAILABLE, reason="PostgreSQL not reachable")
+        )
+    )
     return params
 
 
@@ -95,8 +99,13 @@ _migrated: set[str] = set()
 
 def make_settings(database_url: str, tmp_root: Path, **overrides: Any) -> Settings:
     values: dict[str, Any] = dict(
-        env=Environment.TEST, database_url=database_url, base_url=BASE_URL, secret_key=secrets.token_urlsafe(32),
-        var_dir=tmp_root, rate_limit_public="10000/minute", rate_limit_signin="10000/minute",
+        env=Environment.TEST,
+        database_url=database_url,
+        base_url=BASE_URL,
+        secret_key=secrets.token_urlsafe(32),
+        var_dir=tmp_root,
+        rate_limit_public="10000/minute",
+        rate_limit_signin="10000/minute",
     )
     values.update(overrides)
     return Settings(**values)
@@ -139,9 +148,16 @@ async def _wipe(core: Core) -> None:
             await session.execute(text("TRUNCATE " + ", ".join(f'"{n}"' for n in tables) + " CASCADE"))
         # Tags added by a test (staff-created, approved requests) go too; the seeded ones stay.
         await session.execute(text("DELETE FROM job_types WHERE created_at > :t"), {"t": _SEEDED_BEFORE})
-        await session.execute(text("DELETE FROM capability_tags WHERE created_at > :t"), {"t": _SEEDED_BEFORE})
-        await session.execute(text("DELETE FROM capability_categories WHERE created_at > :t "
-                                   "AND id NOT IN (SELECT category_id FROM capability_tags)"), {"t": _SEEDED_BEFORE})
+        await session.execute(
+            text("DELETE FROM capability_tags WHERE created_at > :t"), {"t": _SEEDED_BEFORE}
+        )
+        await session.execute(
+            text(
+                "DELETE FROM capability_categories WHERE created_at > :t "
+                "AND id NOT IN (SELECT category_id FROM capability_tags)"
+            ),
+            {"t": _SEEDED_BEFORE},
+        )
 
 
 _SEEDED_BEFORE = clock.now().replace(tzinfo=None)
@@ -163,8 +179,9 @@ def new_client(app: Any) -> httpx.AsyncClient:
     return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=BASE_URL)
 
 
-async def make_user(core: Core, *, email: str | None = None, role: str = Role.USER,
-                    password: str | None = None) -> tuple[str, str]:
+async def make_user(
+    core: Core, *, email: str | None = None, role: str = Role.USER, password: str | None = None
+) -> tuple[str, str]:
     """A user and a live session token for it: (user_id, session token)."""
     email = email or f"u{uuid.uuid4().hex[:10]}@example.com"
     async with core.uow() as uow:
@@ -187,8 +204,11 @@ async def owner_client(app: Any, core: Core, *, role: str = Role.USER) -> tuple[
 
 
 async def register_agent(client: httpx.AsyncClient, **overrides: Any) -> dict[str, Any]:
-    body = {"name": "Agent " + uuid.uuid4().hex[:6], "endpointUrl": "https://agent.example.com/hook",
-            "capabilities": ["python"]}
+    body = {
+        "name": "Agent " + uuid.uuid4().hex[:6],
+        "endpointUrl": "https://agent.example.com/hook",
+        "capabilities": ["python"],
+    }
     body.update(overrides)
     response = await client.post("/api/v2/agents/register", json=body)
     assert response.status_code == 201, response.text

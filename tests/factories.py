@@ -183,7 +183,10 @@ for _path in (
 ):
     BODY_OVERRIDES[("POST", _path)] = upload_body
 # The onboarding claim names the agent the read-only key is for (the factory's: the actor's own agent).
-BODY_OVERRIDES[("POST", "/api/agent/onboard/{slug}/claim")] = lambda: {"token": "x", "agentId": PLACEHOLDER_ID}
+BODY_OVERRIDES[("POST", "/api/agent/onboard/{slug}/claim")] = lambda: {
+    "token": "x",
+    "agentId": PLACEHOLDER_ID,
+}
 for _path in (
     "/api/v2/participation-slots/{slotId}/submit",
     "/api/v2/owner/participation-slots/{slotId}/submit",

@@ -48,8 +48,12 @@ async def new_owner(app: Any, core: Core) -> Owner:
 
 
 async def new_agent(owner: Owner, capabilities: list[str] | None = None, **extra: Any) -> AgentHandle:
-    body = {"name": "Agent " + uuid.uuid4().hex[:6], "endpointUrl": "https://agent.example.com/hook",
-            "capabilities": capabilities if capabilities is not None else ["python"], **extra}
+    body = {
+        "name": "Agent " + uuid.uuid4().hex[:6],
+        "endpointUrl": "https://agent.example.com/hook",
+        "capabilities": capabilities if capabilities is not None else ["python"],
+        **extra,
+    }
     r = await owner.client.post("/agents/dashboard", json=body)
     assert r.status_code == 201, r.text
     return AgentHandle(r.json()["agent"]["id"], r.json()["apiKey"], owner)
@@ -89,7 +93,9 @@ def submit_body(**overrides: Any) -> dict[str, Any]:
     return body
 
 
-async def create_published(requester: AgentHandle, client: httpx.AsyncClient, **overrides: Any) -> dict[str, Any]:
+async def create_published(
+    requester: AgentHandle, client: httpx.AsyncClient, **overrides: Any
+) -> dict[str, Any]:
     r = await client.post("/api/v2/jobs", json=job_body(**overrides), headers=requester.h)
     assert r.status_code == 201, r.text
     job = r.json()
@@ -126,17 +132,42 @@ async def seed_job_and_slot(core: Core, job_id: str, slot_id: str) -> None:
     async with core.uow() as uow:
         s = uow.session
         user = await users.create(s, email=f"f{uuid.uuid4().hex[:10]}@example.com")
-        requester = Agent(name="files requester", handle=f"f-{uuid.uuid4().hex[:10]}", endpoint_url="https://r.example",
-                          owner_id=user.id)
-        worker = Agent(name="files worker", handle=f"f-{uuid.uuid4().hex[:10]}", endpoint_url="https://w.example")
+        requester = Agent(
+            name="files requester",
+            handle=f"f-{uuid.uuid4().hex[:10]}",
+            endpoint_url="https://r.example",
+            owner_id=user.id,
+        )
+        worker = Agent(
+            name="files worker", handle=f"f-{uuid.uuid4().hex[:10]}", endpoint_url="https://w.example"
+        )
         s.add_all([requester, worker])
         await s.flush()
-        s.add(Job(id=job_id, requester_agent_id=requester.id, owner_id=user.id, status="IN_PROGRESS", title="files",
-                  admission_closes_at=now, fair_work_duration_ms=3_600_000,
-                  latest_submission_deadline_at=now + timedelta(hours=2), review_deadline_at=now + timedelta(hours=3)))
+        s.add(
+            Job(
+                id=job_id,
+                requester_agent_id=requester.id,
+                owner_id=user.id,
+                status="IN_PROGRESS",
+                title="files",
+                admission_closes_at=now,
+                fair_work_duration_ms=3_600_000,
+                latest_submission_deadline_at=now + timedelta(hours=2),
+                review_deadline_at=now + timedelta(hours=3),
+            )
+        )
         await s.flush()
         application = JobApplication(job_id=job_id, worker_agent_id=worker.id, status="ADMITTED")
         s.add(application)
         await s.flush()
-        s.add(ParticipationSlot(id=slot_id, job_id=job_id, application_id=application.id, worker_agent_id=worker.id,
-                                status="ACKNOWLEDGED", acknowledge_by=now, acknowledged_at=now))
+        s.add(
+            ParticipationSlot(
+                id=slot_id,
+                job_id=job_id,
+                application_id=application.id,
+                worker_agent_id=worker.id,
+                status="ACKNOWLEDGED",
+                acknowledge_by=now,
+                acknowledged_at=now,
+            )
+        )

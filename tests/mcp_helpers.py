@@ -24,14 +24,14 @@ from tests.netutil import free_port
 CALLBOARD = str(Path(sys.executable).with_name("callboard"))
 
 
-
 @contextlib.asynccontextmanager
 async def serving(core: Core, *, port: int | None = None) -> AsyncIterator[str]:
     """The whole app (its lifespan runs the MCP session manager) on 127.0.0.1:<port or a free one>; yields its
     URL."""
     port = port or free_port()
-    server = uvicorn.Server(uvicorn.Config(create_app(core=core), host="127.0.0.1", port=port, log_level="warning",
-                                           lifespan="on"))
+    server = uvicorn.Server(
+        uvicorn.Config(create_app(core=core), host="127.0.0.1", port=port, log_level="warning", lifespan="on")
+    )
     task = asyncio.create_task(server.serve())
     for _ in range(500):
         if server.started or task.done():

@@ -295,6 +295,7 @@ async def test_other_owners_object_is_404(world: World, cast: Cast, route: Route
 
 JOB_TAGS = {"jobs", "home"}
 
+
 @pytest.mark.parametrize(
     "route",
     params(lambda r: r.tag in JOB_TAGS and r.auth in (*KEY_KINDS, AuthKind.SESSION, AuthKind.ADMIN)),

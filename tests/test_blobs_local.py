@@ -36,14 +36,22 @@ async def job_and_slot(core: Core) -> None:
 
 
 def body_for(data: bytes, *, filename: str = "brief.txt", mime: str = "text/plain") -> UploadRequest:
-    return UploadRequest(filename=filename, mime_type=mime, size_bytes=len(data), sha256=hashlib.sha256(data).hexdigest())
+    return UploadRequest(
+        filename=filename, mime_type=mime, size_bytes=len(data), sha256=hashlib.sha256(data).hexdigest()
+    )
 
 
 async def request(core: Core, data: bytes, **kw: Any) -> tuple[str, str, dict[str, str], str]:
     """A job input file's upload ticket: (file id, PUT url, headers, storage key)."""
     async with core.uow() as uow:
-        ticket = await files.request_upload(uow.session, core.blobs, core.settings, kind=FileKind.JOB_INPUT,
-                                            job_id=JOB, body=body_for(data, **kw))
+        ticket = await files.request_upload(
+            uow.session,
+            core.blobs,
+            core.settings,
+            kind=FileKind.JOB_INPUT,
+            job_id=JOB,
+            body=body_for(data, **kw),
+        )
         row = await files.get(uow.session, ticket.file_id)
         key = row.storage_key
     assert ticket.status == "PENDING" and ticket.upload_id == ticket.file_id
@@ -77,10 +85,26 @@ async def test_round_trip_over_http(core, client):
     reg = await register_agent(client)
     async with core.uow() as uow:
         ticket = await files.request_upload(
-            uow.session, core.blobs, core.settings, kind=FileKind.SLOT_UPLOAD, job_id=JOB, slot_id=SLOT,
-            agent_id=reg["agent"]["id"], body=body_for(data, filename="résumé final.pdf", mime="application/pdf"))
+            uow.session,
+            core.blobs,
+            core.settings,
+            kind=FileKind.SLOT_UPLOAD,
+            job_id=JOB,
+            slot_id=SLOT,
+            agent_id=reg["agent"]["id"],
+            body=body_for(data, filename="résumé final.pdf", mime="application/pdf"),
+        )
     wire = ticket.model_dump(by_alias=True, mode="json")
-    assert set(wire) >= {"fileId", "uploadId", "filename", "mimeType", "sizeBytes", "sha256", "status", "target"}
+    assert set(wire) >= {
+        "fileId",
+        "uploadId",
+        "filename",
+        "mimeType",
+        "sizeBytes",
+        "sha256",
+        "status",
+        "target",
+    }
     assert set(wire["target"]) == {"url", "method", "headers", "expiresAt"}
     assert wire["target"]["headers"] == {"Content-Type": "application/pdf"}
 
@@ -105,7 +129,8 @@ async def test_round_trip_over_http(core, client):
     assert got.content == data
     assert got.headers["content-type"] == "application/pdf"
     assert got.headers["content-disposition"] == (
-        "attachment; filename=\"resume final.pdf\"; filename*=UTF-8''r%C3%A9sum%C3%A9%20final.pdf")
+        "attachment; filename=\"resume final.pdf\"; filename*=UTF-8''r%C3%A9sum%C3%A9%20final.pdf"
+    )
     assert got.headers["x-content-type-options"] == "nosniff"
     # No temporary files left behind.
     assert list((store(core).root / ".tmp").iterdir()) == []
@@ -148,15 +173,22 @@ async def test_tampered_and_misused_tokens(core, client):
     payload, sig = token.split(".")
     # Flip one character of the payload, and of the signature.
     flipped = payload[:-1] + ("A" if payload[-1] != "A" else "B")
-    for bad in (f"{flipped}.{sig}", f"{payload}.{sig[:-1]}{'A' if sig[-1] != 'A' else 'B'}", "nonsense", "a.b.c", ""):
+    for bad in (
+        f"{flipped}.{sig}",
+        f"{payload}.{sig[:-1]}{'A' if sig[-1] != 'A' else 'B'}",
+        "nonsense",
+        "a.b.c",
+        "",
+    ):
         response = await client.put(f"/blobs/{bad}", content=data, headers=headers)
         assert response.status_code in (403, 404), (bad, response.text)
         if bad:
             assert response.json()["code"] == "blob_token_invalid"
     # Signed with another secret.
     other = LocalBlobStore(store(core).root, secret_key="another-secret", base_url=BASE_URL)
-    forged = other.presign_put(key, size_bytes=len(data), sha256_hex=hashlib.sha256(data).hexdigest(),
-                               content_type="text/plain")
+    forged = other.presign_put(
+        key, size_bytes=len(data), sha256_hex=hashlib.sha256(data).hexdigest(), content_type="text/plain"
+    )
     response = await client.put(forged.url, content=data, headers=headers)
     assert response.status_code == 403 and response.json()["code"] == "blob_token_invalid"
     # A PUT token does not read; a GET token does not write.
@@ -223,8 +255,11 @@ async def test_upload_cap_applies_to_blob_puts(core):
         streamed = await c.put(url, content=_stream(len(big)), headers=headers)
         assert streamed.status_code == 413 and streamed.json()["code"] == "payload_too_large"
         # JSON routes keep the global 1 MiB cap.
-        json_route = await c.post("/api/v2/agents/register", content=b"{" + b" " * 1_100_000 + b"}",
-                                  headers={"Content-Type": "application/json"})
+        json_route = await c.post(
+            "/api/v2/agents/register",
+            content=b"{" + b" " * 1_100_000 + b"}",
+            headers={"Content-Type": "application/json"},
+        )
         assert json_route.status_code == 413
 
 
@@ -319,7 +354,9 @@ async def test_delete_removes_the_object_after_commit(core, client):
         async with core.uow() as uow:
             await files.delete(uow.session, core.blobs, await files.get(uow.session, file_id))
             raise RuntimeError("roll back")
-    assert (await load(core, file_id)).status == FileStatus.VERIFIED and await core.blobs.stat(key) == len(data)
+    assert (await load(core, file_id)).status == FileStatus.VERIFIED and await core.blobs.stat(key) == len(
+        data
+    )
     async with core.uow() as uow:
         row = await files.get(uow.session, file_id)
         await files.delete(uow.session, core.blobs, row)
@@ -352,17 +389,27 @@ async def test_upload_request_rules(core):
         (dict(sha256=sha[:-1]), "sha256", "invalid_sha256"),
     ]
     for override, field, code in cases:
-        values: dict[str, Any] = dict(filename="ok.txt", mime_type="text/plain; charset=utf-8", size_bytes=1, sha256=sha)
+        values: dict[str, Any] = dict(
+            filename="ok.txt", mime_type="text/plain; charset=utf-8", size_bytes=1, sha256=sha
+        )
         values.update(override)
         async with core.uow() as uow:
             with pytest.raises(ValidationFailed) as caught:
-                await files.request_upload(uow.session, core.blobs, core.settings, kind=FileKind.JOB_INPUT,
-                                           job_id=JOB, body=UploadRequest(**values))
+                await files.request_upload(
+                    uow.session,
+                    core.blobs,
+                    core.settings,
+                    kind=FileKind.JOB_INPUT,
+                    job_id=JOB,
+                    body=UploadRequest(**values),
+                )
         assert [(e["field"], e["code"]) for e in caught.value.errors] == [(field, code)], override
     # The wire names, required fields and unknown properties.
     with pytest.raises(Exception):  # noqa: B017 - pydantic's ValidationError
         UploadRequest.model_validate({"filename": "a", "mimeType": "text/plain", "sizeBytes": 1})
-    parsed = UploadRequest.model_validate({"filename": "a", "mimeType": "text/plain", "sizeBytes": 1, "sha256": sha})
+    parsed = UploadRequest.model_validate(
+        {"filename": "a", "mimeType": "text/plain", "sizeBytes": 1, "sha256": sha}
+    )
     assert parsed.size_bytes == 1
 
 

@@ -43,7 +43,6 @@ async def job_and_slot(core: Core) -> None:
     await seed_job_and_slot(core, JOB, SLOT)
 
 
-
 @pytest.fixture(scope="session")
 def moto_endpoint() -> Iterator[str]:
     from moto.server import ThreadedMotoServer
@@ -53,8 +52,13 @@ def moto_endpoint() -> Iterator[str]:
     server.start()
     host, port = server.get_host_and_port()
     endpoint = f"http://{host}:{port}"
-    boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id="testing",
-                 aws_secret_access_key="testing").create_bucket(Bucket=BUCKET)
+    boto3.client(
+        "s3",
+        endpoint_url=endpoint,
+        region_name="us-east-1",
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+    ).create_bucket(Bucket=BUCKET)
     try:
         yield endpoint
     finally:
@@ -67,7 +71,9 @@ def s3_overrides(endpoint: str) -> dict[str, Any]:
 
 @pytest.fixture
 def s3(core: Core, moto_endpoint: str, tmp_root: Path) -> S3BlobStore:
-    store = build_blob_store(make_settings(core.settings.database_url, tmp_root, **s3_overrides(moto_endpoint)))
+    store = build_blob_store(
+        make_settings(core.settings.database_url, tmp_root, **s3_overrides(moto_endpoint))
+    )
     assert isinstance(store, S3BlobStore)
     return store
 
@@ -79,13 +85,16 @@ async def http() -> AsyncIterator[httpx.AsyncClient]:
 
 
 def body_for(data: bytes, *, filename: str = "data.csv", mime: str = "text/csv") -> UploadRequest:
-    return UploadRequest(filename=filename, mime_type=mime, size_bytes=len(data), sha256=hashlib.sha256(data).hexdigest())
+    return UploadRequest(
+        filename=filename, mime_type=mime, size_bytes=len(data), sha256=hashlib.sha256(data).hexdigest()
+    )
 
 
 async def ticket_for(core: Core, s3: S3BlobStore, data: bytes, **kw: Any) -> tuple[str, str, dict[str, str]]:
     async with core.uow() as uow:
-        ticket = await files.request_upload(uow.session, s3, core.settings, kind=FileKind.JOB_INPUT, job_id=JOB,
-                                            body=body_for(data, **kw))
+        ticket = await files.request_upload(
+            uow.session, s3, core.settings, kind=FileKind.JOB_INPUT, job_id=JOB, body=body_for(data, **kw)
+        )
     return ticket.file_id, ticket.target.url, ticket.target.headers
 
 
@@ -106,14 +115,19 @@ async def test_presigned_put_binds_size_type_and_checksum(core, s3, moto_endpoin
     assert query["X-Amz-Algorithm"] == ["AWS4-HMAC-SHA256"]
     assert query["X-Amz-Expires"] == [str(core.settings.upload_url_ttl_seconds)]
     # Signed as headers (not hoisted into the query), so real S3 refuses any other size, type or hash.
-    assert set(query["X-Amz-SignedHeaders"][0].split(";")) >= {"content-length", "content-type", "host",
-                                                                "x-amz-checksum-sha256"}
+    assert set(query["X-Amz-SignedHeaders"][0].split(";")) >= {
+        "content-length",
+        "content-type",
+        "host",
+        "x-amz-checksum-sha256",
+    }
 
 
 async def test_round_trip(core, s3, http):
     data = bytes(range(256)) * 5000  # 1.28 MB
-    file_id, url, headers = await ticket_for(core, s3, data, filename="naïve data.bin",
-                                             mime="application/octet-stream")
+    file_id, url, headers = await ticket_for(
+        core, s3, data, filename="naïve data.bin", mime="application/octet-stream"
+    )
     put = await http.put(url, content=data, headers=headers)
     assert put.status_code == 200, put.text
     assert await s3.stat(f"jobs/{JOB}/inputs/{file_id}") == len(data)
@@ -129,7 +143,8 @@ async def test_round_trip(core, s3, http):
     assert got.content == data
     assert got.headers["content-type"] == "application/octet-stream"
     assert got.headers["content-disposition"] == (
-        "attachment; filename=\"naive data.bin\"; filename*=UTF-8''na%C3%AFve%20data.bin")
+        "attachment; filename=\"naive data.bin\"; filename*=UTF-8''na%C3%AFve%20data.bin"
+    )
 
     async with core.uow() as uow:
         await files.delete(uow.session, s3, await files.get(uow.session, file_id))
@@ -169,8 +184,14 @@ async def test_rehash_catches_content_moto_let_through(core, s3, http):
 async def test_put_inline(core, s3, http):
     data = b"small inline result"
     async with core.uow() as uow:
-        ticket = await files.request_upload(uow.session, s3, core.settings, kind=FileKind.SLOT_UPLOAD,
-                                            slot_id=SLOT, body=body_for(data, filename="r.txt", mime="text/plain"))
+        ticket = await files.request_upload(
+            uow.session,
+            s3,
+            core.settings,
+            kind=FileKind.SLOT_UPLOAD,
+            slot_id=SLOT,
+            body=body_for(data, filename="r.txt", mime="text/plain"),
+        )
         row = await files.get(uow.session, ticket.file_id)
         await files.put_inline(uow.session, s3, row, data)
     assert row.status == FileStatus.VERIFIED and row.storage_key == f"slots/{SLOT}/{row.id}"
@@ -186,7 +207,9 @@ async def test_local_blob_routes_answer_404_with_s3(core, moto_endpoint, tmp_roo
         app = create_app(core=s3_core)
         async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=BASE_URL) as client:
             for method in ("GET", "PUT"):
-                response = await client.request(method, "/blobs/anything.at-all", content=b"x" if method == "PUT" else None)
+                response = await client.request(
+                    method, "/blobs/anything.at-all", content=b"x" if method == "PUT" else None
+                )
                 assert response.status_code == 404, response.text
                 assert response.headers["content-type"] == "application/problem+json"
     finally:

@@ -31,8 +31,11 @@ def test_api_key_format_has_prefix_and_checksum():
 
 def test_policy_table_superadmin_only_actions():
     superadmin_only = [
-        Permission.CHANGE_USER_ROLE, Permission.DELETE_USER, Permission.CHANGE_AGENT_HANDLE,
-        Permission.REVOKE_SINGLE_KEY, Permission.CORRECT_REPUTATION,
+        Permission.CHANGE_USER_ROLE,
+        Permission.DELETE_USER,
+        Permission.CHANGE_AGENT_HANDLE,
+        Permission.REVOKE_SINGLE_KEY,
+        Permission.CORRECT_REPUTATION,
     ]
     for permission in superadmin_only:
         assert [r for r in Role if allows(r, permission)] == [Role.SUPERADMIN]
@@ -55,10 +58,22 @@ async def test_onboarding_token_is_bound_to_its_slug_and_expires(core):
     user_id, _ = await make_user(core)
     token = tokens.new_token()
     async with core.uow() as uow:
-        uow.session.add(OnboardingSession(slug="ws-alpha", owner_id=user_id, token_hash=tokens.hash_token(token),
-                                          token_expires_at=clock.now() + timedelta(hours=1)))
-        uow.session.add(OnboardingSession(slug="ws-beta", owner_id=user_id, token_hash=tokens.hash_token("other"),
-                                          token_expires_at=clock.now() + timedelta(hours=1)))
+        uow.session.add(
+            OnboardingSession(
+                slug="ws-alpha",
+                owner_id=user_id,
+                token_hash=tokens.hash_token(token),
+                token_expires_at=clock.now() + timedelta(hours=1),
+            )
+        )
+        uow.session.add(
+            OnboardingSession(
+                slug="ws-beta",
+                owner_id=user_id,
+                token_hash=tokens.hash_token("other"),
+                token_expires_at=clock.now() + timedelta(hours=1),
+            )
+        )
     async with core.uow(write=False) as uow:
         principal = await onboarding_tokens.authenticate(uow.session, "ws-alpha", token)
         assert principal.owner_id == user_id and principal.slug == "ws-alpha"
@@ -77,8 +92,14 @@ async def test_onboarding_token_is_bound_to_its_slug_and_expires(core):
 
 
 def _request(headers: dict[str, str]) -> Request:
-    return Request({"type": "http", "method": "POST", "path": "/", "headers": [
-        (k.lower().encode(), v.encode()) for k, v in headers.items()]})
+    return Request(
+        {
+            "type": "http",
+            "method": "POST",
+            "path": "/",
+            "headers": [(k.lower().encode(), v.encode()) for k, v in headers.items()],
+        }
+    )
 
 
 async def test_machine_token_checked_in_constant_time(core):

@@ -43,10 +43,13 @@ async def _seed(core: Any, template_id: str, owners: list[str]) -> None:
     columns = [c.name for c in Job.__table__.columns]
     values = ", ".join(overrides.get(name, f"jobs.{name}") for name in columns)
     async with core.uow() as uow:
-        await uow.session.execute(text(
-            f"INSERT INTO jobs ({', '.join(columns)}) SELECT {values} FROM jobs, generate_series(1, :n) AS g, "
-            "(SELECT array_agg(id ORDER BY id) AS ids FROM capability_tags) AS tags WHERE jobs.id = :id"
-        ), {"n": JOBS, "id": template_id, "owners": owners})
+        await uow.session.execute(
+            text(
+                f"INSERT INTO jobs ({', '.join(columns)}) SELECT {values} FROM jobs, generate_series(1, :n) AS g, "
+                "(SELECT array_agg(id ORDER BY id) AS ids FROM capability_tags) AS tags WHERE jobs.id = :id"
+            ),
+            {"n": JOBS, "id": template_id, "owners": owners},
+        )
     async with core.db.write_engine.connect() as conn:
         await (await conn.execution_options(isolation_level="AUTOCOMMIT")).exec_driver_sql("ANALYZE jobs")
 
@@ -79,20 +82,30 @@ async def test_each_discovery_shape_keeps_one_index_driven_generic_plan(
         async with engine.connect() as conn:
             session = AsyncSession(bind=conn)
             seeker = await discovery.seeker(session, Actor.agent(worker.id))
-            first = await discovery.list_open(session, seeker, capability=None, q=None, limit=20, include=None,
-                                              cursor=None)
+            first = await discovery.list_open(
+                session, seeker, capability=None, q=None, limit=20, include=None, cursor=None
+            )
             assert len(first.jobs) == 20 and first.next_cursor
             shapes["second page"] = {"cursor": first.next_cursor}
             statements = {}
             for name, options in shapes.items():
                 for _ in range(8):  # PostgreSQL weighs a generic plan after five custom ones
                     page = await discovery.list_open(
-                        session, seeker, limit=20, **{"capability": None, "q": None, "include": None,
-                                                      "cursor": None} | options)
+                        session,
+                        seeker,
+                        limit=20,
+                        **{"capability": None, "q": None, "include": None, "cursor": None} | options,
+                    )
                     assert page.jobs, name
                 statements[name] = captured[-1]
-            cached = {row.statement: (row.generic_plans, row.custom_plans) for row in (await conn.execute(text(
-                "SELECT statement, generic_plans, custom_plans FROM pg_prepared_statements"))).all()}
+            cached = {
+                row.statement: (row.generic_plans, row.custom_plans)
+                for row in (
+                    await conn.execute(
+                        text("SELECT statement, generic_plans, custom_plans FROM pg_prepared_statements")
+                    )
+                ).all()
+            }
             for name, (statement, _) in statements.items():
                 generic, custom = cached[statement]
                 assert generic >= 3 and custom <= 5, (name, generic, custom)  # planned once, then reused
@@ -105,8 +118,12 @@ async def test_each_discovery_shape_keeps_one_index_driven_generic_plan(
         for i, (name, (statement, parameters)) in enumerate(statements.items()):
             await conn.exec_driver_sql(f"PREPARE discovery_{i} AS {statement}")
             args = ", ".join(_literal(v) for v in parameters)
-            plan = "\n".join(row[0] for row in (await conn.exec_driver_sql(
-                f"EXPLAIN (COSTS OFF) EXECUTE discovery_{i}({args})")).all())
+            plan = "\n".join(
+                row[0]
+                for row in (
+                    await conn.exec_driver_sql(f"EXPLAIN (COSTS OFF) EXECUTE discovery_{i}({args})")
+                ).all()
+            )
             assert "Index Only Scan Backward using ix_jobs_discovery_" in plan, (name, plan)
             assert "Seq Scan" not in plan and "Bitmap" not in plan, (name, plan)
             assert "$1" in plan, (name, plan)  # the generic plan, not one made for these values

@@ -53,16 +53,24 @@ class Gate:
         return await self.inner_stat(key)
 
 
-async def _two_acknowledged_workers(app: Any, core: Any, client: Any) -> tuple[Any, dict[str, Any], list[tuple[Any, str]]]:
+async def _two_acknowledged_workers(
+    app: Any, core: Any, client: Any
+) -> tuple[Any, dict[str, Any], list[tuple[Any, str]]]:
     requester = await new_agent(await new_owner(app, core))
     job = await create_published(requester, client, participantCap=2)
     workers = [await new_agent(await new_owner(app, core)) for _ in range(2)]
     for worker in workers:
-        assert (await client.post(f"/api/v2/jobs/{job['id']}/applications", headers=worker.h)).status_code == 201
-    assert (await client.post(f"/api/v2/jobs/{job['id']}/admission/run", headers=requester.h)).status_code == 200
+        assert (
+            await client.post(f"/api/v2/jobs/{job['id']}/applications", headers=worker.h)
+        ).status_code == 201
+    assert (
+        await client.post(f"/api/v2/jobs/{job['id']}/admission/run", headers=requester.h)
+    ).status_code == 200
     slots = []
     for worker in workers:
-        slot = (await client.get("/api/v2/worker-agents/me/participation-slots", headers=worker.h)).json()["slots"][0]
+        slot = (await client.get("/api/v2/worker-agents/me/participation-slots", headers=worker.h)).json()[
+            "slots"
+        ][0]
         r = await client.post(f"/api/v2/participation-slots/{slot['id']}/acknowledge", headers=worker.h)
         assert r.status_code == 200, r.text
         slots.append((worker, slot["id"]))
@@ -70,29 +78,46 @@ async def _two_acknowledged_workers(app: Any, core: Any, client: Any) -> tuple[A
 
 
 async def _upload_ticket(client: Any, worker: Any, slot_id: str, data: bytes) -> dict[str, Any]:
-    r = await client.post(f"/api/v2/participation-slots/{slot_id}/uploads", headers=worker.h, json={
-        "filename": "work.md", "mimeType": "text/markdown", "sizeBytes": len(data), "sha256": sha(data)})
+    r = await client.post(
+        f"/api/v2/participation-slots/{slot_id}/uploads",
+        headers=worker.h,
+        json={
+            "filename": "work.md",
+            "mimeType": "text/markdown",
+            "sizeBytes": len(data),
+            "sha256": sha(data),
+        },
+    )
     assert r.status_code == 201, r.text
     return dict(r.json())
 
 
-async def test_submit_hashes_before_it_locks_the_job(app: Any, core: Any, client: Any, monkeypatch: Any) -> None:
+async def test_submit_hashes_before_it_locks_the_job(
+    app: Any, core: Any, client: Any, monkeypatch: Any
+) -> None:
     requester, job, [(hashing, slot_a), (other, slot_b)] = await _two_acknowledged_workers(app, core, client)
     data = b"# the work\n" * 1000
     ticket = await _upload_ticket(client, hashing, slot_a, data)
     await put_upload(client, ticket, data)
     store = Gate(core.blobs, monkeypatch)
 
-    async with store.holding(client.post(
-        f"/api/v2/participation-slots/{slot_a}/submit", headers=hashing.h,
-        json=submit_body(files=[{"uploadId": ticket["uploadId"], "role": "DELIVERABLE"}]))) as submit:
+    async with store.holding(
+        client.post(
+            f"/api/v2/participation-slots/{slot_a}/submit",
+            headers=hashing.h,
+            json=submit_body(files=[{"uploadId": ticket["uploadId"], "role": "DELIVERABLE"}]),
+        )
+    ) as submit:
         # While the submit hashes, the job's other worker withdraws: a write that locks the same job.
-        withdrawn = await asyncio.wait_for(client.post(f"/api/v2/participation-slots/{slot_b}/withdraw",
-                                                       headers=other.h), NOT_BLOCKED)
+        withdrawn = await asyncio.wait_for(
+            client.post(f"/api/v2/participation-slots/{slot_b}/withdraw", headers=other.h), NOT_BLOCKED
+        )
         assert withdrawn.status_code == 200, withdrawn.text
     submitted = submit.result()
     assert submitted.status_code == 201, submitted.text
-    status = (await client.get(f"/api/v2/submissions/{submitted.json()['id']}/status", headers=hashing.h)).json()
+    status = (
+        await client.get(f"/api/v2/submissions/{submitted.json()['id']}/status", headers=hashing.h)
+    ).json()
     assert status["status"] == "SUBMITTED"
     # The only live slot submitted and the other withdrew: the job moved to review.
     view = (await client.get(f"/api/v2/jobs/{job['id']}", headers=requester.h)).json()
@@ -108,9 +133,13 @@ async def test_a_file_uploaded_while_submit_hashes_is_checked_by_the_write_step(
     data = b"late bytes\n" * 100
     ticket = await _upload_ticket(client, worker, slot_id, data)
     store = Gate(core.blobs, monkeypatch)
-    async with store.holding(client.post(
-        f"/api/v2/participation-slots/{slot_id}/submit", headers=worker.h,
-        json=submit_body(files=[{"uploadId": ticket["uploadId"], "role": "DELIVERABLE"}]))) as submit:
+    async with store.holding(
+        client.post(
+            f"/api/v2/participation-slots/{slot_id}/submit",
+            headers=worker.h,
+            json=submit_body(files=[{"uploadId": ticket["uploadId"], "role": "DELIVERABLE"}]),
+        )
+    ) as submit:
         await asyncio.wait_for(put_upload(client, ticket, data), NOT_BLOCKED)
     submitted = submit.result()
     assert submitted.status_code == 201, submitted.text
@@ -124,16 +153,30 @@ async def test_publish_hashes_before_it_locks_and_a_file_deleted_meanwhile_is_no
     staged = []
     for name in ("keep.txt", "drop.txt"):
         data = f"input {name}\n".encode() * 200
-        t = (await client.post(f"/api/v2/jobs/{draft['id']}/input-files", headers=requester.h, json={
-            "filename": name, "mimeType": "text/plain", "sizeBytes": len(data), "sha256": sha(data)})).json()
+        t = (
+            await client.post(
+                f"/api/v2/jobs/{draft['id']}/input-files",
+                headers=requester.h,
+                json={
+                    "filename": name,
+                    "mimeType": "text/plain",
+                    "sizeBytes": len(data),
+                    "sha256": sha(data),
+                },
+            )
+        ).json()
         await put_upload(client, t, data)
         staged.append(t["fileId"])
     store = Gate(core.blobs, monkeypatch)
 
-    async with store.holding(client.post(f"/api/v2/jobs/{draft['id']}/publish", headers=requester.h)) as publish:
+    async with store.holding(
+        client.post(f"/api/v2/jobs/{draft['id']}/publish", headers=requester.h)
+    ) as publish:
         # A write on the same draft goes through while publish hashes.
         deleted = await asyncio.wait_for(
-            client.delete(f"/api/v2/jobs/{draft['id']}/input-files/{staged[1]}", headers=requester.h), NOT_BLOCKED)
+            client.delete(f"/api/v2/jobs/{draft['id']}/input-files/{staged[1]}", headers=requester.h),
+            NOT_BLOCKED,
+        )
         assert deleted.status_code in (200, 204), deleted.text
     published = publish.result()
     assert published.status_code == 200, published.text

@@ -33,13 +33,25 @@ from http_api.errors import render_error
 
 PATHS = ["/api/v2/job-types", "/api/v2/bounty-types"]
 FIELDS = {
-    "id", "key", "displayName", "description", "capabilityTagId", "artifactSchemaJson", "reviewPacketSchemaJson",
-    "submissionRequirementsJson", "previewPolicyJson", "active",
+    "id",
+    "key",
+    "displayName",
+    "description",
+    "capabilityTagId",
+    "artifactSchemaJson",
+    "reviewPacketSchemaJson",
+    "submissionRequirementsJson",
+    "previewPolicyJson",
+    "active",
 }
 SEEDED = {"general", "code-change", "data-extraction", "summarization", "research-report", "translation"}
 TAG_OF = {
-    "general": "general-tasks", "code-change": None, "data-extraction": "web-scraping",
-    "summarization": "summarization", "research-report": "web-research", "translation": "translation",
+    "general": "general-tasks",
+    "code-change": None,
+    "data-extraction": "web-scraping",
+    "summarization": "summarization",
+    "research-report": "web-research",
+    "translation": "translation",
 }
 
 # A realistic good submission per seeded type: (artifactType, structuredPayloadJson, files as (role, mime)).
@@ -71,13 +83,19 @@ GOOD: dict[str, tuple[str, dict[str, Any], list[tuple[str, str]]]] = {
         },
         [("DELIVERABLE", "text/csv; charset=utf-8")],
     ),
-    "summarization": ("text", {"summary": "The paper shows ...", "keyPoints": ["a", "b"], "wordCount": 4}, []),
+    "summarization": (
+        "text",
+        {"summary": "The paper shows ...", "keyPoints": ["a", "b"], "wordCount": 4},
+        [],
+    ),
     "research-report": (
         "document",
         {
             "title": "Heat pump subsidies in the Nordics",
             "summary": "All four countries subsidise; Norway the most per unit.",
-            "findings": [{"claim": "Norway pays up to NOK 25,000.", "confidence": "high", "sourceIndexes": [0]}],
+            "findings": [
+                {"claim": "Norway pays up to NOK 25,000.", "confidence": "high", "sourceIndexes": [0]}
+            ],
             "sources": [{"url": "https://enova.example/heat-pumps", "title": "Enova"}],
         },
         [("DELIVERABLE", "application/pdf")],
@@ -238,12 +256,21 @@ def _definition(key: str = "general") -> dict[str, Any]:
 @pytest.mark.parametrize(
     ("change", "complaint"),
     [
-        (lambda d: d["artifactSchemaJson"].update(type="objekt"), "artifactSchemaJson is not a valid JSON Schema"),
-        (lambda d: d["reviewPacketSchemaJson"].update(required="title"), "reviewPacketSchemaJson is not a valid"),
+        (
+            lambda d: d["artifactSchemaJson"].update(type="objekt"),
+            "artifactSchemaJson is not a valid JSON Schema",
+        ),
+        (
+            lambda d: d["reviewPacketSchemaJson"].update(required="title"),
+            "reviewPacketSchemaJson is not a valid",
+        ),
         (lambda d: d["previewPolicyJson"]["previewFields"].append("secret"), "not in artifactSchemaJson"),
         (lambda d: d["reviewPacketSchemaJson"]["properties"].pop("title"), "exactly the previewFields"),
         (lambda d: d["submissionRequirementsJson"].pop("maxFiles"), "maxFiles"),
-        (lambda d: d["artifactSchemaJson"]["examples"][0].pop("answer"), "an example breaks artifactSchemaJson"),
+        (
+            lambda d: d["artifactSchemaJson"]["examples"][0].pop("answer"),
+            "an example breaks artifactSchemaJson",
+        ),
         (lambda d: d.update(key="General Task"), "lowercase slug"),
     ],
 )
@@ -349,14 +376,19 @@ async def test_file_rules(core: Core) -> None:
         job_type, artifact_type="patch", payload=payload, files=[("DELIVERABLE", "text/plain")] * max_files
     )
     errors = rejected(
-        job_type, artifact_type="patch", payload=payload, files=[("DELIVERABLE", "text/plain")] * (max_files + 1)
+        job_type,
+        artifact_type="patch",
+        payload=payload,
+        files=[("DELIVERABLE", "text/plain")] * (max_files + 1),
     )
     assert set(errors) == {"files"}
     assert errors["files"]["code"] == "too_many_files"
     assert str(max_files) in errors["files"]["message"]
 
     errors = rejected(
-        job_type, artifact_type="patch", payload=payload,
+        job_type,
+        artifact_type="patch",
+        payload=payload,
         files=[("DELIVERABLE", "text/x-diff"), ("PREVIEW", "application/x-msdownload")],
     )
     assert set(errors) == {"files.1"}
@@ -379,7 +411,9 @@ def test_too_few_deliverable_files() -> None:
     job_type = schema_type(
         submission_requirements_json={"artifactTypes": ["text"], "minDeliverableFiles": 1, "maxFiles": 3}
     )
-    job_types.validate_submission(job_type, artifact_type="text", payload={}, files=[("DELIVERABLE", "text/plain")])
+    job_types.validate_submission(
+        job_type, artifact_type="text", payload={}, files=[("DELIVERABLE", "text/plain")]
+    )
     errors = rejected(job_type, artifact_type="text", payload={}, files=[("PREVIEW", "image/png")])
     assert errors["files"]["code"] == "too_few_deliverable_files"
 
@@ -446,10 +480,14 @@ async def test_long_values_are_cut_at_every_depth(core: Core) -> None:
     code_change = await load(core, "code-change")
     items = code_change.preview_policy_json["maxPreviewItems"]
     payload = {**GOOD["code-change"][1], "filesChanged": [f"f{i}.py" for i in range(items + 30)]}
-    assert job_types.review_packet_preview(code_change, payload)["filesChanged"] == [f"f{i}.py" for i in range(items)]
+    assert job_types.review_packet_preview(code_change, payload)["filesChanged"] == [
+        f"f{i}.py" for i in range(items)
+    ]
 
 
 def test_a_payload_that_is_not_an_object_previews_as_empty() -> None:
     job_type = schema_type(preview_policy_json={"previewFields": ["summary"], "maxPreviewChars": 10})
     assert job_types.review_packet_preview(job_type, ["summary"]) == {}
-    assert job_types.review_packet_preview(job_type, {"summary": "0123456789AB", "x": 1}) == {"summary": "012345678…"}
+    assert job_types.review_packet_preview(job_type, {"summary": "0123456789AB", "x": 1}) == {
+        "summary": "012345678…"
+    }

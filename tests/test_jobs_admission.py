@@ -14,8 +14,9 @@ async def _experienced(core: Any, agent: AgentHandle, reputation: float = 0.0) -
     """Give an agent a completed job (and a reputation under `python`) without running one."""
     async with core.uow() as uow:
         await uow.session.execute(update(Agent).where(Agent.id == agent.id).values(total_tasks=1))
-        await uow.session.execute(update(AgentCapability).where(AgentCapability.agent_id == agent.id)
-                                  .values(reputation=reputation))
+        await uow.session.execute(
+            update(AgentCapability).where(AgentCapability.agent_id == agent.id).values(reputation=reputation)
+        )
 
 
 async def _statuses(client: Any, workers: dict[str, AgentHandle], job_id: str) -> dict[str, str]:
@@ -27,7 +28,8 @@ async def _statuses(client: Any, workers: dict[str, AgentHandle], job_id: str) -
 
 
 async def test_tagged_before_rookies_then_reputation_with_a_place_for_a_new_worker(
-        app: Any, core: Any, client: Any) -> None:
+    app: Any, core: Any, client: Any
+) -> None:
     requester = await new_agent(await new_owner(app, core))
     others = await new_owner(app, core)
     workers = {
@@ -48,11 +50,17 @@ async def test_tagged_before_rookies_then_reputation_with_a_place_for_a_new_work
     # Two open places by rank (veteran, regular: tagged, best reputation), one held for a new worker: the
     # best-ranked new one is `fresh` (tagged) ahead of `rookie_new`.
     assert await _statuses(client, workers, job["id"]) == {
-        "veteran": "ADMITTED", "regular": "ADMITTED", "fresh": "ADMITTED",
-        "rookie_vet": "WAITLISTED", "rookie_new": "WAITLISTED"}
+        "veteran": "ADMITTED",
+        "regular": "ADMITTED",
+        "fresh": "ADMITTED",
+        "rookie_vet": "WAITLISTED",
+        "rookie_new": "WAITLISTED",
+    }
 
 
-async def test_an_unclaimed_new_worker_place_goes_to_the_next_in_rank(app: Any, core: Any, client: Any) -> None:
+async def test_an_unclaimed_new_worker_place_goes_to_the_next_in_rank(
+    app: Any, core: Any, client: Any
+) -> None:
     requester = await new_agent(await new_owner(app, core))
     others = await new_owner(app, core)
     a, b = await new_agent(others, ["python"]), await new_agent(others, ["python"])
@@ -77,8 +85,12 @@ async def test_application_places_held_for_new_workers(app: Any, core: Any, clie
     assert held.status_code == 409 and held.json()["code"] == "application_cap_reached"
     assert (await client.post(f"/api/v2/jobs/{job['id']}/applications", headers=new.h)).status_code == 201
     # Withdrawing frees the place it took.
-    mine = (await client.get("/api/v2/worker-agents/me/applications", headers=vet1.h)).json()["applications"][0]
-    assert (await client.post(f"/api/v2/job-applications/{mine['id']}/withdraw", headers=vet1.h)).status_code == 200
+    mine = (await client.get("/api/v2/worker-agents/me/applications", headers=vet1.h)).json()["applications"][
+        0
+    ]
+    assert (
+        await client.post(f"/api/v2/job-applications/{mine['id']}/withdraw", headers=vet1.h)
+    ).status_code == 200
     assert (await client.post(f"/api/v2/jobs/{job['id']}/applications", headers=vet2.h)).status_code == 201
     again = await client.post(f"/api/v2/jobs/{job['id']}/applications", headers=vet2.h)
     assert again.status_code == 409 and again.json()["code"] == "already_applied"

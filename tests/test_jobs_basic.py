@@ -26,7 +26,9 @@ async def test_post_apply_admit_ack_submit_award(app: Any, core: Any, client: An
     run = await client.post(f"/api/v2/jobs/{job['id']}/admission/run", headers=requester.h)
     assert run.status_code == 200, run.text
     assert run.json()["status"] == "IN_PROGRESS"
-    slots = (await client.get("/api/v2/worker-agents/me/participation-slots", headers=worker.h)).json()["slots"]
+    slots = (await client.get("/api/v2/worker-agents/me/participation-slots", headers=worker.h)).json()[
+        "slots"
+    ]
     assert len(slots) == 1 and slots[0]["status"] == "GRANTED"
     slot_id = slots[0]["id"]
     ack = await client.post(f"/api/v2/participation-slots/{slot_id}/acknowledge", headers=worker.h)
@@ -34,16 +36,21 @@ async def test_post_apply_admit_ack_submit_award(app: Any, core: Any, client: An
     full = (await client.get(f"/api/v2/jobs/{job['id']}", headers=worker.h)).json()
     assert full["briefUnlocked"] is True and full["job"]["workBriefJson"] == {"secret": "the brief"}
 
-    sub = await client.post(f"/api/v2/participation-slots/{slot_id}/submit", json=submit_body(), headers=worker.h)
+    sub = await client.post(
+        f"/api/v2/participation-slots/{slot_id}/submit", json=submit_body(), headers=worker.h
+    )
     assert sub.status_code == 201, sub.text
     assert sub.json()["jobStatus"] == "IN_REVIEW"
     packets = await client.get(f"/api/v2/jobs/{job['id']}/review-packets", headers=requester.h)
     assert packets.status_code == 200, packets.text
     assert packets.json()["packets"][0]["payloadPreview"]["summary"] == "Done"
-    awarded = await client.post(f"/api/v2/jobs/{job['id']}/award", json={"submissionId": sub.json()["id"]},
-                                headers=requester.h)
+    awarded = await client.post(
+        f"/api/v2/jobs/{job['id']}/award", json={"submissionId": sub.json()["id"]}, headers=requester.h
+    )
     assert awarded.status_code == 200, awarded.text
-    artifact = await client.get(f"/api/v2/awards/{awarded.json()['award']['id']}/released-artifact", headers=requester.h)
+    artifact = await client.get(
+        f"/api/v2/awards/{awarded.json()['award']['id']}/released-artifact", headers=requester.h
+    )
     assert artifact.status_code == 200, artifact.text
     assert artifact.json()["structuredPayloadJson"]["answer"] == "The full answer."
     status = await client.get(f"/api/v2/submissions/{sub.json()['id']}/status", headers=worker.h)
@@ -86,7 +93,9 @@ async def test_discovery_follows_a_change_of_capabilities_at_once(app: Any, core
     worker = await new_agent(await new_owner(app, core), capabilities=["python"])
     job = await create_published(requester, client, capabilitySlug="translation")
     assert (await client.get("/api/v2/jobs", headers=worker.h)).json()["jobs"] == []
-    r = await client.patch("/api/v2/agents/me", json={"capabilities": ["python", "translation"]}, headers=worker.h)
+    r = await client.patch(
+        "/api/v2/agents/me", json={"capabilities": ["python", "translation"]}, headers=worker.h
+    )
     assert r.status_code == 200, r.text
     listed = (await client.get("/api/v2/jobs", headers=worker.h)).json()["jobs"]
     assert [(j["id"], j["rookie"]) for j in listed] == [(job["id"], False)]
@@ -112,12 +121,18 @@ async def test_discovery_pages_merge_every_tag_newest_first(app: Any, core: Any,
         if cursor is None:
             break
     assert seen == mine
-    everything = (await client.get("/api/v2/jobs", params={"include": "rookie", "limit": 50},
-                                   headers=worker.h)).json()["jobs"]
+    everything = (
+        await client.get("/api/v2/jobs", params={"include": "rookie", "limit": 50}, headers=worker.h)
+    ).json()["jobs"]
     assert [(j["id"], j["rookie"]) for j in everything] == [
-        (job_id, slug in ("rust", "go")) for slug, job_id in reversed(posted)]
-    one_tag = (await client.get("/api/v2/jobs", params={"capability": "translation"}, headers=worker.h)).json()
-    assert [j["id"] for j in one_tag["jobs"]] == [job_id for slug, job_id in reversed(posted) if slug == "translation"]
+        (job_id, slug in ("rust", "go")) for slug, job_id in reversed(posted)
+    ]
+    one_tag = (
+        await client.get("/api/v2/jobs", params={"capability": "translation"}, headers=worker.h)
+    ).json()
+    assert [j["id"] for j in one_tag["jobs"]] == [
+        job_id for slug, job_id in reversed(posted) if slug == "translation"
+    ]
 
 
 async def test_discovery_page_is_the_models_own_json(app: Any, core: Any, client: Any) -> None:
@@ -127,7 +142,9 @@ async def test_discovery_page_is_the_models_own_json(app: Any, core: Any, client
     requester = await new_agent(await new_owner(app, core))
     worker = await new_agent(await new_owner(app, core), capabilities=["python"])
     for slug in ["python", "rust", None]:
-        await create_published(requester, client, capabilitySlug=slug, previewJson={"pages": 3, "ü": [1.5, None]})
+        await create_published(
+            requester, client, capabilitySlug=slug, previewJson={"pages": 3, "ü": [1.5, None]}
+        )
     for params in ({"limit": 1}, {"include": "rookie"}):
         raw = await client.get("/api/v2/jobs", params=params, headers=worker.h)
         assert raw.status_code == 200 and raw.headers["content-type"] == "application/json"
@@ -136,20 +153,24 @@ async def test_discovery_page_is_the_models_own_json(app: Any, core: Any, client
         assert model.jobs and (model.next_cursor is not None) == ("limit" in params)
 
 
-async def test_sweeper_lapses_invitations_one_by_one(app: Any, core: Any, client: Any, frozen_clock: Any) -> None:
+async def test_sweeper_lapses_invitations_one_by_one(
+    app: Any, core: Any, client: Any, frozen_clock: Any
+) -> None:
     """At admissionClosesAt unanswered invitations expire: a Direct Hire whose offer lapsed is cancelled and
     its requester told; an ordinary invitation lapses with the close and its worker is told. A second pass
     finds nothing left."""
     requester = await new_agent(await new_owner(app, core))
     hired, invited = await new_agent(await new_owner(app, core)), await new_agent(await new_owner(app, core))
-    draft = await client.post("/api/v2/jobs", json=job_body(directHireWorkerAgentId=hired.id, participantCap=1),
-                              headers=requester.h)
+    draft = await client.post(
+        "/api/v2/jobs", json=job_body(directHireWorkerAgentId=hired.id, participantCap=1), headers=requester.h
+    )
     assert draft.status_code == 201, draft.text
     direct = await client.post(f"/api/v2/jobs/{draft.json()['id']}/publish", headers=requester.h)
     assert direct.json()["status"] == "PENDING_ACCEPTANCE"
     job = await create_published(requester, client)
-    r = await client.post(f"/api/v2/jobs/{job['id']}/invitations", json={"workerAgentId": invited.id},
-                          headers=requester.h)
+    r = await client.post(
+        f"/api/v2/jobs/{job['id']}/invitations", json={"workerAgentId": invited.id}, headers=requester.h
+    )
     assert r.status_code == 201, r.text
 
     counts = await travel(core, hours=1, minutes=1)
@@ -159,10 +180,18 @@ async def test_sweeper_lapses_invitations_one_by_one(app: Any, core: Any, client
     for worker in (hired, invited):
         mine = (await client.get("/api/v2/invitations/mine", headers=worker.h)).json()["invitations"]
         assert mine == []  # nothing pending is left to answer
-        titles = [n["title"] for n in (await client.get("/api/v2/agent-notifications",
-                                                         headers=worker.h)).json()["notifications"]]
+        titles = [
+            n["title"]
+            for n in (await client.get("/api/v2/agent-notifications", headers=worker.h)).json()[
+                "notifications"
+            ]
+        ]
         assert any(t.startswith("Invitation expired") for t in titles), titles
-    titles = [n["title"] for n in (await client.get("/api/v2/agent-notifications",
-                                                     headers=requester.h)).json()["notifications"]]
+    titles = [
+        n["title"]
+        for n in (await client.get("/api/v2/agent-notifications", headers=requester.h)).json()[
+            "notifications"
+        ]
+    ]
     assert any(t.startswith("Direct Hire expired") for t in titles), titles
     assert not any((await travel(core, minutes=1)).values())

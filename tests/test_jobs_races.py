@@ -554,12 +554,18 @@ async def test_two_sweepers_at_once_move_each_deadline_once(
         for invitee in invitees[:2]:
             job = await create_published(m.requester, client, applicationCap=10, participantCap=3)
             await _apply(client, job["id"], applicant)
-            r = await client.post(f"/api/v2/jobs/{job['id']}/invitations", json={"workerAgentId": invitee.id},
-                                  headers=m.requester.h)
+            r = await client.post(
+                f"/api/v2/jobs/{job['id']}/invitations",
+                json={"workerAgentId": invitee.id},
+                headers=m.requester.h,
+            )
             assert r.status_code == 201, r.text
             jobs.append(job["id"])
-        draft = await client.post("/api/v2/jobs", headers=m.requester.h, json=job_body(
-            directHireWorkerAgentId=invitees[2].id, participantCap=1))
+        draft = await client.post(
+            "/api/v2/jobs",
+            headers=m.requester.h,
+            json=job_body(directHireWorkerAgentId=invitees[2].id, participantCap=1),
+        )
         assert draft.status_code == 201, draft.text
         direct = await client.post(f"/api/v2/jobs/{draft.json()['id']}/publish", headers=m.requester.h)
         assert direct.json()["status"] == "PENDING_ACCEPTANCE", direct.text

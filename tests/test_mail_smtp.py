@@ -30,7 +30,6 @@ class Collector:
         return "250 Message accepted for delivery"
 
 
-
 @pytest.fixture
 def smtp_server() -> Iterator[tuple[Collector, int]]:
     collector = Collector()

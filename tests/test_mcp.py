@@ -16,8 +16,9 @@ from tests.mcp_helpers import call, call_error, http_client, serving, sse_mcp_cl
 
 
 @pytest.mark.parametrize("transport", ["streamable-http", "stdio"])
-async def test_worker_from_home_to_award_and_requester_from_create_to_award(app: Any, core: Any,
-                                                                           transport: str) -> None:
+async def test_worker_from_home_to_award_and_requester_from_create_to_award(
+    app: Any, core: Any, transport: str
+) -> None:
     """Over streamable HTTP, and over stdio (two `callboard mcp` subprocesses bridging to the service)."""
     requester = await new_agent(await new_owner(app, core))
     worker = await new_agent(await new_owner(app, core))
@@ -29,8 +30,19 @@ async def test_worker_from_home_to_award_and_requester_from_create_to_award(app:
 
     async with serving(core) as url, client(url, requester.key) as req, client(url, worker.key) as wrk:
         tools = {t.name: t for t in (await wrk.list_tools()).tools}
-        assert {"home", "list_jobs", "apply", "acknowledge_slot", "upload_file_inline", "submit", "create_job",
-                "publish_job", "review_packets", "award", "no_award"} <= set(tools)
+        assert {
+            "home",
+            "list_jobs",
+            "apply",
+            "acknowledge_slot",
+            "upload_file_inline",
+            "submit",
+            "create_job",
+            "publish_job",
+            "review_packets",
+            "award",
+            "no_award",
+        } <= set(tools)
         assert tools["home"].output_schema is not None and "next call" in (tools["home"].description or "")
 
         # The requester posts a job over MCP.
@@ -61,11 +73,25 @@ async def test_worker_from_home_to_award_and_requester_from_create_to_award(app:
 
         # A deliverable sent inline, then the submission.
         data = b"The memo, in two paragraphs."
-        file = await call(wrk, "upload_file_inline", slot_id=todo["slotId"], filename="summary.txt",
-                          mime_type="text/plain", content_base64=base64.b64encode(data).decode())
+        file = await call(
+            wrk,
+            "upload_file_inline",
+            slot_id=todo["slotId"],
+            filename="summary.txt",
+            mime_type="text/plain",
+            content_base64=base64.b64encode(data).decode(),
+        )
         assert file["status"] == "VERIFIED" and file["sha256"] == hashlib.sha256(data).hexdigest()
-        submission = await call(wrk, "submit", slot_id=todo["slotId"], submission={
-            "artifactType": "text", "structuredPayloadJson": payload(), "files": [{"uploadId": file["uploadId"], "role": "DELIVERABLE"}]})
+        submission = await call(
+            wrk,
+            "submit",
+            slot_id=todo["slotId"],
+            submission={
+                "artifactType": "text",
+                "structuredPayloadJson": payload(),
+                "files": [{"uploadId": file["uploadId"], "role": "DELIVERABLE"}],
+            },
+        )
         assert submission["jobStatus"] == "IN_REVIEW"
 
         # The requester reviews and awards; the worker sees the outcome.
@@ -83,7 +109,11 @@ async def test_worker_from_home_to_award_and_requester_from_create_to_award(app:
 async def test_domain_errors_are_tool_errors_with_the_http_code(app: Any, core: Any) -> None:
     requester = await new_agent(await new_owner(app, core))
     worker = await new_agent(await new_owner(app, core))
-    async with serving(core) as url, http_client(url, requester.key) as req, http_client(url, worker.key) as wrk:
+    async with (
+        serving(core) as url,
+        http_client(url, requester.key) as req,
+        http_client(url, worker.key) as wrk,
+    ):
         job = await call(req, "create_job", job=job_body())
         await call(req, "publish_job", job_id=job["id"])
         await call(wrk, "apply", job_id=job["id"])
@@ -99,16 +129,28 @@ async def test_domain_errors_are_tool_errors_with_the_http_code(app: Any, core: 
 
 async def test_no_key_bad_key_or_revoked_key_is_401_before_any_tool(app: Any, core: Any, client: Any) -> None:
     worker = await new_agent(await new_owner(app, core))
-    hello = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
+    hello = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "t", "version": "1"},
+        },
+    }
     accept = {"Accept": "application/json, text/event-stream"}
     async with serving(core) as url, httpx.AsyncClient(base_url=url) as raw:
-        for headers, code in (({}, "missing_api_key"), ({"X-API-Key": "cb_not_a_key"}, "invalid_api_key"),
-                              ({"Authorization": "Bearer nope"}, "invalid_api_key")):
+        for headers, code in (
+            ({}, "missing_api_key"),
+            ({"X-API-Key": "cb_not_a_key"}, "invalid_api_key"),
+            ({"Authorization": "Bearer nope"}, "invalid_api_key"),
+        ):
             for path in ("/mcp", "/sse", "/messages/?session_id=x"):
                 method = "GET" if path == "/sse" else "POST"
-                r = await raw.request(method, path, json=hello if method == "POST" else None,
-                                      headers={**accept, **headers})
+                r = await raw.request(
+                    method, path, json=hello if method == "POST" else None, headers={**accept, **headers}
+                )
                 assert r.status_code == 401 and r.json()["code"] == code, (path, headers, r.text)
         # A bearer token works as well as the header.
         async with http_client(url, worker.key, bearer=True) as wrk:
@@ -123,8 +165,9 @@ async def test_no_key_bad_key_or_revoked_key_is_401_before_any_tool(app: Any, co
 
 
 async def test_read_only_key_cannot_use_a_write_tool(app: Any, core: Any, client: Any) -> None:
-    registered = await client.post("/api/v2/agents/register",
-                                   json={"name": "Unclaimed", "endpointUrl": "https://agent.example.com"})
+    registered = await client.post(
+        "/api/v2/agents/register", json={"name": "Unclaimed", "endpointUrl": "https://agent.example.com"}
+    )
     key = registered.json()["apiKey"]  # a provisional agent's key is read-only until an owner claims it
     async with serving(core) as url, http_client(url, key) as agent:
         assert (await call(agent, "home"))["readiness"]["claimed"] is False
@@ -139,7 +182,9 @@ async def test_a_retried_action_with_an_idempotency_key_runs_once(app: Any, core
         first = await call(req, "create_job", job=body, idempotency_key="create-once-1")
         second = await call(req, "create_job", job=body, idempotency_key="create-once-1")
         assert second["id"] == first["id"]
-        reused = await call_error(req, "create_job", job=job_body(title="Other"), idempotency_key="create-once-1")
+        reused = await call_error(
+            req, "create_job", job=job_body(title="Other"), idempotency_key="create-once-1"
+        )
         assert reused["code"] == "idempotency_key_reused"
 
 
@@ -164,7 +209,10 @@ async def test_sse_transport(app: Any, core: Any) -> None:
 
 async def test_stdio_bridges_to_the_remote_service(app: Any, core: Any) -> None:
     requester = await new_agent(await new_owner(app, core))
-    async with serving(core) as url, stdio_client({"CALLBOARD_URL": url, "CALLBOARD_API_KEY": requester.key}) as req:
+    async with (
+        serving(core) as url,
+        stdio_client({"CALLBOARD_URL": url, "CALLBOARD_API_KEY": requester.key}) as req,
+    ):
         assert (await call(req, "whoami"))["id"] == requester.id
         job = await call(req, "create_job", job=job_body())
         assert (await call(req, "publish_job", job_id=job["id"]))["status"] == "ADMISSION_OPEN"
@@ -173,9 +221,14 @@ async def test_stdio_bridges_to_the_remote_service(app: Any, core: Any) -> None:
 
 async def test_stdio_in_process_on_the_database(app: Any, core: Any) -> None:
     worker = await new_agent(await new_owner(app, core))
-    env = {"CALLBOARD_API_KEY": worker.key, "CALLBOARD_URL": "", "CALLBOARD_DATABASE_URL": core.settings.database_url,
-           "CALLBOARD_SECRET_KEY": core.settings.secret_key, "CALLBOARD_VAR_DIR": str(core.settings.var_dir),
-           "CALLBOARD_ENV": "test"}
+    env = {
+        "CALLBOARD_API_KEY": worker.key,
+        "CALLBOARD_URL": "",
+        "CALLBOARD_DATABASE_URL": core.settings.database_url,
+        "CALLBOARD_SECRET_KEY": core.settings.secret_key,
+        "CALLBOARD_VAR_DIR": str(core.settings.var_dir),
+        "CALLBOARD_ENV": "test",
+    }
     async with stdio_client(env) as wrk:
         assert (await call(wrk, "home"))["agentId"] == worker.id
     async with stdio_client({**env, "CALLBOARD_API_KEY": "cb_wrong"}) as wrong:

@@ -34,34 +34,51 @@ async def test_onboarding_to_kit_to_mcp_home(core: Any, tmp_path: Path) -> None:
     async with contextlib.AsyncExitStack() as stack:
         stack.push_async_callback(served.close)
         assert await stack.enter_async_context(serving(served, port=port)) == url
-        owner = await stack.enter_async_context(httpx.AsyncClient(
-            base_url=url, cookies={sessions.COOKIE_NAME: token}, headers={"Origin": url}))
+        owner = await stack.enter_async_context(
+            httpx.AsyncClient(base_url=url, cookies={sessions.COOKIE_NAME: token}, headers={"Origin": url})
+        )
         agent = await stack.enter_async_context(httpx.AsyncClient(base_url=url))
 
-        minted = await owner.post("/api/onboarding/mint", json={"role": "SELLER", "sellerCapabilities": ["python"]})
+        minted = await owner.post(
+            "/api/onboarding/mint", json={"role": "SELLER", "sellerCapabilities": ["python"]}
+        )
         assert minted.status_code == 201, minted.text
         slug, bearer = minted.json()["workspaceSlug"], {"Authorization": f"Bearer {minted.json()['token']}"}
 
         # The agent, with nothing but the bearer token, says hello and proposes itself.
-        presence = await agent.post(f"/api/agent/onboard/{slug}/presence", json={"message": "hi"}, headers=bearer)
+        presence = await agent.post(
+            f"/api/agent/onboard/{slug}/presence", json={"message": "hi"}, headers=bearer
+        )
         assert presence.status_code == 201, presence.text
-        setup = await agent.post(f"/api/agent/onboard/{slug}/setup", headers=bearer, json={
-            "agentName": "Kit Agent", "role": "SELLER", "sellerManifest": {"capabilities": ["python"]}})
+        setup = await agent.post(
+            f"/api/agent/onboard/{slug}/setup",
+            headers=bearer,
+            json={"agentName": "Kit Agent", "role": "SELLER", "sellerManifest": {"capabilities": ["python"]}},
+        )
         assert setup.status_code == 200, setup.text
 
         # The owner sees it and activates it for a generic MCP runtime.
         [session] = (await owner.get("/api/onboarding/sessions")).json()["sessions"]
-        activated = await owner.post(f"/api/onboarding/sessions/{session['id']}/activate",
-                                     json={"runtimeTarget": "MCP"})
+        activated = await owner.post(
+            f"/api/onboarding/sessions/{session['id']}/activate", json={"runtimeTarget": "MCP"}
+        )
         assert activated.status_code == 201, activated.text
         command = shlex.split(activated.json()["installCommand"])
         assert command[:3] == ["callboard", "kit", "install"] and command[command.index("--url") + 1] == url
-        assert "${CALLBOARD_API_KEY}" in json.dumps(activated.json()["runtimeKit"])  # no key in the owner's copy
+        assert "${CALLBOARD_API_KEY}" in json.dumps(
+            activated.json()["runtimeKit"]
+        )  # no key in the owner's copy
 
         # On the agent's machine: the install command, exactly as given.
         kit_dir = tmp_path / "kit"
-        proc = await asyncio.create_subprocess_exec(CALLBOARD, *command[1:], "--dir", str(kit_dir),
-                                                    stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        proc = await asyncio.create_subprocess_exec(
+            CALLBOARD,
+            *command[1:],
+            "--dir",
+            str(kit_dir),
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
         out, err = await asyncio.wait_for(proc.communicate(), 60)
         assert proc.returncode == 0, (out + err).decode()
         config = json.loads((kit_dir / "mcp.json").read_text())["mcpServers"]["callboard"]
@@ -78,7 +95,13 @@ async def test_onboarding_to_kit_to_mcp_home(core: Any, tmp_path: Path) -> None:
         assert home["readiness"]["claimed"] is True
 
         # The install token worked once.
-        again = await asyncio.create_subprocess_exec(CALLBOARD, *command[1:], "--dir", str(tmp_path / "again"),
-                                                     stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        again = await asyncio.create_subprocess_exec(
+            CALLBOARD,
+            *command[1:],
+            "--dir",
+            str(tmp_path / "again"),
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
         _, err = await asyncio.wait_for(again.communicate(), 60)
         assert again.returncode != 0 and b"install_token_used" in err

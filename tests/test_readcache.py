@@ -58,6 +58,7 @@ async def test_concurrent_misses_share_one_load(tmp_path):
             if outcome == "fail":
                 raise LookupError(name)
             return f"value from {name}"
+
         return load
 
     tasks = [asyncio.create_task(cache.get_or_load("k", loader(f"r{i}"))) for i in range(16)]
@@ -163,8 +164,9 @@ async def test_key_revoked_by_another_process_is_refused(client, core):
     headers = key_headers(reg["apiKey"])
     assert (await client.get("/api/v2/agents/me", headers=headers)).status_code == 200
     assert (await client.get("/api/v2/agents/me", headers=headers)).status_code == 200  # served from cache
-    await _write_elsewhere(core, "UPDATE api_keys SET revoked_at = '2020-01-01 00:00:00' WHERE agent_id = $1",
-                           reg["agent"]["id"])
+    await _write_elsewhere(
+        core, "UPDATE api_keys SET revoked_at = '2020-01-01 00:00:00' WHERE agent_id = $1", reg["agent"]["id"]
+    )
     refused = await client.get("/api/v2/agents/me", headers=headers)
     assert refused.status_code == 401 and refused.json()["code"] == "invalid_api_key"
 
@@ -173,7 +175,9 @@ async def test_agent_edited_elsewhere_is_seen(client, core):
     reg = await register_agent(client)
     headers = key_headers(reg["apiKey"])
     assert (await client.get("/api/v2/agents/me", headers=headers)).json()["name"] == reg["agent"]["name"]
-    await _write_elsewhere(core, "UPDATE agents SET name = 'Edited elsewhere' WHERE id = $1", reg["agent"]["id"])
+    await _write_elsewhere(
+        core, "UPDATE agents SET name = 'Edited elsewhere' WHERE id = $1", reg["agent"]["id"]
+    )
     assert (await client.get("/api/v2/agents/me", headers=headers)).json()["name"] == "Edited elsewhere"
 
 
@@ -194,8 +198,10 @@ async def test_postgresql_cache_goes_off_while_the_feed_is_down(client, core):
     assert core.read_cache.enabled
     conn = await asyncpg.connect(asyncpg_dsn(core.settings.database_url))
     try:
-        await conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                           "WHERE pid <> pg_backend_pid() AND datname = current_database() AND query LIKE 'LISTEN%'")
+        await conn.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            "WHERE pid <> pg_backend_pid() AND datname = current_database() AND query LIKE 'LISTEN%'"
+        )
     finally:
         await conn.close()
     for _ in range(500):
@@ -216,7 +222,14 @@ async def test_every_table_notifies_the_change_feed(core):
     if core.db.is_sqlite:
         pytest.skip("the change feed is PostgreSQL's")
     async with core.db.session(write=False) as session:
-        tables = set((await session.execute(text(
-            "SELECT c.relname FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid WHERE t.tgname = :name"
-        ), {"name": TRIGGER})).scalars())
+        tables = set(
+            (
+                await session.execute(
+                    text(
+                        "SELECT c.relname FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid WHERE t.tgname = :name"
+                    ),
+                    {"name": TRIGGER},
+                )
+            ).scalars()
+        )
     assert {t.name for t in metadata.sorted_tables} <= tables

@@ -292,13 +292,20 @@ class Exchange:
         # The real route's refusals (callboard_core/onboarding/activation.py: exchange).
         if token in self.used:
             return JSONResponse(
-                {"code": "install_token_used", "message": "This install token was used already.",
-                 "requestId": "req_test"},
+                {
+                    "code": "install_token_used",
+                    "message": "This install token was used already.",
+                    "requestId": "req_test",
+                },
                 status_code=410,
             )
         if target not in RUNTIME_TARGETS:
             return JSONResponse(
-                {"code": "install_token_not_found", "message": "No such install token.", "requestId": "req_test"},
+                {
+                    "code": "install_token_not_found",
+                    "message": "No such install token.",
+                    "requestId": "req_test",
+                },
                 status_code=404,
             )
         self.used.add(token)
@@ -332,7 +339,6 @@ def server_url() -> Iterator[str]:
     server.should_exit = True
     thread.join(10)
     sock.close()
-
 
 
 def test_install_writes_the_kit_with_the_real_key(server_url, tmp_path):

@@ -19,5 +19,7 @@ async def test_register_then_me_then_claim(client, app, core):
         claimed = await owner.post(f"/api/v2/claim/{code}")
     assert claimed.status_code == 200, claimed.text
     assert claimed.json()["agent"]["ownerId"] == owner_id
-    patch = await client.patch("/api/v2/agents/me", json={"name": "Renamed"}, headers=key_headers(reg["apiKey"]))
+    patch = await client.patch(
+        "/api/v2/agents/me", json={"name": "Renamed"}, headers=key_headers(reg["apiKey"])
+    )
     assert patch.status_code == 200 and patch.json()["name"] == "Renamed"

@@ -15,14 +15,33 @@ from callboard_core.errors import NotFound
 from callboard_core.ids import new_id
 
 
-async def notify(session: AsyncSession, agent_ids: Sequence[str], type: str, title: str, *,
-                 body: str | None = None, job_id: str | None = None, data: dict[str, Any] | None = None) -> None:
+async def notify(
+    session: AsyncSession,
+    agent_ids: Sequence[str],
+    type: str,
+    title: str,
+    *,
+    body: str | None = None,
+    job_id: str | None = None,
+    data: dict[str, Any] | None = None,
+) -> None:
     """One notification per agent, in one statement (admission notifies thousands at once)."""
     if not agent_ids:
         return
     now = clock.now()
-    rows = [dict(id=new_id("ntf"), agent_id=a, type=type, title=title, body=body, job_id=job_id,
-                 data=data or {}, created_at=now) for a in dict.fromkeys(agent_ids)]
+    rows = [
+        dict(
+            id=new_id("ntf"),
+            agent_id=a,
+            type=type,
+            title=title,
+            body=body,
+            job_id=job_id,
+            data=data or {},
+            created_at=now,
+        )
+        for a in dict.fromkeys(agent_ids)
+    ]
     # The table's own insert (SQLAlchemy batches it into multi-row VALUES), not the ORM's bulk path: admission
     # writes thousands of these in one go.
     await session.execute(insert(TABLE), rows)
@@ -32,27 +51,45 @@ TABLE = cast(Table, AgentNotification.__table__)
 
 
 def _view(n: AgentNotification) -> s.AgentNotificationView:
-    return s.AgentNotificationView(id=n.id, type=n.type, title=n.title, body=n.body, job_id=n.job_id,
-                                   data=n.data or {}, read=n.read_at is not None, read_at=n.read_at,
-                                   created_at=n.created_at)
+    return s.AgentNotificationView(
+        id=n.id,
+        type=n.type,
+        title=n.title,
+        body=n.body,
+        job_id=n.job_id,
+        data=n.data or {},
+        read=n.read_at is not None,
+        read_at=n.read_at,
+        created_at=n.created_at,
+    )
 
 
 async def unread_count(session: AsyncSession, agent_id: str) -> int:
-    return int((await session.execute(
-        select(func.count()).select_from(AgentNotification)
-        .where(AgentNotification.agent_id == agent_id, AgentNotification.read_at.is_(None))
-    )).scalar_one())
+    return int(
+        (
+            await session.execute(
+                select(func.count())
+                .select_from(AgentNotification)
+                .where(AgentNotification.agent_id == agent_id, AgentNotification.read_at.is_(None))
+            )
+        ).scalar_one()
+    )
 
 
-async def list_for(session: AsyncSession, agent_id: str, *, include_read: bool, limit: int) -> s.AgentNotificationList:
+async def list_for(
+    session: AsyncSession, agent_id: str, *, include_read: bool, limit: int
+) -> s.AgentNotificationList:
     stmt = select(AgentNotification).where(AgentNotification.agent_id == agent_id)
     if not include_read:
         stmt = stmt.where(AgentNotification.read_at.is_(None))
-    rows = (await session.scalars(
-        stmt.order_by(AgentNotification.created_at.desc(), AgentNotification.id.desc()).limit(limit)
-    )).all()
-    return s.AgentNotificationList(notifications=[_view(n) for n in rows],
-                                   unread_count=await unread_count(session, agent_id))
+    rows = (
+        await session.scalars(
+            stmt.order_by(AgentNotification.created_at.desc(), AgentNotification.id.desc()).limit(limit)
+        )
+    ).all()
+    return s.AgentNotificationList(
+        notifications=[_view(n) for n in rows], unread_count=await unread_count(session, agent_id)
+    )
 
 
 async def mark_read(session: AsyncSession, agent_id: str, notification_id: str) -> s.AgentNotificationView:
@@ -71,8 +108,11 @@ async def mark_read_batch(session: AsyncSession, agent_id: str, ids: Sequence[st
         return s.MarkedRead(updated=0)
     result = await session.execute(
         update(AgentNotification)
-        .where(AgentNotification.id.in_(list(dict.fromkeys(ids))), AgentNotification.agent_id == agent_id,
-               AgentNotification.read_at.is_(None))
+        .where(
+            AgentNotification.id.in_(list(dict.fromkeys(ids))),
+            AgentNotification.agent_id == agent_id,
+            AgentNotification.read_at.is_(None),
+        )
         .values(read_at=clock.now())
         .execution_options(synchronize_session=False)
     )

@@ -96,7 +96,10 @@ class Agent(Base):
     updated_at: Mapped[datetime] = now_column(onupdate=True)
 
     capability_links: Mapped[list[AgentCapability]] = relationship(
-        back_populates="agent", cascade="all, delete-orphan", lazy="selectin", order_by="AgentCapability.created_at"
+        back_populates="agent",
+        cascade="all, delete-orphan",
+        lazy="selectin",
+        order_by="AgentCapability.created_at",
     )
 
     @property
@@ -110,7 +113,9 @@ class AgentCapability(Base):
     __tablename__ = "agent_capabilities"
 
     agent_id: Mapped[str] = mapped_column(ForeignKey("agents.id", ondelete="CASCADE"), primary_key=True)
-    tag_id: Mapped[str] = mapped_column(ForeignKey("capability_tags.id", ondelete="CASCADE"), primary_key=True)
+    tag_id: Mapped[str] = mapped_column(
+        ForeignKey("capability_tags.id", ondelete="CASCADE"), primary_key=True
+    )
     tag_slug: Mapped[str] = mapped_column(String(64))
     source: Mapped[str] = mapped_column(String(16), default=CapabilitySource.DECLARED)
     # Work done under this tag: admission ranks tagged applicants by reputation.

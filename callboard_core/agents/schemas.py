@@ -13,10 +13,14 @@ ClaimStatusName = Literal["PROVISIONAL", "CLAIMED", "VERIFIED"]
 IntentName = Literal["REQUESTER", "WORKER", "BOTH"]
 PricingModelName = Literal["PER_CALL", "PER_TASK", "SUBSCRIPTION", "CUSTOM"]
 AuthMethodName = Literal["API_KEY", "OAUTH2", "BEARER_TOKEN", "NONE"]
-Handle = Annotated[str, StringConstraints(min_length=3, max_length=40, pattern=r"^[a-z0-9](?:[a-z0-9-]*[a-z0-9])?$")]
+Handle = Annotated[
+    str, StringConstraints(min_length=3, max_length=40, pattern=r"^[a-z0-9](?:[a-z0-9-]*[a-z0-9])?$")
+]
 Name = Annotated[str, StringConstraints(min_length=1, max_length=200)]
 Description = Annotated[str, StringConstraints(max_length=5000)]
-CapabilityList = Annotated[list[Annotated[str, StringConstraints(min_length=1, max_length=64)]], Field(max_length=50)]
+CapabilityList = Annotated[
+    list[Annotated[str, StringConstraints(min_length=1, max_length=64)]], Field(max_length=50)
+]
 
 
 class AgentBountyProfileSummary(ApiModel):
@@ -85,7 +89,9 @@ class AgentRegistered(ApiModel):
     agent: AgentResponse
     api_key: str = Field(description="The full API key. Shown once; store it now.")
     key_info: ApiKeyInfo
-    claim_url: str | None = Field(description="Give this to the human owner; null when enrolled already claimed.")
+    claim_url: str | None = Field(
+        description="Give this to the human owner; null when enrolled already claimed."
+    )
     claim_expires_at: datetime | None
     next_actions: list[str]
 
@@ -106,7 +112,9 @@ class AgentCreate(ApiModel):
     capabilities: CapabilityList
     handle: Handle | None = None
     description: Description | None = None
-    owner_id: str | None = Field(default=None, max_length=64, description="Ignored: the owner is the session user.")
+    owner_id: str | None = Field(
+        default=None, max_length=64, description="Ignored: the owner is the session user."
+    )
     pricing_model: PricingModelName | None = None
     price_per_unit: Annotated[float, Field(ge=0, le=1e9)] | None = None
     currency: Annotated[str, StringConstraints(pattern=r"^[a-zA-Z]{3}$")] | None = None
@@ -141,7 +149,9 @@ class AgentCreated(ApiModel):
 
 
 class AgentPolicyUpdate(ApiModel):
-    auto_publish_limit_cents: Annotated[int, Field(ge=0, le=2_000_000_000)] | None = None  # the column is 32-bit: $20M
+    auto_publish_limit_cents: Annotated[int, Field(ge=0, le=2_000_000_000)] | None = (
+        None  # the column is 32-bit: $20M
+    )
     intent: IntentName | None = None
 
 

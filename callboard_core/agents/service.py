@@ -39,53 +39,90 @@ ENROLL_TOKEN_TTL = timedelta(hours=1)
 
 # --- views ---------------------------------------------------------------------------------------
 
+
 def to_response(agent: Agent) -> s.AgentResponse:
     return s.AgentResponse(**_fields(agent))
 
 
 def _fields(agent: Agent) -> dict:
     return dict(
-        id=agent.id, name=agent.name, handle=agent.handle, owner_id=agent.owner_id,
-        endpoint_url=agent.endpoint_url, description=agent.description, capabilities=agent.capability_slugs,
-        pricing_model=agent.pricing_model, price_per_unit=agent.price_per_unit, currency=agent.currency,
-        sla_response_ms=agent.sla_response_ms, sla_uptime_pct=agent.sla_uptime_pct,
-        auth_method=agent.auth_method, status=agent.status, reputation_score=agent.reputation_score,
-        total_tasks=agent.total_tasks, success_rate=agent.success_rate, avg_response_ms=agent.avg_response_ms,
-        dispute_rate=agent.dispute_rate, metadata=agent.metadata_json, sample_input=agent.sample_input,
-        sample_output=agent.sample_output, processor_account_id=agent.processor_account_id,
+        id=agent.id,
+        name=agent.name,
+        handle=agent.handle,
+        owner_id=agent.owner_id,
+        endpoint_url=agent.endpoint_url,
+        description=agent.description,
+        capabilities=agent.capability_slugs,
+        pricing_model=agent.pricing_model,
+        price_per_unit=agent.price_per_unit,
+        currency=agent.currency,
+        sla_response_ms=agent.sla_response_ms,
+        sla_uptime_pct=agent.sla_uptime_pct,
+        auth_method=agent.auth_method,
+        status=agent.status,
+        reputation_score=agent.reputation_score,
+        total_tasks=agent.total_tasks,
+        success_rate=agent.success_rate,
+        avg_response_ms=agent.avg_response_ms,
+        dispute_rate=agent.dispute_rate,
+        metadata=agent.metadata_json,
+        sample_input=agent.sample_input,
+        sample_output=agent.sample_output,
+        processor_account_id=agent.processor_account_id,
         processor_onboarding_complete=agent.processor_onboarding_complete,
         processor_charges_enabled=agent.processor_charges_enabled,
         processor_payouts_enabled=agent.processor_payouts_enabled,
         bounty_profile=s.AgentBountyProfileSummary(
-            claim_status=agent.claim_status, requester_enabled=agent.requester_enabled,
-            worker_enabled=agent.worker_enabled, auto_publish_limit_cents=agent.auto_publish_limit_cents,
-            claimed_at=agent.claimed_at, verified_at=agent.verified_at,
+            claim_status=agent.claim_status,
+            requester_enabled=agent.requester_enabled,
+            worker_enabled=agent.worker_enabled,
+            auto_publish_limit_cents=agent.auto_publish_limit_cents,
+            claimed_at=agent.claimed_at,
+            verified_at=agent.verified_at,
         ),
-        created_at=agent.created_at, updated_at=agent.updated_at,
+        created_at=agent.created_at,
+        updated_at=agent.updated_at,
     )
 
 
 async def to_dashboard(session: AsyncSession, agent: Agent) -> s.AgentDashboardResponse:
-    last_beat = (await session.execute(
-        select(func.max(AgentHeartbeat.last_seen_at)).where(AgentHeartbeat.agent_id == agent.id)
-    )).scalar_one()
-    keys = (await session.execute(
-        select(func.count()).select_from(ApiKey).where(ApiKey.agent_id == agent.id, ApiKey.revoked_at.is_(None))
-    )).scalar_one()
+    last_beat = (
+        await session.execute(
+            select(func.max(AgentHeartbeat.last_seen_at)).where(AgentHeartbeat.agent_id == agent.id)
+        )
+    ).scalar_one()
+    keys = (
+        await session.execute(
+            select(func.count())
+            .select_from(ApiKey)
+            .where(ApiKey.agent_id == agent.id, ApiKey.revoked_at.is_(None))
+        )
+    ).scalar_one()
     return s.AgentDashboardResponse(
-        **_fields(agent), intent=agent.intent, archived=agent.archived_at is not None,
-        archived_at=agent.archived_at, is_house=agent.is_house, last_heartbeat_at=last_beat,
+        **_fields(agent),
+        intent=agent.intent,
+        archived=agent.archived_at is not None,
+        archived_at=agent.archived_at,
+        is_house=agent.is_house,
+        last_heartbeat_at=last_beat,
         active_key_count=int(keys),
     )
 
 
 def public_card(agent: Agent) -> s.AgentPublicCard:
-    return s.AgentPublicCard(id=agent.id, name=agent.name, handle=agent.handle, description=agent.description,
-                             capabilities=agent.capability_slugs, endpoint_url=agent.endpoint_url,
-                             created_at=agent.created_at)
+    return s.AgentPublicCard(
+        id=agent.id,
+        name=agent.name,
+        handle=agent.handle,
+        description=agent.description,
+        capabilities=agent.capability_slugs,
+        endpoint_url=agent.endpoint_url,
+        created_at=agent.created_at,
+    )
 
 
 # --- lookups -------------------------------------------------------------------------------------
+
 
 async def get_live(session: AsyncSession, agent_id: str) -> Agent:
     """An agent that exists and is not deleted (the caller's own, via its key)."""
@@ -120,27 +157,40 @@ async def _load_me(session: AsyncSession, agent_id: str) -> s.AgentResponse:
 
 # --- capabilities and handles --------------------------------------------------------------------
 
-async def split_capabilities(session: AsyncSession, slugs: Sequence[str]) -> tuple[list[CapabilityTag], list[str]]:
+
+async def split_capabilities(
+    session: AsyncSession, slugs: Sequence[str]
+) -> tuple[list[CapabilityTag], list[str]]:
     """(the known, active capability tags among these slugs, the other slugs), both in order, duplicates
     dropped; slugs are matched trimmed and lower-cased."""
     wanted = list(dict.fromkeys(x.strip().lower() for x in slugs))
     if not wanted:
         return [], []
     found = {
-        t.slug: t for t in (await session.execute(
-            select(CapabilityTag).where(CapabilityTag.slug.in_(wanted), CapabilityTag.status == TaxonomyStatus.ACTIVE)
-        )).scalars()
+        t.slug: t
+        for t in (
+            await session.execute(
+                select(CapabilityTag).where(
+                    CapabilityTag.slug.in_(wanted), CapabilityTag.status == TaxonomyStatus.ACTIVE
+                )
+            )
+        ).scalars()
     }
     return [found[x] for x in wanted if x in found], [x for x in wanted if x not in found]
 
 
-async def resolve_capabilities(session: AsyncSession, slugs: Sequence[str], field: str = "capabilities") -> list[CapabilityTag]:
+async def resolve_capabilities(
+    session: AsyncSession, slugs: Sequence[str], field: str = "capabilities"
+) -> list[CapabilityTag]:
     """Known, active capability tags for these slugs (order kept, duplicates dropped), else a field error."""
     tags, unknown = await split_capabilities(session, slugs)
     if unknown:
         raise ValidationFailed(
             f"Unknown capability tag(s): {', '.join(unknown)}. See GET /capabilities/tags.",
-            errors=[{"field": field, "code": "unknown_capability", "message": f"unknown tag '{x}'"} for x in unknown],
+            errors=[
+                {"field": field, "code": "unknown_capability", "message": f"unknown tag '{x}'"}
+                for x in unknown
+            ],
         )
     return tags
 
@@ -152,7 +202,8 @@ async def set_capabilities(session: AsyncSession, agent: Agent, slugs: Sequence[
     kept_ids = {link.tag_id for link in keep}
     agent.capability_links = keep + [
         AgentCapability(tag_id=t.id, tag_slug=t.slug, source=CapabilitySource.DECLARED)
-        for t in tags if t.id not in kept_ids
+        for t in tags
+        if t.id not in kept_ids
     ]
 
 
@@ -191,20 +242,32 @@ async def flush_agent(session: AsyncSession) -> None:
 
 # --- registration --------------------------------------------------------------------------------
 
+
 async def _consume_enroll_token(session: AsyncSession, token: str) -> str:
     """Single use, compare-and-set: of two registrations racing with one token, one wins."""
     now = clock.now()
-    row = (await session.execute(
-        update(AgentEnrollToken)
-        .where(AgentEnrollToken.token_hash == tokens.hash_token(token), AgentEnrollToken.used_at.is_(None),
-               AgentEnrollToken.expires_at > now)
-        .values(used_at=now)
-        .returning(AgentEnrollToken.id, AgentEnrollToken.owner_id)
-    )).one_or_none()
+    row = (
+        await session.execute(
+            update(AgentEnrollToken)
+            .where(
+                AgentEnrollToken.token_hash == tokens.hash_token(token),
+                AgentEnrollToken.used_at.is_(None),
+                AgentEnrollToken.expires_at > now,
+            )
+            .values(used_at=now)
+            .returning(AgentEnrollToken.id, AgentEnrollToken.owner_id)
+        )
+    ).one_or_none()
     if row is None:
         raise ValidationFailed(
             "The enroll token is unknown, used or expired; ask your owner for a new one.",
-            errors=[{"field": "enrollToken", "code": "invalid_enroll_token", "message": "unknown, used or expired"}],
+            errors=[
+                {
+                    "field": "enrollToken",
+                    "code": "invalid_enroll_token",
+                    "message": "unknown, used or expired",
+                }
+            ],
             code="invalid_enroll_token",
         )
     return str(row.owner_id)
@@ -216,44 +279,62 @@ async def register(session: AsyncSession, settings: Settings, body: s.AgentRegis
     owner_id = await _consume_enroll_token(session, body.enroll_token) if body.enroll_token else None
     now = clock.now()
     agent = Agent(
-        name=body.name, handle=await choose_handle(session, body.handle, body.name), description=body.description,
-        endpoint_url=body.endpoint_url, intent=body.intent, owner_id=owner_id, status=AgentStatus.ACTIVE,
+        name=body.name,
+        handle=await choose_handle(session, body.handle, body.name),
+        description=body.description,
+        endpoint_url=body.endpoint_url,
+        intent=body.intent,
+        owner_id=owner_id,
+        status=AgentStatus.ACTIVE,
         claim_status=ClaimStatus.CLAIMED if owner_id else ClaimStatus.PROVISIONAL,
-        claimed_at=now if owner_id else None, capability_links=[],
+        claimed_at=now if owner_id else None,
+        capability_links=[],
     )
     session.add(agent)
     await set_capabilities(session, agent, body.capabilities or [])
     await flush_agent(session)
     if owner_id:
         await session.execute(
-            update(AgentEnrollToken).where(AgentEnrollToken.token_hash == tokens.hash_token(body.enroll_token or ""))
+            update(AgentEnrollToken)
+            .where(AgentEnrollToken.token_hash == tokens.hash_token(body.enroll_token or ""))
             .values(agent_id=agent.id)
         )
     scopes = api_keys.READ_WRITE if owner_id else [api_keys.READ]
-    plaintext, key = await api_keys.issue(session, agent_id=agent.id, owner_id=owner_id, scopes=scopes,
-                                          label="registration")
+    plaintext, key = await api_keys.issue(
+        session, agent_id=agent.id, owner_id=owner_id, scopes=scopes, label="registration"
+    )
     claim = None if owner_id else await mint_claim_link(session, settings, agent)
     next_actions = (
-        ["GET /api/v2/home", "POST /api/v2/agents/me/heartbeat"] if owner_id else
-        ["Give claimUrl to your human owner: the key is read-only until they claim you.",
-         "GET /api/v2/agents/me", "POST /api/v2/agents/me/heartbeat"]
+        ["GET /api/v2/home", "POST /api/v2/agents/me/heartbeat"]
+        if owner_id
+        else [
+            "Give claimUrl to your human owner: the key is read-only until they claim you.",
+            "GET /api/v2/agents/me",
+            "POST /api/v2/agents/me/heartbeat",
+        ]
     )
     return s.AgentRegistered(
-        agent=to_response(agent), api_key=plaintext, key_info=await api_keys.info_one(session, key),
-        claim_url=claim.claim_url if claim else None, claim_expires_at=claim.expires_at if claim else None,
+        agent=to_response(agent),
+        api_key=plaintext,
+        key_info=await api_keys.info_one(session, key),
+        claim_url=claim.claim_url if claim else None,
+        claim_expires_at=claim.expires_at if claim else None,
         next_actions=next_actions,
     )
 
 
 # --- the agent's own view ------------------------------------------------------------------------
 
+
 async def update_me(session: AsyncSession, agent_id: str, body: s.AgentSelfUpdate) -> s.AgentResponse:
     agent = await get_live(session, agent_id)
     data = body.model_dump(exclude_unset=True)
     for field in ("name", "endpoint_url"):
         if field in data and data[field] is None:
-            raise ValidationFailed(f"{field} cannot be null.",
-                                   errors=[{"field": field, "code": "null", "message": "cannot be null"}])
+            raise ValidationFailed(
+                f"{field} cannot be null.",
+                errors=[{"field": field, "code": "null", "message": "cannot be null"}],
+            )
     if "capabilities" in data:
         await set_capabilities(session, agent, data.pop("capabilities") or [])
     for field, value in data.items():
@@ -267,19 +348,27 @@ async def update_me(session: AsyncSession, agent_id: str, body: s.AgentSelfUpdat
 
 # --- claim ---------------------------------------------------------------------------------------
 
+
 async def mint_claim_link(session: AsyncSession, settings: Settings, agent: Agent) -> s.ClaimLink:
     """A fresh claim link for a provisional agent; earlier unused links stop working."""
     if agent.claim_status != ClaimStatus.PROVISIONAL:
-        raise Conflict("This agent is claimed already.", code="already_claimed", claim_status=agent.claim_status)
+        raise Conflict(
+            "This agent is claimed already.", code="already_claimed", claim_status=agent.claim_status
+        )
     now = clock.now()
     await session.execute(
         update(AgentClaimLink)
-        .where(AgentClaimLink.agent_id == agent.id, AgentClaimLink.used_at.is_(None),
-               AgentClaimLink.revoked_at.is_(None))
+        .where(
+            AgentClaimLink.agent_id == agent.id,
+            AgentClaimLink.used_at.is_(None),
+            AgentClaimLink.revoked_at.is_(None),
+        )
         .values(revoked_at=now)
     )
     code = tokens.new_token(24)
-    link = AgentClaimLink(agent_id=agent.id, code_hash=tokens.hash_token(code), expires_at=now + CLAIM_LINK_TTL)
+    link = AgentClaimLink(
+        agent_id=agent.id, code_hash=tokens.hash_token(code), expires_at=now + CLAIM_LINK_TTL
+    )
     session.add(link)
     await session.flush()
     return s.ClaimLink(claim_url=f"{settings.base_url.rstrip('/')}/claim/{code}", expires_at=link.expires_at)
@@ -289,10 +378,18 @@ async def claim_link_for_me(session: AsyncSession, settings: Settings, agent_id:
     return await mint_claim_link(session, settings, await get_live(session, agent_id))
 
 
-async def _live_claim_link(session: AsyncSession, code: str, *, claiming: bool = False) -> tuple[AgentClaimLink, Agent]:
-    link = (await session.execute(
-        select(AgentClaimLink).where(AgentClaimLink.code_hash == tokens.hash_token(code))
-    )).scalar_one_or_none() if 0 < len(code) <= 128 else None
+async def _live_claim_link(
+    session: AsyncSession, code: str, *, claiming: bool = False
+) -> tuple[AgentClaimLink, Agent]:
+    link = (
+        (
+            await session.execute(
+                select(AgentClaimLink).where(AgentClaimLink.code_hash == tokens.hash_token(code))
+            )
+        ).scalar_one_or_none()
+        if 0 < len(code) <= 128
+        else None
+    )
     if link is None or link.revoked_at is not None:
         raise NotFound("No such claim link; ask the agent for a fresh one.", code="claim_link_not_found")
     agent = await session.get(Agent, link.agent_id)
@@ -304,15 +401,21 @@ async def _live_claim_link(session: AsyncSession, code: str, *, claiming: bool =
             raise Conflict("This agent has been claimed already.", code="already_claimed")
         raise Gone("This claim link was used already.", code="claim_link_used")
     if link.expires_at <= clock.now():
-        raise Gone("This claim link has expired; the agent can mint a new one (POST /api/v2/agents/me/claim-link).",
-                   code="claim_link_expired")
+        raise Gone(
+            "This claim link has expired; the agent can mint a new one (POST /api/v2/agents/me/claim-link).",
+            code="claim_link_expired",
+        )
     return link, agent
 
 
 async def claim_preview(session: AsyncSession, code: str) -> s.ClaimPreview:
     link, agent = await _live_claim_link(session, code)
-    return s.ClaimPreview(agent=public_card(agent), claim_status=agent.claim_status,
-                          claimable=agent.claim_status == ClaimStatus.PROVISIONAL, expires_at=link.expires_at)
+    return s.ClaimPreview(
+        agent=public_card(agent),
+        claim_status=agent.claim_status,
+        claimable=agent.claim_status == ClaimStatus.PROVISIONAL,
+        expires_at=link.expires_at,
+    )
 
 
 async def claim(session: AsyncSession, code: str, user_id: str) -> s.ClaimResult:
@@ -321,46 +424,62 @@ async def claim(session: AsyncSession, code: str, user_id: str) -> s.ClaimResult
     Compare-and-set on the agent's claim status: of two people claiming at once, one wins, one gets 409."""
     link, agent = await _live_claim_link(session, code, claiming=True)
     now = clock.now()
-    won = (await session.execute(
-        update(Agent)
-        .where(Agent.id == agent.id, Agent.claim_status == ClaimStatus.PROVISIONAL, Agent.owner_id.is_(None))
-        .values(owner_id=user_id, claim_status=ClaimStatus.CLAIMED, claimed_at=now, updated_at=now)
-        .returning(Agent.id)
-    )).first()
+    won = (
+        await session.execute(
+            update(Agent)
+            .where(
+                Agent.id == agent.id, Agent.claim_status == ClaimStatus.PROVISIONAL, Agent.owner_id.is_(None)
+            )
+            .values(owner_id=user_id, claim_status=ClaimStatus.CLAIMED, claimed_at=now, updated_at=now)
+            .returning(Agent.id)
+        )
+    ).first()
     if won is None:
         raise Conflict("This agent has been claimed already.", code="already_claimed")
-    await session.execute(update(AgentClaimLink).where(AgentClaimLink.id == link.id)
-                          .values(used_at=now, claimed_by_user_id=user_id))
+    await session.execute(
+        update(AgentClaimLink)
+        .where(AgentClaimLink.id == link.id)
+        .values(used_at=now, claimed_by_user_id=user_id)
+    )
     upgraded = await session.execute(
-        update(ApiKey).where(ApiKey.agent_id == agent.id, ApiKey.revoked_at.is_(None))
+        update(ApiKey)
+        .where(ApiKey.agent_id == agent.id, ApiKey.revoked_at.is_(None))
         .values(owner_id=user_id, scopes=api_keys.READ_WRITE)
     )
     await session.refresh(agent)
-    return s.ClaimResult(agent=to_response(agent), upgraded_key_count=int(getattr(upgraded, "rowcount", 0) or 0))
+    return s.ClaimResult(
+        agent=to_response(agent), upgraded_key_count=int(getattr(upgraded, "rowcount", 0) or 0)
+    )
 
 
 # --- enroll tokens -------------------------------------------------------------------------------
 
+
 async def mint_enroll_token(session: AsyncSession, settings: Settings, owner_id: str) -> s.EnrollToken:
     token = "enr_" + tokens.new_token(24)
-    row = AgentEnrollToken(owner_id=owner_id, token_hash=tokens.hash_token(token),
-                           expires_at=clock.now() + ENROLL_TOKEN_TTL)
+    row = AgentEnrollToken(
+        owner_id=owner_id, token_hash=tokens.hash_token(token), expires_at=clock.now() + ENROLL_TOKEN_TTL
+    )
     session.add(row)
     await session.flush()
     register_url = f"{settings.base_url.rstrip('/')}/api/v2/agents/register"
     prompt = (
         "Register with callboard, already claimed by your owner: POST "
-        f"{register_url} with JSON {{\"name\": \"<your name>\", \"endpointUrl\": \"<your URL>\", "
-        f"\"enrollToken\": \"{token}\"}}. Keep the apiKey from the response: it is shown once. "
+        f'{register_url} with JSON {{"name": "<your name>", "endpointUrl": "<your URL>", '
+        f'"enrollToken": "{token}"}}. Keep the apiKey from the response: it is shown once. '
         "The token works once and expires in one hour."
     )
-    return s.EnrollToken(enroll_token=token, expires_at=row.expires_at, prompt=prompt, register_url=register_url)
+    return s.EnrollToken(
+        enroll_token=token, expires_at=row.expires_at, prompt=prompt, register_url=register_url
+    )
 
 
 # --- policy --------------------------------------------------------------------------------------
 
-async def update_policy(session: AsyncSession, agent_id: str, owner_id: str,
-                        body: s.AgentPolicyUpdate) -> s.AgentPolicy:
+
+async def update_policy(
+    session: AsyncSession, agent_id: str, owner_id: str, body: s.AgentPolicyUpdate
+) -> s.AgentPolicy:
     agent = await get_owned(session, agent_id, owner_id)
     if body.auto_publish_limit_cents is not None:
         agent.auto_publish_limit_cents = body.auto_publish_limit_cents
@@ -368,11 +487,13 @@ async def update_policy(session: AsyncSession, agent_id: str, owner_id: str,
         agent.intent = body.intent
     agent.updated_at = clock.now()
     await session.flush()
-    return s.AgentPolicy(agent_id=agent.id, auto_publish_limit_cents=agent.auto_publish_limit_cents,
-                         intent=agent.intent)
+    return s.AgentPolicy(
+        agent_id=agent.id, auto_publish_limit_cents=agent.auto_publish_limit_cents, intent=agent.intent
+    )
 
 
 # --- heartbeats ----------------------------------------------------------------------------------
+
 
 def _heartbeat_record(beat: AgentHeartbeat) -> s.HeartbeatRecord:
     return s.HeartbeatRecord.model_validate(beat, from_attributes=True)
@@ -401,46 +522,76 @@ async def heartbeat(session: AsyncSession, agent_id: str, body: s.HeartbeatBody)
 
 
 async def heartbeats(session: AsyncSession, agent_id: str) -> s.HeartbeatList:
-    rows = (await session.execute(
-        select(AgentHeartbeat).where(AgentHeartbeat.agent_id == agent_id)
-        .order_by(AgentHeartbeat.last_seen_at.desc()).limit(100)
-    )).scalars()
+    rows = (
+        await session.execute(
+            select(AgentHeartbeat)
+            .where(AgentHeartbeat.agent_id == agent_id)
+            .order_by(AgentHeartbeat.last_seen_at.desc())
+            .limit(100)
+        )
+    ).scalars()
     return s.HeartbeatList(heartbeats=[_heartbeat_record(b) for b in rows])
 
 
 async def seller_workers(session: AsyncSession, agent_id: str, owner_id: str) -> s.SellerWorkers:
     await get_owned(session, agent_id, owner_id)
-    rows = (await session.execute(
-        select(AgentHeartbeat).where(AgentHeartbeat.agent_id == agent_id)
-        .order_by(AgentHeartbeat.last_seen_at.desc()).limit(200)
-    )).scalars()
-    return s.SellerWorkers(workers=[
-        s.SellerWorkerHeartbeat(
-            id=b.id, seller_agent_id=b.agent_id, worker_id=b.runtime_id, status=b.status,
-            capabilities=[str(x) for x in b.capabilities_json] if isinstance(b.capabilities_json, list) else [],
-            last_seen_at=b.last_seen_at, created_at=b.created_at, updated_at=b.updated_at, runtime=b.runtime,
-            version=b.version, current_task_id=b.current_bounty_id, last_error=b.last_error,
-            metadata=b.metadata_json,
+    rows = (
+        await session.execute(
+            select(AgentHeartbeat)
+            .where(AgentHeartbeat.agent_id == agent_id)
+            .order_by(AgentHeartbeat.last_seen_at.desc())
+            .limit(200)
         )
-        for b in rows
-    ])
+    ).scalars()
+    return s.SellerWorkers(
+        workers=[
+            s.SellerWorkerHeartbeat(
+                id=b.id,
+                seller_agent_id=b.agent_id,
+                worker_id=b.runtime_id,
+                status=b.status,
+                capabilities=[str(x) for x in b.capabilities_json]
+                if isinstance(b.capabilities_json, list)
+                else [],
+                last_seen_at=b.last_seen_at,
+                created_at=b.created_at,
+                updated_at=b.updated_at,
+                runtime=b.runtime,
+                version=b.version,
+                current_task_id=b.current_bounty_id,
+                last_error=b.last_error,
+                metadata=b.metadata_json,
+            )
+            for b in rows
+        ]
+    )
 
 
 # --- key rotation --------------------------------------------------------------------------------
+
 
 async def rotate_key(session: AsyncSession, key_id: str) -> s.KeyRotated:
     """Revoke the calling key and issue its replacement with the same scopes and label.
     Compare-and-set: two concurrent rotations of one key cannot both mint a replacement."""
     now = clock.now()
-    old = (await session.execute(
-        update(ApiKey).where(ApiKey.id == key_id, ApiKey.revoked_at.is_(None))
-        .values(revoked_at=now, revoked_reason="rotated")
-        .returning(ApiKey.agent_id, ApiKey.owner_id, ApiKey.scopes, ApiKey.label, ApiKey.expires_at)
-    )).one_or_none()
+    old = (
+        await session.execute(
+            update(ApiKey)
+            .where(ApiKey.id == key_id, ApiKey.revoked_at.is_(None))
+            .values(revoked_at=now, revoked_reason="rotated")
+            .returning(ApiKey.agent_id, ApiKey.owner_id, ApiKey.scopes, ApiKey.label, ApiKey.expires_at)
+        )
+    ).one_or_none()
     if old is None:
         raise Conflict("This key was revoked already.", code="key_revoked")
-    plaintext, key = await api_keys.issue(session, agent_id=old.agent_id, owner_id=old.owner_id,
-                                          scopes=old.scopes, label=old.label, expires_at=old.expires_at)
+    plaintext, key = await api_keys.issue(
+        session,
+        agent_id=old.agent_id,
+        owner_id=old.owner_id,
+        scopes=old.scopes,
+        label=old.label,
+        expires_at=old.expires_at,
+    )
     return s.KeyRotated(key=plaintext, key_info=await api_keys.info_one(session, key), revoked_key_id=key_id)
 
 

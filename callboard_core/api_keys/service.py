@@ -79,8 +79,9 @@ async def _load_key(session: AsyncSession, raw_key: str, key_hash: str) -> _KeyS
     ).one_or_none()
     if row is None:
         return None
-    principal = KeyPrincipal(key_id=row.id, agent_id=row.agent_id, owner_id=row.owner_id,
-                             scopes=frozenset(row.scopes))
+    principal = KeyPrincipal(
+        key_id=row.id, agent_id=row.agent_id, owner_id=row.owner_id, scopes=frozenset(row.scopes)
+    )
     due_at = row.last_used_at + LAST_USED_PRECISION if row.last_used_at is not None else None
     return _KeyState(principal, row.revoked_at is not None, row.expires_at, due_at)
 
@@ -103,7 +104,9 @@ async def authenticate(
             state = await cache.load(cache_key, lambda: _load_key(session, raw_key, key_hash))
     now = clock.now()
     if state is None or state.revoked or (state.expires_at is not None and state.expires_at <= now):
-        raise Unauthenticated("The API key is not valid (unknown, revoked or expired).", code="invalid_api_key")
+        raise Unauthenticated(
+            "The API key is not valid (unknown, revoked or expired).", code="invalid_api_key"
+        )
     return state.principal, state.touch_due_at is None or now >= state.touch_due_at
 
 

@@ -18,8 +18,12 @@ def record(
     **data: Any,
 ) -> AuditEvent:
     event = AuditEvent(
-        actor_type=actor_type, actor_id=actor_id, action=action, target_type=target_type,
-        target_id=target_id, data=data or None,
+        actor_type=actor_type,
+        actor_id=actor_id,
+        action=action,
+        target_type=target_type,
+        target_id=target_id,
+        data=data or None,
     )
     session.add(event)
     return event

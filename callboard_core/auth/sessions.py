@@ -21,20 +21,30 @@ COOKIE_NAME = "svc_session"
 
 
 async def start(
-    session: AsyncSession, user: User, *, ttl: timedelta, previous_token: str | None = None,
-    ip_address: str | None = None, user_agent: str | None = None,
+    session: AsyncSession,
+    user: User,
+    *,
+    ttl: timedelta,
+    previous_token: str | None = None,
+    ip_address: str | None = None,
+    user_agent: str | None = None,
 ) -> tuple[str, UserSession]:
     """A fresh session for user. The session the browser had before (if any) is revoked: rotation at sign-in."""
     if previous_token:
         await session.execute(
             update(UserSession)
-            .where(UserSession.token_hash == tokens.hash_token(previous_token), UserSession.revoked_at.is_(None))
+            .where(
+                UserSession.token_hash == tokens.hash_token(previous_token), UserSession.revoked_at.is_(None)
+            )
             .values(revoked_at=clock.now())
         )
     token = tokens.new_token(32)
     row = UserSession(
-        user_id=user.id, token_hash=tokens.hash_token(token), expires_at=clock.now() + ttl,
-        ip_address=ip_address, user_agent=user_agent,
+        user_id=user.id,
+        token_hash=tokens.hash_token(token),
+        expires_at=clock.now() + ttl,
+        ip_address=ip_address,
+        user_agent=user_agent,
     )
     session.add(row)
     await session.flush()
@@ -53,17 +63,32 @@ class _SessionState(NamedTuple):
 async def _load_session(session: AsyncSession, token_hash: str) -> _SessionState | None:
     row = (
         await session.execute(
-            select(UserSession.id, UserSession.expires_at, UserSession.revoked_at, User.id.label("user_id"),
-                   User.role, User.status, User.email, User.email_verified_at)
+            select(
+                UserSession.id,
+                UserSession.expires_at,
+                UserSession.revoked_at,
+                User.id.label("user_id"),
+                User.role,
+                User.status,
+                User.email,
+                User.email_verified_at,
+            )
             .join(User, User.id == UserSession.user_id)
             .where(UserSession.token_hash == token_hash)
         )
     ).one_or_none()
     if row is None:
         return None
-    principal = UserPrincipal(user_id=row.user_id, role=Role(row.role), session_id=row.id, email=row.email,
-                              email_verified=row.email_verified_at is not None)
-    return _SessionState(principal, row.revoked_at is None and row.status == UserStatus.ACTIVE, row.expires_at)
+    principal = UserPrincipal(
+        user_id=row.user_id,
+        role=Role(row.role),
+        session_id=row.id,
+        email=row.email,
+        email_verified=row.email_verified_at is not None,
+    )
+    return _SessionState(
+        principal, row.revoked_at is None and row.status == UserStatus.ACTIVE, row.expires_at
+    )
 
 
 async def authenticate(session: AsyncSession, token: str, cache: ReadCache | None = None) -> UserPrincipal:
@@ -86,7 +111,8 @@ async def authenticate(session: AsyncSession, token: str, cache: ReadCache | Non
 
 async def revoke_all(session: AsyncSession, user_id: str) -> int:
     result = await session.execute(
-        update(UserSession).where(UserSession.user_id == user_id, UserSession.revoked_at.is_(None))
+        update(UserSession)
+        .where(UserSession.user_id == user_id, UserSession.revoked_at.is_(None))
         .values(revoked_at=clock.now())
     )
     return int(getattr(result, "rowcount", 0) or 0)

@@ -64,8 +64,15 @@ def _unb64(text: str) -> bytes:
 class LocalBlobStore:
     backend = "local"
 
-    def __init__(self, root: Path, *, secret_key: str, base_url: str, upload_ttl_seconds: int = 900,
-                 download_ttl_seconds: int = 300) -> None:
+    def __init__(
+        self,
+        root: Path,
+        *,
+        secret_key: str,
+        base_url: str,
+        upload_ttl_seconds: int = 900,
+        download_ttl_seconds: int = 300,
+    ) -> None:
         self.root = root
         self.base_url = base_url.rstrip("/")
         self.upload_ttl_seconds = upload_ttl_seconds
@@ -75,9 +82,13 @@ class LocalBlobStore:
 
     @classmethod
     def from_settings(cls, settings: Settings) -> LocalBlobStore:
-        return cls(settings.var_dir / "blobs", secret_key=settings.secret_key, base_url=settings.base_url,
-                   upload_ttl_seconds=settings.upload_url_ttl_seconds,
-                   download_ttl_seconds=settings.download_url_ttl_seconds)
+        return cls(
+            settings.var_dir / "blobs",
+            secret_key=settings.secret_key,
+            base_url=settings.base_url,
+            upload_ttl_seconds=settings.upload_url_ttl_seconds,
+            download_ttl_seconds=settings.download_url_ttl_seconds,
+        )
 
     # Tokens -------------------------------------------------------------------------------------------
 
@@ -106,28 +117,38 @@ class LocalBlobStore:
             raise invalid
         expires_at = datetime.fromtimestamp(payload["x"], UTC)
         if clock.now() >= expires_at:
-            raise Forbidden("This file link has expired; ask for a new one.", code="blob_token_expired",
-                            expiredAt=expires_at.isoformat())
+            raise Forbidden(
+                "This file link has expired; ask for a new one.",
+                code="blob_token_expired",
+                expiredAt=expires_at.isoformat(),
+            )
         if purpose == "put":
             return PutGrant(payload["k"], payload["n"], payload["h"], payload["t"], expires_at)
         return GetGrant(payload["k"], payload["f"], payload["t"], expires_at)
 
     def _expiry(self, expires_in: int | None, default: int) -> tuple[datetime, int]:
         # Whole seconds: the token carries a Unix time, and expires_at must say exactly what it enforces.
-        expires_at = (clock.now() + timedelta(seconds=default if expires_in is None else expires_in))
+        expires_at = clock.now() + timedelta(seconds=default if expires_in is None else expires_in)
         unix = int(expires_at.timestamp())
         return datetime.fromtimestamp(unix, UTC), unix
 
-    def presign_put(self, key: str, *, size_bytes: int, sha256_hex: str, content_type: str,
-                    expires_in: int | None = None) -> UploadTarget:
+    def presign_put(
+        self, key: str, *, size_bytes: int, sha256_hex: str, content_type: str, expires_in: int | None = None
+    ) -> UploadTarget:
         check_key(key)
         expires_at, unix = self._expiry(expires_in, self.upload_ttl_seconds)
-        token = self._sign({"p": "put", "k": key, "x": unix, "n": size_bytes, "h": sha256_hex, "t": content_type})
-        return UploadTarget(url=f"{self.base_url}/blobs/{token}", expires_at=expires_at,
-                            headers={"Content-Type": content_type})
+        token = self._sign(
+            {"p": "put", "k": key, "x": unix, "n": size_bytes, "h": sha256_hex, "t": content_type}
+        )
+        return UploadTarget(
+            url=f"{self.base_url}/blobs/{token}",
+            expires_at=expires_at,
+            headers={"Content-Type": content_type},
+        )
 
-    def presign_get(self, key: str, *, filename: str, content_type: str,
-                    expires_in: int | None = None) -> DownloadLink:
+    def presign_get(
+        self, key: str, *, filename: str, content_type: str, expires_in: int | None = None
+    ) -> DownloadLink:
         check_key(key)
         expires_at, unix = self._expiry(expires_in, self.download_ttl_seconds)
         token = self._sign({"p": "get", "k": key, "x": unix, "f": filename, "t": content_type})
@@ -184,9 +205,12 @@ class LocalBlobStore:
             if received != grant.size_bytes:
                 raise _size_mismatch(grant.size_bytes, received, more=False)
             if not hmac.compare_digest(digest.hexdigest(), grant.sha256_hex):
-                raise ValidationFailed("The uploaded bytes do not match the declared SHA-256.",
-                                       code="upload_sha256_mismatch", expected=grant.sha256_hex,
-                                       received=digest.hexdigest())
+                raise ValidationFailed(
+                    "The uploaded bytes do not match the declared SHA-256.",
+                    code="upload_sha256_mismatch",
+                    expected=grant.sha256_hex,
+                    received=digest.hexdigest(),
+                )
             await anyio.to_thread.run_sync(self._commit, tmp, handle, grant.key)
             committed = True
         finally:
@@ -200,8 +224,9 @@ class LocalBlobStore:
         try:
             return path, await anyio.to_thread.run_sync(path.stat)
         except FileNotFoundError:
-            raise NotFound("The file is not stored (it was never uploaded or has been deleted).",
-                           code="blob_not_found") from None
+            raise NotFound(
+                "The file is not stored (it was never uploaded or has been deleted).", code="blob_not_found"
+            ) from None
 
     async def stat(self, key: str) -> int | None:
         path = self.path_for(key)
@@ -246,6 +271,9 @@ class LocalBlobStore:
 
 def _size_mismatch(expected: int, received: int, *, more: bool) -> ValidationFailed:
     what = f"more than {expected}" if more else f"{received}"
-    return ValidationFailed(f"The upload is {what} bytes; {expected} were declared.",
-                            code="upload_size_mismatch", expected=expected,
-                            received=None if more else received)
+    return ValidationFailed(
+        f"The upload is {what} bytes; {expected} were declared.",
+        code="upload_size_mismatch",
+        expected=expected,
+        received=None if more else received,
+    )

@@ -77,5 +77,5 @@ def content_disposition(filename: str) -> str:
     """`attachment` (never inline: an uploaded HTML file must not render in a browser), with an ASCII
     fallback name for old clients and the exact UTF-8 name in `filename*` (RFC 6266 / 5987)."""
     ascii_name = unicodedata.normalize("NFKD", filename).encode("ascii", "ignore").decode()
-    ascii_name = re.sub(r'[^A-Za-z0-9!#$&+.^_`|~ -]', "_", ascii_name).strip() or "download"
+    ascii_name = re.sub(r"[^A-Za-z0-9!#$&+.^_`|~ -]", "_", ascii_name).strip() or "download"
     return f"attachment; filename=\"{ascii_name}\"; filename*=UTF-8''{quote(filename, safe='')}"

@@ -34,15 +34,26 @@ def checksum_b64(sha256_hex: str) -> str:
 class S3BlobStore:
     backend = "s3"
 
-    def __init__(self, bucket: str, *, endpoint_url: str | None = None, region: str = "us-east-1",
-                 access_key_id: str | None = None, secret_access_key: str | None = None,
-                 upload_ttl_seconds: int = 900, download_ttl_seconds: int = 300) -> None:
+    def __init__(
+        self,
+        bucket: str,
+        *,
+        endpoint_url: str | None = None,
+        region: str = "us-east-1",
+        access_key_id: str | None = None,
+        secret_access_key: str | None = None,
+        upload_ttl_seconds: int = 900,
+        download_ttl_seconds: int = 300,
+    ) -> None:
         self.bucket = bucket
         self.upload_ttl_seconds = upload_ttl_seconds
         self.download_ttl_seconds = download_ttl_seconds
         # Path-style addressing for a custom endpoint (MinIO, moto, …), whose buckets are rarely DNS names.
-        config = Config(signature_version="s3v4", max_pool_connections=32,
-                        s3={"addressing_style": "path" if endpoint_url else "auto"})
+        config = Config(
+            signature_version="s3v4",
+            max_pool_connections=32,
+            s3={"addressing_style": "path" if endpoint_url else "auto"},
+        )
         credentials: dict[str, Any] = {}
         if access_key_id and secret_access_key:
             credentials = {"aws_access_key_id": access_key_id, "aws_secret_access_key": secret_access_key}
@@ -54,32 +65,53 @@ class S3BlobStore:
     @classmethod
     def from_settings(cls, settings: Settings) -> S3BlobStore:
         assert settings.s3_bucket, "CALLBOARD_S3_BUCKET is required for the s3 backend"
-        return cls(settings.s3_bucket, endpoint_url=settings.s3_endpoint_url, region=settings.s3_region,
-                   access_key_id=settings.s3_access_key_id, secret_access_key=settings.s3_secret_access_key,
-                   upload_ttl_seconds=settings.upload_url_ttl_seconds,
-                   download_ttl_seconds=settings.download_url_ttl_seconds)
+        return cls(
+            settings.s3_bucket,
+            endpoint_url=settings.s3_endpoint_url,
+            region=settings.s3_region,
+            access_key_id=settings.s3_access_key_id,
+            secret_access_key=settings.s3_secret_access_key,
+            upload_ttl_seconds=settings.upload_url_ttl_seconds,
+            download_ttl_seconds=settings.download_url_ttl_seconds,
+        )
 
-    def presign_put(self, key: str, *, size_bytes: int, sha256_hex: str, content_type: str,
-                    expires_in: int | None = None) -> UploadTarget:
+    def presign_put(
+        self, key: str, *, size_bytes: int, sha256_hex: str, content_type: str, expires_in: int | None = None
+    ) -> UploadTarget:
         ttl = self.upload_ttl_seconds if expires_in is None else expires_in
         checksum = checksum_b64(sha256_hex)
         url = self.client.generate_presigned_url(
             "put_object",
-            Params={"Bucket": self.bucket, "Key": check_key(key), "ContentType": content_type,
-                    "ContentLength": size_bytes, "ChecksumSHA256": checksum},
-            ExpiresIn=ttl, HttpMethod="PUT",
+            Params={
+                "Bucket": self.bucket,
+                "Key": check_key(key),
+                "ContentType": content_type,
+                "ContentLength": size_bytes,
+                "ChecksumSHA256": checksum,
+            },
+            ExpiresIn=ttl,
+            HttpMethod="PUT",
         )
-        return UploadTarget(url=url, expires_at=clock.now() + timedelta(seconds=ttl),
-                            headers={"Content-Type": content_type, "x-amz-checksum-sha256": checksum})
+        return UploadTarget(
+            url=url,
+            expires_at=clock.now() + timedelta(seconds=ttl),
+            headers={"Content-Type": content_type, "x-amz-checksum-sha256": checksum},
+        )
 
-    def presign_get(self, key: str, *, filename: str, content_type: str,
-                    expires_in: int | None = None) -> DownloadLink:
+    def presign_get(
+        self, key: str, *, filename: str, content_type: str, expires_in: int | None = None
+    ) -> DownloadLink:
         ttl = self.download_ttl_seconds if expires_in is None else expires_in
         url = self.client.generate_presigned_url(
             "get_object",
-            Params={"Bucket": self.bucket, "Key": check_key(key), "ResponseContentType": content_type,
-                    "ResponseContentDisposition": content_disposition(filename)},
-            ExpiresIn=ttl, HttpMethod="GET",
+            Params={
+                "Bucket": self.bucket,
+                "Key": check_key(key),
+                "ResponseContentType": content_type,
+                "ResponseContentDisposition": content_disposition(filename),
+            },
+            ExpiresIn=ttl,
+            HttpMethod="GET",
         )
         return DownloadLink(url=url, expires_at=clock.now() + timedelta(seconds=ttl))
 
@@ -115,13 +147,21 @@ class S3BlobStore:
         return await anyio.to_thread.run_sync(hash_object)
 
     async def delete(self, key: str) -> None:
-        await anyio.to_thread.run_sync(lambda: self.client.delete_object(Bucket=self.bucket, Key=check_key(key)))
+        await anyio.to_thread.run_sync(
+            lambda: self.client.delete_object(Bucket=self.bucket, Key=check_key(key))
+        )
 
     async def put_bytes(self, key: str, data: bytes, content_type: str) -> None:
         checksum = checksum_b64(hashlib.sha256(data).hexdigest())
-        await anyio.to_thread.run_sync(lambda: self.client.put_object(
-            Bucket=self.bucket, Key=check_key(key), Body=data, ContentType=content_type, ChecksumSHA256=checksum
-        ))
+        await anyio.to_thread.run_sync(
+            lambda: self.client.put_object(
+                Bucket=self.bucket,
+                Key=check_key(key),
+                Body=data,
+                ContentType=content_type,
+                ChecksumSHA256=checksum,
+            )
+        )
 
 
 def _is_missing(exc: ClientError) -> bool:

@@ -35,7 +35,9 @@ class CapabilityCategory(Base):
     created_at: Mapped[datetime] = now_column()
     updated_at: Mapped[datetime] = now_column(onupdate=True)
 
-    tags: Mapped[list[CapabilityTag]] = relationship(back_populates="category", order_by="CapabilityTag.sort_order")
+    tags: Mapped[list[CapabilityTag]] = relationship(
+        back_populates="category", order_by="CapabilityTag.sort_order"
+    )
 
 
 class CapabilityTag(Base):

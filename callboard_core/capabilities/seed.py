@@ -20,15 +20,23 @@ async def seed_taxonomy(session: AsyncSession) -> None:
     for c_order, c in enumerate(data["categories"]):
         category = categories.get(c["slug"])
         if category is None:
-            category = CapabilityCategory(slug=c["slug"], name=c["name"], description=c.get("description"),
-                                          sort_order=c_order * 10)
+            category = CapabilityCategory(
+                slug=c["slug"], name=c["name"], description=c.get("description"), sort_order=c_order * 10
+            )
             session.add(category)
             await session.flush()
         for t_order, t in enumerate(c["tags"]):
             if t["slug"] in tags:
                 continue
-            session.add(CapabilityTag(
-                slug=t["slug"], name=t["name"], description=t.get("description"), category_id=category.id,
-                aliases=t.get("aliases", []), sort_order=t_order * 10, featured=t.get("featured", False),
-            ))
+            session.add(
+                CapabilityTag(
+                    slug=t["slug"],
+                    name=t["name"],
+                    description=t.get("description"),
+                    category_id=category.id,
+                    aliases=t.get("aliases", []),
+                    sort_order=t_order * 10,
+                    featured=t.get("featured", False),
+                )
+            )
     await session.flush()

@@ -46,7 +46,12 @@ JSONType = JSON().with_variant(JSONB(), "postgresql")
 
 class Base(DeclarativeBase):
     metadata = MetaData(naming_convention=NAMING)
-    type_annotation_map = {datetime: UTCDateTime(), dict[str, Any]: JSONType, list[str]: JSONType, Any: JSONType}
+    type_annotation_map = {
+        datetime: UTCDateTime(),
+        dict[str, Any]: JSONType,
+        list[str]: JSONType,
+        Any: JSONType,
+    }
 
 
 def id_column(prefix: str) -> Mapped[str]:
@@ -55,5 +60,9 @@ def id_column(prefix: str) -> Mapped[str]:
 
 def now_column(*, onupdate: bool = False, index: bool = False) -> Mapped[datetime]:
     return mapped_column(
-        UTCDateTime(), nullable=False, default=clock.now, onupdate=clock.now if onupdate else None, index=index
+        UTCDateTime(),
+        nullable=False,
+        default=clock.now,
+        onupdate=clock.now if onupdate else None,
+        index=index,
     )

@@ -34,9 +34,13 @@ def install_triggers(connection: Connection) -> None:
         f"CREATE OR REPLACE FUNCTION {FUNCTION}() RETURNS trigger LANGUAGE plpgsql AS $$ "
         f"BEGIN PERFORM pg_notify('{CHANNEL}', ''); RETURN NULL; END $$"
     )
-    tables = connection.exec_driver_sql(
-        "SELECT tablename FROM pg_tables WHERE schemaname = current_schema() AND tablename <> 'alembic_version'"
-    ).scalars().all()
+    tables = (
+        connection.exec_driver_sql(
+            "SELECT tablename FROM pg_tables WHERE schemaname = current_schema() AND tablename <> 'alembic_version'"
+        )
+        .scalars()
+        .all()
+    )
     for table in tables:
         connection.exec_driver_sql(
             f'CREATE OR REPLACE TRIGGER {TRIGGER} AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON "{table}" '

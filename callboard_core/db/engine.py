@@ -33,20 +33,30 @@ class Database:
         self.url = url
         self.is_sqlite = url.startswith("sqlite")
         if self.is_sqlite:
-            self.write_engine = _sqlite_engine(url, immediate=True, busy_timeout_ms=busy_timeout_ms, echo=echo)
-            self.read_engine = _sqlite_engine(url, immediate=False, busy_timeout_ms=busy_timeout_ms, echo=echo)
+            self.write_engine = _sqlite_engine(
+                url, immediate=True, busy_timeout_ms=busy_timeout_ms, echo=echo
+            )
+            self.read_engine = _sqlite_engine(
+                url, immediate=False, busy_timeout_ms=busy_timeout_ms, echo=echo
+            )
         else:
             # LIFO: a steady load reuses the same few warm connections (their backends keep their plans)
             # and idle ones age out, where FIFO would rotate the whole pool.
             engine = create_async_engine(
-                url, pool_size=pool_size, max_overflow=pool_size * 2, pool_pre_ping=False, pool_use_lifo=True,
-                echo=echo, json_deserializer=json_loads,
+                url,
+                pool_size=pool_size,
+                max_overflow=pool_size * 2,
+                pool_pre_ping=False,
+                pool_use_lifo=True,
+                echo=echo,
+                json_deserializer=json_loads,
             )
             self.write_engine = self.read_engine = engine
         self.write_sessions = async_sessionmaker(self.write_engine, expire_on_commit=False, autoflush=False)
         # Read sessions commit only to end their transaction: the read cache does not count those commits.
-        self.read_sessions = async_sessionmaker(self.read_engine, expire_on_commit=False, autoflush=False,
-                                                info={"readonly": True})
+        self.read_sessions = async_sessionmaker(
+            self.read_engine, expire_on_commit=False, autoflush=False, info={"readonly": True}
+        )
 
     def session(self, *, write: bool) -> AsyncSession:
         return (self.write_sessions if write else self.read_sessions)()

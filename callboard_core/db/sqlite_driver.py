@@ -70,7 +70,9 @@ class Connection(aiosqlite.Connection):
         return Cursor(self, self._conn.cursor())
 
 
-def connector(path: str, *, timeout: float, inline: bool = False) -> Callable[[], Awaitable[aiosqlite.Connection]]:
+def connector(
+    path: str, *, timeout: float, inline: bool = False
+) -> Callable[[], Awaitable[aiosqlite.Connection]]:
     """SQLAlchemy's `async_creator` for a database file. The sqlite3 connection is shared with the loop
     thread only for cursor creation and closing, never while a statement runs, hence check_same_thread."""
 

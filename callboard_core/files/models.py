@@ -30,8 +30,12 @@ class StoredFile(Base):
     kind: Mapped[str] = mapped_column(String(16))
     # Foreign keys to the job tables are added by the jobs package.
     job_id: Mapped[str | None] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), index=True)
-    slot_id: Mapped[str | None] = mapped_column(ForeignKey("participation_slots.id", ondelete="CASCADE"), index=True)
-    uploader_agent_id: Mapped[str | None] = mapped_column(ForeignKey("agents.id", ondelete="SET NULL"), index=True)
+    slot_id: Mapped[str | None] = mapped_column(
+        ForeignKey("participation_slots.id", ondelete="CASCADE"), index=True
+    )
+    uploader_agent_id: Mapped[str | None] = mapped_column(
+        ForeignKey("agents.id", ondelete="SET NULL"), index=True
+    )
     filename: Mapped[str] = mapped_column(String(255))
     mime_type: Mapped[str] = mapped_column(String(255))
     size_bytes: Mapped[int] = mapped_column(BigInteger)

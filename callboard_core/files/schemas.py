@@ -18,9 +18,13 @@ class UploadRequest(ApiModel):
     MIME type, size limit, lowercase hex SHA-256) are checked by `files.service.request_upload`, which
     answers with stable per-field codes."""
 
-    filename: str = Field(description="Name the file is downloaded under; no path separators, at most 255 characters.")
+    filename: str = Field(
+        description="Name the file is downloaded under; no path separators, at most 255 characters."
+    )
     mime_type: str = Field(description="MIME type, e.g. `application/pdf`; sent as Content-Type on the PUT.")
-    size_bytes: StrictInt = Field(description="Exact size in bytes (at least 1, at most the configured maximum).")
+    size_bytes: StrictInt = Field(
+        description="Exact size in bytes (at least 1, at most the configured maximum)."
+    )
     sha256: str = Field(description="Lowercase hex SHA-256 of the contents, bound into the presigned PUT.")
 
 
@@ -35,7 +39,9 @@ class UploadTargetView(ApiModel):
 
 class UploadTicket(ApiModel):
     file_id: str
-    upload_id: str = Field(description="The same id as `fileId`: the value a submission's `files[].uploadId` names.")
+    upload_id: str = Field(
+        description="The same id as `fileId`: the value a submission's `files[].uploadId` names."
+    )
     kind: FileKindName
     filename: str
     mime_type: str

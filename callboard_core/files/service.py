@@ -45,6 +45,7 @@ _ID = re.compile(r"^[a-z0-9_]{1,40}$")
 
 # --- upload tickets --------------------------------------------------------------------------------
 
+
 def _validate(body: s.UploadRequest, max_bytes: int) -> None:
     errors: list[dict[str, Any]] = []
 
@@ -52,11 +53,23 @@ def _validate(body: s.UploadRequest, max_bytes: int) -> None:
         errors.append({"field": field, "in": "body", "code": code, "message": message})
 
     name = body.filename
-    if not name or len(name) > MAX_FILENAME or name.strip() in ("", ".", "..") or _FORBIDDEN_IN_NAME.search(name):
-        bad("filename", "invalid_filename",
-            f"A file name of 1 to {MAX_FILENAME} characters, without path separators or control characters.")
+    if (
+        not name
+        or len(name) > MAX_FILENAME
+        or name.strip() in ("", ".", "..")
+        or _FORBIDDEN_IN_NAME.search(name)
+    ):
+        bad(
+            "filename",
+            "invalid_filename",
+            f"A file name of 1 to {MAX_FILENAME} characters, without path separators or control characters.",
+        )
     if len(body.mime_type) > MAX_MIME or not _MIME.match(body.mime_type):
-        bad("mimeType", "invalid_mime_type", "A MIME type such as `application/pdf` or `text/plain; charset=utf-8`.")
+        bad(
+            "mimeType",
+            "invalid_mime_type",
+            "A MIME type such as `application/pdf` or `text/plain; charset=utf-8`.",
+        )
     if body.size_bytes < 1:
         bad("sizeBytes", "invalid_size", "The size must be at least 1 byte.")
     elif body.size_bytes > max_bytes:
@@ -83,8 +96,14 @@ def storage_key(kind: FileKind | str, file_id: str, *, job_id: str | None, slot_
 
 
 async def request_upload(
-    session: AsyncSession, blobs: BlobStore, settings: Settings, *, kind: FileKind | str,
-    job_id: str | None = None, slot_id: str | None = None, agent_id: str | None = None,
+    session: AsyncSession,
+    blobs: BlobStore,
+    settings: Settings,
+    *,
+    kind: FileKind | str,
+    job_id: str | None = None,
+    slot_id: str | None = None,
+    agent_id: str | None = None,
     body: s.UploadRequest,
 ) -> s.UploadTicket:
     """Record a PENDING file and return its presigned PUT target (valid `CALLBOARD_UPLOAD_URL_TTL_SECONDS`).
@@ -97,9 +116,17 @@ async def request_upload(
     _validate(body, settings.max_upload_bytes)
     file_id = new_id("fil")
     row = StoredFile(
-        id=file_id, kind=kind, job_id=job_id, slot_id=slot_id, uploader_agent_id=agent_id,
-        filename=body.filename, mime_type=body.mime_type, size_bytes=body.size_bytes, sha256=body.sha256,
-        storage_key=storage_key(kind, file_id, job_id=job_id, slot_id=slot_id), status=FileStatus.PENDING,
+        id=file_id,
+        kind=kind,
+        job_id=job_id,
+        slot_id=slot_id,
+        uploader_agent_id=agent_id,
+        filename=body.filename,
+        mime_type=body.mime_type,
+        size_bytes=body.size_bytes,
+        sha256=body.sha256,
+        storage_key=storage_key(kind, file_id, job_id=job_id, slot_id=slot_id),
+        status=FileStatus.PENDING,
         created_at=clock.now(),
     )
     session.add(row)
@@ -109,42 +136,65 @@ async def request_upload(
 
 def ticket(blobs: BlobStore, file: StoredFile) -> s.UploadTicket:
     """A fresh upload target for an existing file (a retry after the first URL expired)."""
-    target = blobs.presign_put(file.storage_key, size_bytes=file.size_bytes, sha256_hex=file.sha256,
-                               content_type=file.mime_type)
+    target = blobs.presign_put(
+        file.storage_key, size_bytes=file.size_bytes, sha256_hex=file.sha256, content_type=file.mime_type
+    )
     return s.UploadTicket(
-        file_id=file.id, upload_id=file.id, kind=file.kind, filename=file.filename,
-        mime_type=file.mime_type, size_bytes=file.size_bytes, sha256=file.sha256,
-        status=file.status, created_at=file.created_at,
-        target=s.UploadTargetView(url=target.url, method="PUT", headers=dict(target.headers),
-                                  expires_at=target.expires_at),
+        file_id=file.id,
+        upload_id=file.id,
+        kind=file.kind,
+        filename=file.filename,
+        mime_type=file.mime_type,
+        size_bytes=file.size_bytes,
+        sha256=file.sha256,
+        status=file.status,
+        created_at=file.created_at,
+        target=s.UploadTargetView(
+            url=target.url, method="PUT", headers=dict(target.headers), expires_at=target.expires_at
+        ),
     )
 
 
 # --- lookups ---------------------------------------------------------------------------------------
 
-async def get(session: AsyncSession, file_id: str, *, job_id: str | None = None, slot_id: str | None = None,
-              kind: FileKind | str | None = None, include_deleted: bool = False) -> StoredFile:
+
+async def get(
+    session: AsyncSession,
+    file_id: str,
+    *,
+    job_id: str | None = None,
+    slot_id: str | None = None,
+    kind: FileKind | str | None = None,
+    include_deleted: bool = False,
+) -> StoredFile:
     """The file, if it belongs to the given job/slot/kind; NotFound `file_not_found` otherwise (a file of
     another job reads exactly like a missing one)."""
     file = await session.get(StoredFile, file_id) if 0 < len(file_id) <= 40 else None
-    if (file is None or (job_id is not None and file.job_id != job_id)
-            or (slot_id is not None and file.slot_id != slot_id) or (kind is not None and file.kind != kind)
-            or (not include_deleted and file.status == FileStatus.DELETED)):
+    if (
+        file is None
+        or (job_id is not None and file.job_id != job_id)
+        or (slot_id is not None and file.slot_id != slot_id)
+        or (kind is not None and file.kind != kind)
+        or (not include_deleted and file.status == FileStatus.DELETED)
+    ):
         raise NotFound("No such file.", code="file_not_found", fileId=file_id)
     return file
 
 
-async def list_for_job(session: AsyncSession, job_id: str, *, kind: FileKind | str = FileKind.JOB_INPUT) -> list[StoredFile]:
+async def list_for_job(
+    session: AsyncSession, job_id: str, *, kind: FileKind | str = FileKind.JOB_INPUT
+) -> list[StoredFile]:
     """A job's files of one kind (input files by default), oldest first, deleted ones left out."""
     rows = await session.execute(
-        select(StoredFile).where(StoredFile.job_id == job_id, StoredFile.kind == kind,
-                                 StoredFile.status != FileStatus.DELETED)
+        select(StoredFile)
+        .where(StoredFile.job_id == job_id, StoredFile.kind == kind, StoredFile.status != FileStatus.DELETED)
         .order_by(StoredFile.created_at, StoredFile.id)
     )
     return list(rows.scalars())
 
 
 # --- verification ----------------------------------------------------------------------------------
+
 
 def _facts(file: StoredFile) -> dict[str, Any]:
     return {"fileId": file.id, "filename": file.filename}
@@ -161,15 +211,28 @@ async def check_stored(blobs: BlobStore, file: StoredFile) -> None:
     size = await blobs.stat(file.storage_key)
     # The size first: a wrong-sized object is refused without reading it.
     if size is not None and size != file.size_bytes:
-        raise Conflict(f"File {file.id} ({file.filename}) is stored with {size} bytes; {file.size_bytes} were declared.",
-                       code="file_mismatch", expectedSizeBytes=file.size_bytes, storedSizeBytes=size, **_facts(file))
+        raise Conflict(
+            f"File {file.id} ({file.filename}) is stored with {size} bytes; {file.size_bytes} were declared.",
+            code="file_mismatch",
+            expectedSizeBytes=file.size_bytes,
+            storedSizeBytes=size,
+            **_facts(file),
+        )
     digest = await blobs.sha256(file.storage_key) if size is not None else None
     if digest is None:
-        raise Conflict(f"File {file.id} ({file.filename}) has not been uploaded; PUT it to its upload URL first.",
-                       code="file_missing", **_facts(file))
+        raise Conflict(
+            f"File {file.id} ({file.filename}) has not been uploaded; PUT it to its upload URL first.",
+            code="file_missing",
+            **_facts(file),
+        )
     if not hmac.compare_digest(digest, file.sha256):
-        raise Conflict(f"File {file.id} ({file.filename}) does not match its declared SHA-256.",
-                       code="file_mismatch", expectedSha256=file.sha256, storedSha256=digest, **_facts(file))
+        raise Conflict(
+            f"File {file.id} ({file.filename}) does not match its declared SHA-256.",
+            code="file_mismatch",
+            expectedSha256=file.sha256,
+            storedSha256=digest,
+            **_facts(file),
+        )
 
 
 def _identity(file: StoredFile) -> tuple[str, str, str, int, str]:
@@ -209,11 +272,15 @@ async def prehash(blobs: BlobStore, files: Iterable[StoredFile]) -> Hashed:
 
 async def mark_verified(session: AsyncSession, file: StoredFile) -> None:
     """PENDING or VERIFIED → VERIFIED (compare-and-set: a concurrently deleted file stays deleted, Gone)."""
-    won = (await session.execute(
-        update(StoredFile).where(StoredFile.id == file.id, StoredFile.status != FileStatus.DELETED)
-        .values(status=FileStatus.VERIFIED, verified_at=clock.now()).returning(StoredFile.id)
-        .execution_options(synchronize_session=False)
-    )).first()
+    won = (
+        await session.execute(
+            update(StoredFile)
+            .where(StoredFile.id == file.id, StoredFile.status != FileStatus.DELETED)
+            .values(status=FileStatus.VERIFIED, verified_at=clock.now())
+            .returning(StoredFile.id)
+            .execution_options(synchronize_session=False)
+        )
+    ).first()
     await session.refresh(file)
     if won is None:
         raise Gone(f"File {file.id} ({file.filename}) was deleted.", code="file_deleted", **_facts(file))
@@ -226,8 +293,9 @@ async def verify(session: AsyncSession, blobs: BlobStore, file: StoredFile) -> N
     await mark_verified(session, file)
 
 
-async def verify_all(session: AsyncSession, blobs: BlobStore, files: Iterable[StoredFile],
-                     hashed: Hashed = NOT_HASHED) -> None:
+async def verify_all(
+    session: AsyncSession, blobs: BlobStore, files: Iterable[StoredFile], hashed: Hashed = NOT_HASHED
+) -> None:
     """Verify every file (publish: all input files of a draft), hashing those `hashed` does not cover. If any
     fails, raises the first failure's error with `files` in its details listing every failing file as
     {fileId, filename, code}, and marks none VERIFIED."""
@@ -241,9 +309,13 @@ async def verify_all(session: AsyncSession, blobs: BlobStore, files: Iterable[St
             failures.append((file, exc))
     if failures:
         first = failures[0][1]
-        first.details["files"] = [{"fileId": f.id, "filename": f.filename, "code": exc.code} for f, exc in failures]
+        first.details["files"] = [
+            {"fileId": f.id, "filename": f.filename, "code": exc.code} for f, exc in failures
+        ]
         if len(failures) > 1:
-            first.message = f"{len(failures)} files are not ready: " + "; ".join(exc.message for _, exc in failures)
+            first.message = f"{len(failures)} files are not ready: " + "; ".join(
+                exc.message for _, exc in failures
+            )
             first.args = (first.message,)
         raise first
     for file in files:
@@ -259,26 +331,44 @@ async def put_inline(session: AsyncSession, blobs: BlobStore, file: StoredFile, 
     if file.status == FileStatus.DELETED:
         raise Gone(f"File {file.id} ({file.filename}) was deleted.", code="file_deleted", **_facts(file))
     if len(data) != file.size_bytes:
-        raise ValidationFailed(f"The contents are {len(data)} bytes; {file.size_bytes} were declared.",
-                               code="upload_size_mismatch", expected=file.size_bytes, received=len(data),
-                               **_facts(file))
+        raise ValidationFailed(
+            f"The contents are {len(data)} bytes; {file.size_bytes} were declared.",
+            code="upload_size_mismatch",
+            expected=file.size_bytes,
+            received=len(data),
+            **_facts(file),
+        )
     digest = hashlib.sha256(data).hexdigest()
     if not hmac.compare_digest(digest, file.sha256):
-        raise ValidationFailed("The contents do not match the declared SHA-256.", code="upload_sha256_mismatch",
-                               expected=file.sha256, received=digest, **_facts(file))
+        raise ValidationFailed(
+            "The contents do not match the declared SHA-256.",
+            code="upload_sha256_mismatch",
+            expected=file.sha256,
+            received=digest,
+            **_facts(file),
+        )
     await blobs.put_bytes(file.storage_key, data, file.mime_type)
     await verify(session, blobs, file)
 
 
 # --- reads and deletion ----------------------------------------------------------------------------
 
+
 def view(file: StoredFile, link: DownloadLink | None = None) -> s.FileView:
     """The file's record; with a link, its download URL and expiry."""
     return s.FileView(
-        file_id=file.id, upload_id=file.id, kind=file.kind, filename=file.filename,
-        mime_type=file.mime_type, size_bytes=file.size_bytes, sha256=file.sha256,
-        status=file.status, created_at=file.created_at, verified_at=file.verified_at,
-        download_url=link.url if link else None, download_expires_at=link.expires_at if link else None,
+        file_id=file.id,
+        upload_id=file.id,
+        kind=file.kind,
+        filename=file.filename,
+        mime_type=file.mime_type,
+        size_bytes=file.size_bytes,
+        sha256=file.sha256,
+        status=file.status,
+        created_at=file.created_at,
+        verified_at=file.verified_at,
+        download_url=link.url if link else None,
+        download_expires_at=link.expires_at if link else None,
     )
 
 
@@ -289,19 +379,29 @@ def download(blobs: BlobStore, file: StoredFile) -> s.FileView:
     if file.status == FileStatus.DELETED:
         raise Gone(f"File {file.id} ({file.filename}) was deleted.", code="file_deleted", **_facts(file))
     if file.status != FileStatus.VERIFIED:
-        raise Conflict(f"File {file.id} ({file.filename}) has not been verified yet.", code="file_not_verified",
-                       fileStatus=file.status, **_facts(file))
-    return view(file, blobs.presign_get(file.storage_key, filename=file.filename, content_type=file.mime_type))
+        raise Conflict(
+            f"File {file.id} ({file.filename}) has not been verified yet.",
+            code="file_not_verified",
+            fileStatus=file.status,
+            **_facts(file),
+        )
+    return view(
+        file, blobs.presign_get(file.storage_key, filename=file.filename, content_type=file.mime_type)
+    )
 
 
 async def delete(session: AsyncSession, blobs: BlobStore, file: StoredFile) -> None:
     """Mark the file DELETED and remove its object once the transaction commits (a rolled-back delete
     leaves the bytes in place). Deleting a deleted file is a no-op."""
-    won = (await session.execute(
-        update(StoredFile).where(StoredFile.id == file.id, StoredFile.status != FileStatus.DELETED)
-        .values(status=FileStatus.DELETED).returning(StoredFile.id)
-        .execution_options(synchronize_session=False)
-    )).first()
+    won = (
+        await session.execute(
+            update(StoredFile)
+            .where(StoredFile.id == file.id, StoredFile.status != FileStatus.DELETED)
+            .values(status=FileStatus.DELETED)
+            .returning(StoredFile.id)
+            .execution_options(synchronize_session=False)
+        )
+    ).first()
     await session.refresh(file)
     if won is None:
         return

@@ -70,21 +70,31 @@ def check_key(key: str) -> str:
     if not key or len(key) > MAX_KEY_LENGTH or not key.isprintable():
         raise ValidationFailed(
             "Idempotency-Key must be 1 to 255 printable characters.",
-            errors=[{"field": "Idempotency-Key", "in": "header", "code": "invalid",
-                     "message": "1 to 255 printable characters"}],
+            errors=[
+                {
+                    "field": "Idempotency-Key",
+                    "in": "header",
+                    "code": "invalid",
+                    "message": "1 to 255 printable characters",
+                }
+            ],
         )
     return key
 
 
-async def reserve(db: Database, sealer: Sealer, *, scope: str, key: str, method: str, path: str,
-                  fingerprint: str) -> Reservation:
+async def reserve(
+    db: Database, sealer: Sealer, *, scope: str, key: str, method: str, path: str, fingerprint: str
+) -> Reservation:
     key = check_key(key)
     path = path[:MAX_PATH_LENGTH]  # kept for operators only; the fingerprint covers the full path
     now = clock.now()
     async with db.session(write=True) as session, session.begin():
         record = (
-            await session.execute(select(IdempotencyRecord).where(IdempotencyRecord.scope == scope,
-                                                                  IdempotencyRecord.key == key))
+            await session.execute(
+                select(IdempotencyRecord).where(
+                    IdempotencyRecord.scope == scope, IdempotencyRecord.key == key
+                )
+            )
         ).scalar_one_or_none()
         if record is not None and record.expires_at <= now:
             await session.delete(record)
@@ -92,35 +102,49 @@ async def reserve(db: Database, sealer: Sealer, *, scope: str, key: str, method:
             record = None
         if record is None:
             record = IdempotencyRecord(
-                scope=scope, key=key, method=method, path=path, request_hash=fingerprint,
-                locked_until=now + LOCK, expires_at=now + RETENTION,
+                scope=scope,
+                key=key,
+                method=method,
+                path=path,
+                request_hash=fingerprint,
+                locked_until=now + LOCK,
+                expires_at=now + RETENTION,
             )
             session.add(record)
             try:
                 await session.flush()
             except IntegrityError:
-                raise Conflict("A request with this Idempotency-Key is already in progress.",
-                               code="idempotency_request_in_progress") from None
+                raise Conflict(
+                    "A request with this Idempotency-Key is already in progress.",
+                    code="idempotency_request_in_progress",
+                ) from None
             return Reservation(record_id=record.id)
         if record.request_hash != fingerprint:
-            raise Conflict("This Idempotency-Key was used with a different request.",
-                           code="idempotency_key_reused")
+            raise Conflict(
+                "This Idempotency-Key was used with a different request.", code="idempotency_key_reused"
+            )
         if record.state == "COMPLETED":
             assert record.response_status is not None and record.response_body is not None
-            return Reservation(replay=StoredResponse(
-                status=record.response_status, body=sealer.open(record.response_body),
-                headers=dict(record.response_headers or {}),
-            ))
+            return Reservation(
+                replay=StoredResponse(
+                    status=record.response_status,
+                    body=sealer.open(record.response_body),
+                    headers=dict(record.response_headers or {}),
+                )
+            )
         if record.locked_until > now:
-            raise Conflict("A request with this Idempotency-Key is already in progress.",
-                           code="idempotency_request_in_progress")
+            raise Conflict(
+                "A request with this Idempotency-Key is already in progress.",
+                code="idempotency_request_in_progress",
+            )
         # The earlier attempt died without finishing: take the key over.
         record.locked_until = now + LOCK
         return Reservation(record_id=record.id)
 
 
-async def find_replay(session: AsyncSession, sealer: Sealer, *, scope: str, key: str,
-                      fingerprint: str) -> StoredResponse | None:
+async def find_replay(
+    session: AsyncSession, sealer: Sealer, *, scope: str, key: str, fingerprint: str
+) -> StoredResponse | None:
     """The stored answer of a completed, unexpired request with this key and this very request, or None.
     Reserves nothing: for callers that may only ever get a replay (a key revoked by its own rotation)."""
     try:
@@ -128,14 +152,24 @@ async def find_replay(session: AsyncSession, sealer: Sealer, *, scope: str, key:
     except ValidationFailed:
         return None
     record = (
-        await session.execute(select(IdempotencyRecord).where(IdempotencyRecord.scope == scope,
-                                                              IdempotencyRecord.key == key))
+        await session.execute(
+            select(IdempotencyRecord).where(IdempotencyRecord.scope == scope, IdempotencyRecord.key == key)
+        )
     ).scalar_one_or_none()
-    if (record is None or record.state != "COMPLETED" or record.expires_at <= clock.now()
-            or record.request_hash != fingerprint or record.response_status is None or record.response_body is None):
+    if (
+        record is None
+        or record.state != "COMPLETED"
+        or record.expires_at <= clock.now()
+        or record.request_hash != fingerprint
+        or record.response_status is None
+        or record.response_body is None
+    ):
         return None
-    return StoredResponse(status=record.response_status, body=sealer.open(record.response_body),
-                          headers=dict(record.response_headers or {}))
+    return StoredResponse(
+        status=record.response_status,
+        body=sealer.open(record.response_body),
+        headers=dict(record.response_headers or {}),
+    )
 
 
 async def complete(session: AsyncSession, sealer: Sealer, record_id: str, response: StoredResponse) -> None:
@@ -143,21 +177,26 @@ async def complete(session: AsyncSession, sealer: Sealer, record_id: str, respon
     await session.execute(
         update(IdempotencyRecord)
         .where(IdempotencyRecord.id == record_id)
-        .values(state="COMPLETED", response_status=response.status, response_body=sealer.seal(response.body),
-                response_headers=response.headers)
+        .values(
+            state="COMPLETED",
+            response_status=response.status,
+            response_body=sealer.seal(response.body),
+            response_headers=response.headers,
+        )
     )
 
 
 async def release(db: Database, record_id: str) -> None:
     async with db.session(write=True) as session, session.begin():
         await session.execute(
-            delete(IdempotencyRecord).where(IdempotencyRecord.id == record_id,
-                                            IdempotencyRecord.state == "IN_PROGRESS")
+            delete(IdempotencyRecord).where(
+                IdempotencyRecord.id == record_id, IdempotencyRecord.state == "IN_PROGRESS"
+            )
         )
 
 
 async def purge_expired(session: AsyncSession) -> int:
-    result = await session.execute(delete(IdempotencyRecord).where(IdempotencyRecord.expires_at <= clock.now()))
+    result = await session.execute(
+        delete(IdempotencyRecord).where(IdempotencyRecord.expires_at <= clock.now())
+    )
     return int(getattr(result, "rowcount", 0) or 0)
-
-

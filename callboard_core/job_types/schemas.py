@@ -50,8 +50,9 @@ class JobTypeList(ApiModel):
 
 
 class SubmissionRequirements(ApiModel):
-    artifact_types: Annotated[list[Annotated[str, StringConstraints(min_length=1, max_length=64)]],
-                              Field(min_length=1)]
+    artifact_types: Annotated[
+        list[Annotated[str, StringConstraints(min_length=1, max_length=64)]], Field(min_length=1)
+    ]
     min_deliverable_files: Annotated[int, Field(ge=0)] = 0
     max_files: Annotated[int, Field(ge=0)]
     allowed_mime_types: list[MimePattern] | None = None  # None: any type; "image/*" covers a family

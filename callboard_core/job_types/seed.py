@@ -40,7 +40,9 @@ def _check_schema(key: str, name: str, schema: Any) -> None:
     try:
         Draft202012Validator.check_schema(schema)
     except SchemaError as exc:
-        raise SeedError(f"job type {key!r}: {name} is not a valid JSON Schema (draft 2020-12): {exc.message}") from exc
+        raise SeedError(
+            f"job type {key!r}: {name} is not a valid JSON Schema (draft 2020-12): {exc.message}"
+        ) from exc
 
 
 def check_definition(entry: dict[str, Any]) -> None:
@@ -49,7 +51,9 @@ def check_definition(entry: dict[str, Any]) -> None:
     and examples that pass the artifact schema with previews that pass the review packet schema."""
     key = entry.get("key")
     if not isinstance(key, str) or not KEY.match(key) or len(key) > 64:
-        raise SeedError(f"job type key {key!r} must be a lowercase slug (a-z, 0-9, single hyphens), at most 64")
+        raise SeedError(
+            f"job type key {key!r} must be a lowercase slug (a-z, 0-9, single hyphens), at most 64"
+        )
     for name in FIELDS:
         if name not in entry:
             raise SeedError(f"job type {key!r}: {name} is missing")

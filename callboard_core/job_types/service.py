@@ -67,9 +67,11 @@ async def get_active(
         stmt = stmt.where(JobType.id == type_id)
     job_type = (await session.execute(stmt)).scalar_one_or_none()
     if job_type is None:
-        keys = (await session.execute(
-            select(JobType.key).where(JobType.active.is_(True)).order_by(JobType.key)
-        )).scalars().all()
+        keys = (
+            (await session.execute(select(JobType.key).where(JobType.active.is_(True)).order_by(JobType.key)))
+            .scalars()
+            .all()
+        )
         wanted = key if key is not None else type_id
         raise field_error(
             field,
@@ -131,21 +133,31 @@ def _schema_errors(error: SchemaError) -> list[dict[str, Any]]:
     if error.validator == "required":
         present = error.instance if isinstance(error.instance, dict) else {}
         return [
-            {"field": _dotted([*path, name]), "in": "body", "code": "missing",
-             "message": f"Required field '{name}' is missing."}
+            {
+                "field": _dotted([*path, name]),
+                "in": "body",
+                "code": "missing",
+                "message": f"Required field '{name}' is missing.",
+            }
             for name in error.validator_value
             if name not in present
         ]
     if error.validator == "type":
-        expected = error.validator_value if isinstance(error.validator_value, list) else [error.validator_value]
+        expected = (
+            error.validator_value if isinstance(error.validator_value, list) else [error.validator_value]
+        )
         wanted = " or ".join(_JSON_TYPE_NAMES.get(str(t), str(t)) for t in expected)
         message = f"Must be {wanted}, not {_JSON_TYPE_NAMES.get(_json_type(error.instance), 'that')}."
         return [{"field": _dotted(path), "in": "body", "code": "wrong_type", "message": message}]
     if error.validator == "additionalProperties" and isinstance(error.instance, dict):
         allowed = set((error.schema or {}).get("properties", {}))
         return [
-            {"field": _dotted([*path, name]), "in": "body", "code": "unknown_field",
-             "message": f"Unknown field '{name}'; allowed: {', '.join(sorted(allowed)) or 'none'}."}
+            {
+                "field": _dotted([*path, name]),
+                "in": "body",
+                "code": "unknown_field",
+                "message": f"Unknown field '{name}'; allowed: {', '.join(sorted(allowed)) or 'none'}.",
+            }
             for name in error.instance
             if name not in allowed
         ]
@@ -182,31 +194,47 @@ def validate_submission(
     rules = requirements(job_type)
     errors: list[dict[str, Any]] = []
     if artifact_type not in rules.artifact_types:
-        errors.append({
-            "field": "artifactType", "in": "body", "code": "artifact_type_not_allowed",
-            "message": f"A {job_type.key} submission's artifactType must be one of: "
-                       f"{', '.join(rules.artifact_types)}; got '{artifact_type}'.",
-        })
+        errors.append(
+            {
+                "field": "artifactType",
+                "in": "body",
+                "code": "artifact_type_not_allowed",
+                "message": f"A {job_type.key} submission's artifactType must be one of: "
+                f"{', '.join(rules.artifact_types)}; got '{artifact_type}'.",
+            }
+        )
     errors.extend(payload_errors(job_type, payload))
     if len(files) > rules.max_files:
-        errors.append({
-            "field": "files", "in": "body", "code": "too_many_files",
-            "message": f"At most {rules.max_files} files may be attached; got {len(files)}.",
-        })
+        errors.append(
+            {
+                "field": "files",
+                "in": "body",
+                "code": "too_many_files",
+                "message": f"At most {rules.max_files} files may be attached; got {len(files)}.",
+            }
+        )
     deliverables = sum(1 for role, _ in files if role == "DELIVERABLE")
     if deliverables < rules.min_deliverable_files:
-        errors.append({
-            "field": "files", "in": "body", "code": "too_few_deliverable_files",
-            "message": f"Attach at least {rules.min_deliverable_files} DELIVERABLE file(s); got {deliverables}.",
-        })
+        errors.append(
+            {
+                "field": "files",
+                "in": "body",
+                "code": "too_few_deliverable_files",
+                "message": f"Attach at least {rules.min_deliverable_files} DELIVERABLE file(s); got {deliverables}.",
+            }
+        )
     if rules.allowed_mime_types is not None:
         for index, (_, mime_type) in enumerate(files):
             if not _mime_allowed(mime_type, rules.allowed_mime_types):
-                errors.append({
-                    "field": f"files.{index}", "in": "body", "code": "mime_type_not_allowed",
-                    "message": f"Files of type '{mime_type}' are not accepted for {job_type.key}; "
-                               f"allowed: {', '.join(rules.allowed_mime_types)}.",
-                })
+                errors.append(
+                    {
+                        "field": f"files.{index}",
+                        "in": "body",
+                        "code": "mime_type_not_allowed",
+                        "message": f"Files of type '{mime_type}' are not accepted for {job_type.key}; "
+                        f"allowed: {', '.join(rules.allowed_mime_types)}.",
+                    }
+                )
     if errors:
         fields = ", ".join(dict.fromkeys(e["field"] for e in errors))[:300]
         raise ValidationFailed(

@@ -62,8 +62,9 @@ async def owned_agent(session: AsyncSession, actor: Actor, agent_id: str, *, wha
     return agent
 
 
-async def worker_row(session: AsyncSession, actor: Actor, model: type[Row], row_id: str, *, what: str,
-                     code: str) -> tuple[Row, Agent]:
+async def worker_row(
+    session: AsyncSession, actor: Actor, model: type[Row], row_id: str, *, what: str, code: str
+) -> tuple[Row, Agent]:
     """A row that belongs to a worker (its `worker_agent_id`), with that worker, if the actor is the worker
     or its owner; otherwise the row does not exist for this actor (404 with `code`)."""
     row: Any = await session.get(model, row_id)
@@ -84,11 +85,15 @@ async def acting_agent(session: AsyncSession, actor: Actor, agent_id: str | None
 def require_can_work(agent: Agent, *, role: str) -> None:
     """New work (apply, publish, invite, accept) needs an active, claimed agent with the role enabled."""
     if agent.status != AgentStatus.ACTIVE or agent.archived_at is not None:
-        raise Conflict("This agent is not active; reactivate it to take on new work.", code="agent_not_active",
-                       current_state=agent.status)
+        raise Conflict(
+            "This agent is not active; reactivate it to take on new work.",
+            code="agent_not_active",
+            current_state=agent.status,
+        )
     if agent.owner_id is None:
         raise Forbidden("An owner must claim this agent first.", code="agent_not_claimed")
     enabled = agent.worker_enabled if role == "worker" else agent.requester_enabled
     if not enabled:
-        raise Conflict(f"This agent has its {role} role turned off (PATCH /api/v2/agents/me).",
-                       code=f"{role}_disabled")
+        raise Conflict(
+            f"This agent has its {role} role turned off (PATCH /api/v2/agents/me).", code=f"{role}_disabled"
+        )

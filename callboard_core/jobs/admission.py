@@ -38,8 +38,12 @@ from callboard_core.jobs.states import (
 ACK_WINDOW = timedelta(hours=1)
 A, S = ApplicationStatus, SlotStatus
 # Admission order, also used to re-offer freed places to the waitlist.
-RANKING = (JobApplication.rookie, JobApplication.capability_reputation.desc(), JobApplication.created_at,
-           JobApplication.id)
+RANKING = (
+    JobApplication.rookie,
+    JobApplication.capability_reputation.desc(),
+    JobApplication.created_at,
+    JobApplication.id,
+)
 
 
 def acknowledge_by(job: Job, now: datetime) -> datetime:
@@ -51,12 +55,15 @@ def reoffer_window_open(job: Job, now: datetime) -> bool:
     return now + timedelta(milliseconds=job.fair_work_duration_ms) <= job.latest_submission_deadline_at
 
 
-async def hold_places(session: AsyncSession, job_id: str, count: int = 1, *,
-                      status: JobStatus = JobStatus.IN_PROGRESS) -> bool:
+async def hold_places(
+    session: AsyncSession, job_id: str, count: int = 1, *, status: JobStatus = JobStatus.IN_PROGRESS
+) -> bool:
     """Take `count` participant places if the cap allows and the job is still in `status` (compare-and-set)."""
     result = await session.execute(
-        update(Job).where(Job.id == job_id, Job.status == status,
-                          Job.reserved_participants + count <= Job.participant_cap)
+        update(Job)
+        .where(
+            Job.id == job_id, Job.status == status, Job.reserved_participants + count <= Job.participant_cap
+        )
         .values(reserved_participants=Job.reserved_participants + count)
         .execution_options(synchronize_session=False)
     )
@@ -66,16 +73,28 @@ async def hold_places(session: AsyncSession, job_id: str, count: int = 1, *,
 async def release_places(session: AsyncSession, job_id: str, count: int = 1) -> None:
     if count:
         await session.execute(
-            update(Job).where(Job.id == job_id)
-            .values(reserved_participants=case((Job.reserved_participants > count, Job.reserved_participants - count),
-                                               else_=0))
+            update(Job)
+            .where(Job.id == job_id)
+            .values(
+                reserved_participants=case(
+                    (Job.reserved_participants > count, Job.reserved_participants - count), else_=0
+                )
+            )
             .execution_options(synchronize_session=False)
         )
 
 
 def new_slot_row(job: Job, application_id: str, worker_agent_id: str, now: datetime) -> dict:
-    return dict(id=new_id("slt"), job_id=job.id, application_id=application_id, worker_agent_id=worker_agent_id,
-                status=S.GRANTED, acknowledge_by=acknowledge_by(job, now), created_at=now, updated_at=now)
+    return dict(
+        id=new_id("slt"),
+        job_id=job.id,
+        application_id=application_id,
+        worker_agent_id=worker_agent_id,
+        status=S.GRANTED,
+        acknowledge_by=acknowledge_by(job, now),
+        created_at=now,
+        updated_at=now,
+    )
 
 
 async def close_admission(session: AsyncSession, job: Job, actor: Actor | None = None) -> Job:
@@ -84,18 +103,29 @@ async def close_admission(session: AsyncSession, job: Job, actor: Actor | None =
     actor = actor or SYSTEM
     job = await move(session, job, "close_admission", JobStatus.IN_PROGRESS, admission_closed_at=now)
     # Pending invitations reserved places until now; unanswered, they lapse.
-    lapsed = (await session.execute(
-        update(JobInvitation).where(JobInvitation.job_id == job.id, JobInvitation.status == InvitationStatus.PENDING)
-        .values(status=InvitationStatus.EXPIRED, responded_at=now, updated_at=now)
-        .returning(JobInvitation.worker_agent_id).execution_options(synchronize_session=False)
-    )).scalars().all()
+    lapsed = (
+        (
+            await session.execute(
+                update(JobInvitation)
+                .where(JobInvitation.job_id == job.id, JobInvitation.status == InvitationStatus.PENDING)
+                .values(status=InvitationStatus.EXPIRED, responded_at=now, updated_at=now)
+                .returning(JobInvitation.worker_agent_id)
+                .execution_options(synchronize_session=False)
+            )
+        )
+        .scalars()
+        .all()
+    )
     await release_places(session, job.id, len(lapsed))
     await session.refresh(job, ["reserved_participants"])
 
-    ranked = (await session.execute(
-        select(JobApplication.id, JobApplication.worker_agent_id, JobApplication.new_worker)
-        .where(JobApplication.job_id == job.id, JobApplication.status == A.PENDING).order_by(*RANKING)
-    )).all()
+    ranked = (
+        await session.execute(
+            select(JobApplication.id, JobApplication.worker_agent_id, JobApplication.new_worker)
+            .where(JobApplication.job_id == job.id, JobApplication.status == A.PENDING)
+            .order_by(*RANKING)
+        )
+    ).all()
     available = max(job.participant_cap - job.reserved_participants, 0)
     reserved_new = min(job.new_worker_reserved_slot_count, available)
     general = available - reserved_new
@@ -114,47 +144,94 @@ async def close_admission(session: AsyncSession, job: Job, actor: Actor | None =
     admitted_ids = [ranked[i].id for i in sorted(admitted)]
     if admitted_ids:
         await session.execute(
-            update(JobApplication).where(JobApplication.id.in_(admitted_ids))
-            .values(status=A.ADMITTED, decided_at=now, updated_at=now).execution_options(synchronize_session=False))
+            update(JobApplication)
+            .where(JobApplication.id.in_(admitted_ids))
+            .values(status=A.ADMITTED, decided_at=now, updated_at=now)
+            .execution_options(synchronize_session=False)
+        )
     if len(ranked) > len(admitted_ids):
         await session.execute(
-            update(JobApplication).where(JobApplication.job_id == job.id, JobApplication.status == A.PENDING)
-            .values(status=waiting_status, decided_at=now, updated_at=now).execution_options(synchronize_session=False))
+            update(JobApplication)
+            .where(JobApplication.job_id == job.id, JobApplication.status == A.PENDING)
+            .values(status=waiting_status, decided_at=now, updated_at=now)
+            .execution_options(synchronize_session=False)
+        )
     slots = [new_slot_row(job, ranked[i].id, ranked[i].worker_agent_id, now) for i in sorted(admitted)]
     if slots:
         await session.execute(insert(ParticipationSlot), slots)
-        await session.execute(update(Job).where(Job.id == job.id)
-                              .values(reserved_participants=Job.reserved_participants + len(slots))
-                              .execution_options(synchronize_session=False))
+        await session.execute(
+            update(Job)
+            .where(Job.id == job.id)
+            .values(reserved_participants=Job.reserved_participants + len(slots))
+            .execution_options(synchronize_session=False)
+        )
         await session.refresh(job, ["reserved_participants"])
-    await events.record(session, job.id, "admission_closed", actor, {
-        "applicants": len(ranked), "admitted": len(slots), "waitlisted": len(ranked) - len(slots)
-        if waiting_status == A.WAITLISTED else 0, "lapsedInvitations": len(lapsed)})
+    await events.record(
+        session,
+        job.id,
+        "admission_closed",
+        actor,
+        {
+            "applicants": len(ranked),
+            "admitted": len(slots),
+            "waitlisted": len(ranked) - len(slots) if waiting_status == A.WAITLISTED else 0,
+            "lapsedInvitations": len(lapsed),
+        },
+    )
     for slot in slots:
-        await events.record(session, job.id, "slot_granted", SYSTEM, {
-            "slotId": slot["id"], "workerAgentId": slot["worker_agent_id"],
-            "acknowledgeBy": slot["acknowledge_by"].isoformat()},
-            notify=[slot["worker_agent_id"]], title=f"You were admitted: {job.title}",
+        await events.record(
+            session,
+            job.id,
+            "slot_granted",
+            SYSTEM,
+            {
+                "slotId": slot["id"],
+                "workerAgentId": slot["worker_agent_id"],
+                "acknowledgeBy": slot["acknowledge_by"].isoformat(),
+            },
+            notify=[slot["worker_agent_id"]],
+            title=f"You were admitted: {job.title}",
             body=f"Acknowledge with POST /api/v2/participation-slots/{slot['id']}/acknowledge before "
-                 f"{slot['acknowledge_by'].isoformat()}.")
+            f"{slot['acknowledge_by'].isoformat()}.",
+        )
     others = [ranked[i].worker_agent_id for i in range(len(ranked)) if i not in admitted]
     if others:
         waiting = waiting_status == A.WAITLISTED
         await notifications.notify(
-            session, others, "application_waitlisted" if waiting else "application_not_admitted",
-            f"{'Waitlisted' if waiting else 'Not admitted'}: {job.title}", job_id=job.id,
-            body="You will be offered a place if one frees up." if waiting else None)
+            session,
+            others,
+            "application_waitlisted" if waiting else "application_not_admitted",
+            f"{'Waitlisted' if waiting else 'Not admitted'}: {job.title}",
+            job_id=job.id,
+            body="You will be offered a place if one frees up." if waiting else None,
+        )
     if job.reserved_participants == 0:
-        job = await move(session, job, "nothing_submitted", JobStatus.NO_AWARD, closed_at=now,
-                         no_award_reason_code="NO_SUBMISSIONS", no_award_reason_text="Nobody was admitted.")
-        await events.record(session, job.id, "closed_no_award", SYSTEM, {"reasonCode": "NO_SUBMISSIONS"},
-                            notify=[job.requester_agent_id], title=f"No participants: {job.title}")
+        job = await move(
+            session,
+            job,
+            "nothing_submitted",
+            JobStatus.NO_AWARD,
+            closed_at=now,
+            no_award_reason_code="NO_SUBMISSIONS",
+            no_award_reason_text="Nobody was admitted.",
+        )
+        await events.record(
+            session,
+            job.id,
+            "closed_no_award",
+            SYSTEM,
+            {"reasonCode": "NO_SUBMISSIONS"},
+            notify=[job.requester_agent_id],
+            title=f"No participants: {job.title}",
+        )
     return job
 
 
 async def run_now(session: AsyncSession, actor: Actor, job_id: str) -> s.JobView:
     """The requester closes admission early (POST admission/run)."""
-    return view(await close_admission(session, await requester_job(session, actor, job_id, for_update=True), actor))
+    return view(
+        await close_admission(session, await requester_job(session, actor, job_id, for_update=True), actor)
+    )
 
 
 async def reoffer(session: AsyncSession, job: Job) -> int:
@@ -162,16 +239,21 @@ async def reoffer(session: AsyncSession, job: Job) -> int:
     now = clock.now()
     granted = 0
     while job.status == JobStatus.IN_PROGRESS and reoffer_window_open(job, now):
-        candidate = (await session.execute(
-            select(JobApplication.id, JobApplication.worker_agent_id)
-            .where(JobApplication.job_id == job.id, JobApplication.status == A.WAITLISTED)
-            .order_by(*RANKING).limit(1)
-        )).one_or_none()
+        candidate = (
+            await session.execute(
+                select(JobApplication.id, JobApplication.worker_agent_id)
+                .where(JobApplication.job_id == job.id, JobApplication.status == A.WAITLISTED)
+                .order_by(*RANKING)
+                .limit(1)
+            )
+        ).one_or_none()
         if candidate is None or not await hold_places(session, job.id):
             break
         moved = await session.execute(
-            update(JobApplication).where(JobApplication.id == candidate.id, JobApplication.status == A.WAITLISTED)
-            .values(status=A.ADMITTED, decided_at=now, updated_at=now).execution_options(synchronize_session=False)
+            update(JobApplication)
+            .where(JobApplication.id == candidate.id, JobApplication.status == A.WAITLISTED)
+            .values(status=A.ADMITTED, decided_at=now, updated_at=now)
+            .execution_options(synchronize_session=False)
         )
         if not moved.rowcount:  # type: ignore[attr-defined]
             await release_places(session, job.id)
@@ -179,17 +261,30 @@ async def reoffer(session: AsyncSession, job: Job) -> int:
         slot = new_slot_row(job, candidate.id, candidate.worker_agent_id, now)
         await session.execute(insert(ParticipationSlot), [slot])
         granted += 1
-        await events.record(session, job.id, "slot_reoffered", SYSTEM, {
-            "slotId": slot["id"], "workerAgentId": candidate.worker_agent_id},
-            notify=[candidate.worker_agent_id], title=f"A place opened up: {job.title}",
+        await events.record(
+            session,
+            job.id,
+            "slot_reoffered",
+            SYSTEM,
+            {"slotId": slot["id"], "workerAgentId": candidate.worker_agent_id},
+            notify=[candidate.worker_agent_id],
+            title=f"A place opened up: {job.title}",
             body=f"Acknowledge with POST /api/v2/participation-slots/{slot['id']}/acknowledge before "
-                 f"{slot['acknowledge_by'].isoformat()}.")
+            f"{slot['acknowledge_by'].isoformat()}.",
+        )
     await session.refresh(job)
     return granted
 
 
-async def end_slot(session: AsyncSession, slot: ParticipationSlot, target: SlotStatus, reason: str,
-                   actor: Actor | None = None, *, deadline_column: str | None = None) -> bool:
+async def end_slot(
+    session: AsyncSession,
+    slot: ParticipationSlot,
+    target: SlotStatus,
+    reason: str,
+    actor: Actor | None = None,
+    *,
+    deadline_column: str | None = None,
+) -> bool:
     """GRANTED/ACKNOWLEDGED to EXPIRED or WITHDRAWN (compare-and-set), release its place, re-offer it, settle
     the job. With deadline_column the move happens only if that deadline has passed (the sweeper's guard
     against a worker acting at the last moment). Returns False when the slot had already moved."""
@@ -199,7 +294,8 @@ async def end_slot(session: AsyncSession, slot: ParticipationSlot, target: SlotS
     if deadline_column:
         cond.append(getattr(ParticipationSlot, deadline_column) < now)
     moved = await session.execute(
-        update(ParticipationSlot).where(*cond)
+        update(ParticipationSlot)
+        .where(*cond)
         .values(status=target, ended_at=now, end_reason=reason, updated_at=now)
         .execution_options(synchronize_session=False)
     )
@@ -210,9 +306,15 @@ async def end_slot(session: AsyncSession, slot: ParticipationSlot, target: SlotS
     job = await session.get(Job, slot.job_id, populate_existing=True)
     assert job is not None
     kind = "slot_expired" if target == S.EXPIRED else "slot_withdrawn"
-    await events.record(session, job.id, kind, actor or SYSTEM, {"slotId": slot.id, "reason": reason},
-                        notify=[slot.worker_agent_id] if target == S.EXPIRED else (),
-                        title=f"Your slot expired: {job.title}")
+    await events.record(
+        session,
+        job.id,
+        kind,
+        actor or SYSTEM,
+        {"slotId": slot.id, "reason": reason},
+        notify=[slot.worker_agent_id] if target == S.EXPIRED else (),
+        title=f"Your slot expired: {job.title}",
+    )
     if job.status == JobStatus.IN_PROGRESS:
         await reoffer(session, job)
         await settle(session, job)
@@ -224,36 +326,73 @@ async def settle(session: AsyncSession, job: Job, *, deadline_passed: bool = Fal
     if job.status != JobStatus.IN_PROGRESS:
         return job
     now = clock.now()
-    live = (await session.execute(
-        select(func.count()).select_from(ParticipationSlot)
-        .where(ParticipationSlot.job_id == job.id, ParticipationSlot.status.in_(LIVE_SLOTS))
-    )).scalar_one()
+    live = (
+        await session.execute(
+            select(func.count())
+            .select_from(ParticipationSlot)
+            .where(ParticipationSlot.job_id == job.id, ParticipationSlot.status.in_(LIVE_SLOTS))
+        )
+    ).scalar_one()
     if live and not deadline_passed:
         return job
-    waiting = (await session.execute(
-        select(func.count()).select_from(JobApplication)
-        .where(JobApplication.job_id == job.id, JobApplication.status == A.WAITLISTED)
-    )).scalar_one()
-    if waiting and not deadline_passed and reoffer_window_open(job, now) and job.reserved_participants < job.participant_cap:
+    waiting = (
+        await session.execute(
+            select(func.count())
+            .select_from(JobApplication)
+            .where(JobApplication.job_id == job.id, JobApplication.status == A.WAITLISTED)
+        )
+    ).scalar_one()
+    if (
+        waiting
+        and not deadline_passed
+        and reoffer_window_open(job, now)
+        and job.reserved_participants < job.participant_cap
+    ):
         return job
     if waiting:
         await session.execute(
-            update(JobApplication).where(JobApplication.job_id == job.id, JobApplication.status == A.WAITLISTED)
-            .values(status=A.NOT_ADMITTED, updated_at=now).execution_options(synchronize_session=False)
+            update(JobApplication)
+            .where(JobApplication.job_id == job.id, JobApplication.status == A.WAITLISTED)
+            .values(status=A.NOT_ADMITTED, updated_at=now)
+            .execution_options(synchronize_session=False)
         )
-    submitted = (await session.execute(
-        select(func.count()).select_from(ParticipationSlot)
-        .where(ParticipationSlot.job_id == job.id, ParticipationSlot.status == S.SUBMITTED)
-    )).scalar_one()
+    submitted = (
+        await session.execute(
+            select(func.count())
+            .select_from(ParticipationSlot)
+            .where(ParticipationSlot.job_id == job.id, ParticipationSlot.status == S.SUBMITTED)
+        )
+    ).scalar_one()
     if submitted:
         job = await move(session, job, "start_review", JobStatus.IN_REVIEW, review_started_at=now)
-        await events.record(session, job.id, "review_started", SYSTEM, {"submissions": submitted},
-                            notify=[job.requester_agent_id], title=f"Submissions ready for review: {job.title}",
-                            body=f"Read GET /api/v2/jobs/{job.id}/review-packets, then award or declare no award "
-                                 f"before {job.review_deadline_at.isoformat()}.")
+        await events.record(
+            session,
+            job.id,
+            "review_started",
+            SYSTEM,
+            {"submissions": submitted},
+            notify=[job.requester_agent_id],
+            title=f"Submissions ready for review: {job.title}",
+            body=f"Read GET /api/v2/jobs/{job.id}/review-packets, then award or declare no award "
+            f"before {job.review_deadline_at.isoformat()}.",
+        )
     else:
-        job = await move(session, job, "nothing_submitted", JobStatus.NO_AWARD, closed_at=now,
-                         no_award_reason_code="NO_SUBMISSIONS", no_award_reason_text="No participant submitted.")
-        await events.record(session, job.id, "closed_no_award", SYSTEM, {"reasonCode": "NO_SUBMISSIONS"},
-                            notify=[job.requester_agent_id], title=f"No submissions: {job.title}")
+        job = await move(
+            session,
+            job,
+            "nothing_submitted",
+            JobStatus.NO_AWARD,
+            closed_at=now,
+            no_award_reason_code="NO_SUBMISSIONS",
+            no_award_reason_text="No participant submitted.",
+        )
+        await events.record(
+            session,
+            job.id,
+            "closed_no_award",
+            SYSTEM,
+            {"reasonCode": "NO_SUBMISSIONS"},
+            notify=[job.requester_agent_id],
+            title=f"No submissions: {job.title}",
+        )
     return job

@@ -43,27 +43,37 @@ from callboard_core.jobs.states import JobStatus
 # again, so nothing is ever stale. (Comparing the rows costs less than hashing them as the key would.)
 # The query itself runs on every request.
 _FIELDS = tuple(name for name in s.JobPreview.model_fields if name not in ("direct_hire", "rookie"))
-_COLUMNS = (*(
-    cast(column, Text).label(name) if isinstance(column.type, JSON)
-    else type_coerce(column, String).label(name) if isinstance(column.type, UTCDateTime)
-    else column
-    for name, column in ((name, Job.__table__.c[name]) for name in _FIELDS)
-), Job.__table__.c.capability_tag_id)
+_COLUMNS = (
+    *(
+        cast(column, Text).label(name)
+        if isinstance(column.type, JSON)
+        else type_coerce(column, String).label(name)
+        if isinstance(column.type, UTCDateTime)
+        else column
+        for name, column in ((name, Job.__table__.c[name]) for name in _FIELDS)
+    ),
+    Job.__table__.c.capability_tag_id,
+)
 _MEMO: dict[tuple[str, bool], tuple[tuple[Any, ...], s.JobPreview]] = {}
 _MEMO_MAX = 2048  # a few MB: the newest open jobs, which is what discovery shows
-_JSON: dict[int, tuple[s.JobPreview, bytes]] = {}  # id(memoised preview) -> (it, its JSON), dropped with _MEMO
+_JSON: dict[
+    int, tuple[s.JobPreview, bytes]
+] = {}  # id(memoised preview) -> (it, its JSON), dropped with _MEMO
 
 
 @functools.lru_cache(maxsize=8)
 def _converters(dialect: Dialect) -> tuple[Callable[[Any], Any] | None, ...]:
     """Per field, what SQLAlchemy's own result processing would have done with the raw value."""
+
     def json_value(text: str | None) -> Any:
         return None if text is None else json_loads(text)
 
     times = UTCDateTime()._cached_result_processor(dialect, None)
     return tuple(
-        json_value if isinstance(Job.__table__.c[name].type, JSON)
-        else times if isinstance(Job.__table__.c[name].type, UTCDateTime)
+        json_value
+        if isinstance(Job.__table__.c[name].type, JSON)
+        else times
+        if isinstance(Job.__table__.c[name].type, UTCDateTime)
         else None
         for name in _FIELDS
     )
@@ -74,9 +84,13 @@ def _preview(row: tuple[Any, ...], rookie: bool, dialect: Dialect) -> s.JobPrevi
     hit = _MEMO.get(key)
     if hit is not None and hit[0] == row:
         return hit[1]
-    item = {name: value if convert is None else convert(value)
-            for name, convert, value in zip(_FIELDS, _converters(dialect), row, strict=False)}
-    preview = s.JobPreview.model_validate(item | {"rookie": rookie, "direct_hire": False})  # no Direct Hire here
+    item = {
+        name: value if convert is None else convert(value)
+        for name, convert, value in zip(_FIELDS, _converters(dialect), row, strict=False)
+    }
+    preview = s.JobPreview.model_validate(
+        item | {"rookie": rookie, "direct_hire": False}
+    )  # no Direct Hire here
     if len(_MEMO) >= _MEMO_MAX:
         _MEMO.clear()
         _JSON.clear()
@@ -98,20 +112,28 @@ def preview_json(preview: s.JobPreview) -> bytes:
 def page_json(page: s.JobList) -> bytes:
     """The page's JSON, byte for byte what serializing the JobList gives, from the previews' memoised JSON:
     past the query, serializing twenty previews was the biggest cost left in a discovery request."""
-    return (b'{"jobs":[' + b",".join(preview_json(j) for j in page.jobs) + b'],"nextCursor":'
-            + orjson.dumps(page.next_cursor) + b"}")
+    return (
+        b'{"jobs":['
+        + b",".join(preview_json(j) for j in page.jobs)
+        + b'],"nextCursor":'
+        + orjson.dumps(page.next_cursor)
+        + b"}"
+    )
 
 
 @functools.lru_cache(maxsize=1024)
-def _statement(owner: bool, ranges: str | int, payment_mode: str | None, q: bool, cursor: bool,
-               limit: int) -> Select[Any]:
+def _statement(
+    owner: bool, ranges: str | int, payment_mode: str | None, q: bool, cursor: bool, limit: int
+) -> Select[Any]:
     """The discovery query of one shape, values left as bind parameters. Built once per shape: SQLAlchemy
     constructs (and caches the compiled form of) a statement object in far more time than the query takes.
 
     The status and the page size are written into the statement: PostgreSQL can then plan each shape once
     per connection (a generic plan) and find it as good as a plan for the values (decisions.md, Discovery)."""
     filters: list[Any] = [
-        Job.status == literal_column(f"'{JobStatus.ADMISSION_OPEN.value}'"), Job.direct_hire_worker_agent_id.is_(None), Job.is_starter.is_(False)
+        Job.status == literal_column(f"'{JobStatus.ADMISSION_OPEN.value}'"),
+        Job.direct_hire_worker_agent_id.is_(None),
+        Job.is_starter.is_(False),
     ]
     if owner:
         filters.append(or_(Job.owner_id.is_(None), Job.owner_id != bindparam("owner_id")))
@@ -121,12 +143,16 @@ def _statement(owner: bool, ranges: str | int, payment_mode: str | None, q: bool
         filters.append(Job.reward_amount_cents > 0)
     if q:
         pattern = bindparam("pattern", type_=String())
-        filters.append(or_(Job.title.ilike(pattern, escape="\\"), Job.description.ilike(pattern, escape="\\")))
+        filters.append(
+            or_(Job.title.ilike(pattern, escape="\\"), Job.description.ilike(pattern, escape="\\"))
+        )
     if cursor:
         # A row-value comparison, so the index range starts at the cursor (ix_jobs_discovery_*: ..., published_at,
         # id) instead of walking every newer job again: deep pages cost what the first one does.
-        filters.append(tuple_(Job.published_at, Job.id) < tuple_(bindparam("after_at", type_=UTCDateTime()),
-                                                                 bindparam("after_id")))
+        filters.append(
+            tuple_(Job.published_at, Job.id)
+            < tuple_(bindparam("after_at", type_=UTCDateTime()), bindparam("after_id"))
+        )
     # One index range per tag (ix_jobs_discovery_tag: status, tag, published_at, id), merged: a worker with a
     # rare tag reads at most a page per tag, where `tag IN (...) OR tag IS NULL` would walk every open job.
     extra: list[Any]
@@ -152,8 +178,11 @@ def _statement(owner: bool, ranges: str | int, payment_mode: str | None, q: bool
         merged = union_all(*(select(*part.c) for part in (page(c).subquery() for c in extra))).subquery()
         ids = select(merged.c.id).order_by(merged.c.published_at.desc(), merged.c.id.desc()).limit(page_size)
     # Then the page's rows, by primary key.
-    return (select(*_COLUMNS).where(Job.id.in_(ids.correlate(None)))
-            .order_by(Job.published_at.desc(), Job.id.desc()))
+    return (
+        select(*_COLUMNS)
+        .where(Job.id.in_(ids.correlate(None)))
+        .order_by(Job.published_at.desc(), Job.id.desc())
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,8 +195,9 @@ class Seeker:
     tags: frozenset[str]
 
 
-async def seeker(session: AsyncSession, actor: Actor, agent_id: str | None = None,
-                 cache: ReadCache | None = None) -> Seeker:
+async def seeker(
+    session: AsyncSession, actor: Actor, agent_id: str | None = None, cache: ReadCache | None = None
+) -> Seeker:
     """The acting worker (its own key, or an owner naming one of its agents). An agent's own is read through
     the cache on SQLite: discovery is the hottest worker read."""
 
@@ -180,8 +210,17 @@ async def seeker(session: AsyncSession, actor: Actor, agent_id: str | None = Non
     return await cache.get_or_load(("seeker", actor.agent_id), load)
 
 
-async def list_open(session: AsyncSession, agent: Seeker, *, capability: str | None, q: str | None, limit: int,
-                    include: str | None, cursor: str | None, payment_mode: str | None = None) -> s.JobList:
+async def list_open(
+    session: AsyncSession,
+    agent: Seeker,
+    *,
+    capability: str | None,
+    q: str | None,
+    limit: int,
+    include: str | None,
+    cursor: str | None,
+    payment_mode: str | None = None,
+) -> s.JobList:
     """Open jobs for this worker, newest first. Jobs with no capability tag are open to every worker.
 
     Never the worker's own owner's jobs, Direct Hires or starter jobs (those reach their worker directly)."""
@@ -192,9 +231,11 @@ async def list_open(session: AsyncSession, agent: Seeker, *, capability: str | N
         params["owner_id"] = agent.owner_id
     ranges: str | int
     if capability:
-        tag_id = (await session.scalars(
-            select(CapabilityTag.id).where(CapabilityTag.slug == capability.strip().lower())
-        )).one_or_none()
+        tag_id = (
+            await session.scalars(
+                select(CapabilityTag.id).where(CapabilityTag.slug == capability.strip().lower())
+            )
+        ).one_or_none()
         if tag_id is None or (tag_id not in tags and not rookie_mode):
             return s.JobList(jobs=[], next_cursor=None)
         ranges, params["tag"] = "tag", tag_id
@@ -204,7 +245,9 @@ async def list_open(session: AsyncSession, agent: Seeker, *, capability: str | N
         ranges = len(tags)
         params.update({f"tag_{i}": tag for i, tag in enumerate(sorted(tags))})
     if q:
-        params["pattern"] = "%" + q.strip().lower().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+        params["pattern"] = (
+            "%" + q.strip().lower().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+        )
     if cursor:
         params["after_at"], params["after_id"] = decode_cursor(cursor)
     stmt = _statement(agent.owner_id is not None, ranges, payment_mode, bool(q), bool(cursor), limit + 1)
@@ -212,7 +255,13 @@ async def list_open(session: AsyncSession, agent: Seeker, *, capability: str | N
     rows = (await connection.execute(stmt, params)).all()
     more = len(rows) > limit
     rows = rows[:limit]
-    jobs = [_preview(tuple(row), row[-1] is not None and row[-1] not in tags, connection.dialect) for row in rows]
+    jobs = [
+        _preview(tuple(row), row[-1] is not None and row[-1] not in tags, connection.dialect) for row in rows
+    ]
     last = jobs[-1] if jobs else None
-    return s.JobList(jobs=jobs, next_cursor=encode_cursor(last.published_at, last.id)
-                     if more and last is not None and last.published_at is not None else None)
+    return s.JobList(
+        jobs=jobs,
+        next_cursor=encode_cursor(last.published_at, last.id)
+        if more and last is not None and last.published_at is not None
+        else None,
+    )

@@ -24,21 +24,51 @@ def _seq() -> int:
     return int(clock.now().timestamp() * 1_000_000) * 1000 + next(_tiebreak) % 1000
 
 
-async def record(session: AsyncSession, job_id: str, kind: str, actor: Actor | None, data: dict[str, Any] | None = None,
-                 *, notify: Sequence[str] = (), title: str | None = None, body: str | None = None) -> None:
+async def record(
+    session: AsyncSession,
+    job_id: str,
+    kind: str,
+    actor: Actor | None,
+    data: dict[str, Any] | None = None,
+    *,
+    notify: Sequence[str] = (),
+    title: str | None = None,
+    body: str | None = None,
+) -> None:
     actor = actor or Actor()
-    session.add(JobEvent(job_id=job_id, seq=_seq(), kind=kind, actor_type=actor.kind if actor.id else "system",
-                         actor_id=actor.id, data=data or {}))
+    session.add(
+        JobEvent(
+            job_id=job_id,
+            seq=_seq(),
+            kind=kind,
+            actor_type=actor.kind if actor.id else "system",
+            actor_id=actor.id,
+            data=data or {},
+        )
+    )
     if notify:
-        await notifications.notify(session, notify, kind, title or kind.replace("_", " "), body=body,
-                                   job_id=job_id, data=data)
+        await notifications.notify(
+            session, notify, kind, title or kind.replace("_", " "), body=body, job_id=job_id, data=data
+        )
 
 
 async def list_for(session: AsyncSession, job_id: str) -> s.EventList:
-    rows = (await session.scalars(
-        select(JobEvent).where(JobEvent.job_id == job_id).order_by(JobEvent.seq, JobEvent.id)
-    )).all()
-    return s.EventList(job_id=job_id, events=[
-        s.EventView(id=e.id, kind=e.kind, actor_type=e.actor_type, actor_id=e.actor_id, data=e.data or {},
-                    created_at=e.created_at) for e in rows
-    ])
+    rows = (
+        await session.scalars(
+            select(JobEvent).where(JobEvent.job_id == job_id).order_by(JobEvent.seq, JobEvent.id)
+        )
+    ).all()
+    return s.EventList(
+        job_id=job_id,
+        events=[
+            s.EventView(
+                id=e.id,
+                kind=e.kind,
+                actor_type=e.actor_type,
+                actor_id=e.actor_id,
+                data=e.data or {},
+                created_at=e.created_at,
+            )
+            for e in rows
+        ],
+    )

@@ -28,74 +28,138 @@ from callboard_core.jobs.states import (
 I = InvitationStatus  # noqa: E741
 
 
-def invitation_view(inv: JobInvitation, job: Job | None = None, *, application_id: str | None = None,
-                    slot_id: str | None = None) -> s.InvitationView:
-    return s.InvitationView(id=inv.id, job_id=inv.job_id, worker_agent_id=inv.worker_agent_id, status=inv.status,
-                            message=inv.message, decline_reason_code=inv.decline_reason_code,
-                            decline_reason_text=inv.decline_reason_text, expires_at=inv.expires_at,
-                            responded_at=inv.responded_at, job=preview(job) if job else None,
-                            application_id=application_id, slot_id=slot_id, created_at=inv.created_at)
+def invitation_view(
+    inv: JobInvitation,
+    job: Job | None = None,
+    *,
+    application_id: str | None = None,
+    slot_id: str | None = None,
+) -> s.InvitationView:
+    return s.InvitationView(
+        id=inv.id,
+        job_id=inv.job_id,
+        worker_agent_id=inv.worker_agent_id,
+        status=inv.status,
+        message=inv.message,
+        decline_reason_code=inv.decline_reason_code,
+        decline_reason_text=inv.decline_reason_text,
+        expires_at=inv.expires_at,
+        responded_at=inv.responded_at,
+        job=preview(job) if job else None,
+        application_id=application_id,
+        slot_id=slot_id,
+        created_at=inv.created_at,
+    )
 
 
-async def invite(session: AsyncSession, actor: Actor, job_id: str, body: s.InvitationCreate) -> s.InvitationView:
+async def invite(
+    session: AsyncSession, actor: Actor, job_id: str, body: s.InvitationCreate
+) -> s.InvitationView:
     job = await requester_job(session, actor, job_id, for_update=True)
     if job.status != JobStatus.ADMISSION_OPEN or job.direct_hire_worker_agent_id:
-        raise Conflict("Workers can be invited to a job whose admission is open.", code="invalid_state",
-                       current_state=job.status)
+        raise Conflict(
+            "Workers can be invited to a job whose admission is open.",
+            code="invalid_state",
+            current_state=job.status,
+        )
     worker = await session.get(Agent, body.worker_agent_id)
     if worker is None or worker.deleted_at is not None:
-        raise ValidationFailed("No such worker agent.", errors=[
-            {"field": "workerAgentId", "in": "body", "code": "unknown_agent", "message": "no such agent"}])
+        raise ValidationFailed(
+            "No such worker agent.",
+            errors=[
+                {"field": "workerAgentId", "in": "body", "code": "unknown_agent", "message": "no such agent"}
+            ],
+        )
     if worker.owner_id is not None and worker.owner_id == job.owner_id:
-        raise ValidationFailed("An agent of the job's own owner cannot be invited.", errors=[
-            {"field": "workerAgentId", "in": "body", "code": "same_owner", "message": "same owner as the requester"}])
+        raise ValidationFailed(
+            "An agent of the job's own owner cannot be invited.",
+            errors=[
+                {
+                    "field": "workerAgentId",
+                    "in": "body",
+                    "code": "same_owner",
+                    "message": "same owner as the requester",
+                }
+            ],
+        )
     require_can_work(worker, role="worker")
     if not await admission.hold_places(session, job.id, status=JobStatus.ADMISSION_OPEN):
-        raise Conflict("Every participant place of this job is taken or reserved.", code="participant_cap_reached",
-                       participant_cap=job.participant_cap)
-    invitation = JobInvitation(job_id=job.id, worker_agent_id=worker.id, message=body.message,
-                               expires_at=job.admission_closes_at)
-    await add_or_conflict(session, invitation,
-                          Conflict("This worker has already been invited to this job.", code="already_invited"))
-    await events.record(session, job.id, "invitation_sent", actor,
-                        {"invitationId": invitation.id, "workerAgentId": worker.id},
-                        notify=[worker.id], title=f"Invitation: {job.title}",
-                        body=f"Accept or decline with POST /api/v2/invitations/{invitation.id}/respond.")
+        raise Conflict(
+            "Every participant place of this job is taken or reserved.",
+            code="participant_cap_reached",
+            participant_cap=job.participant_cap,
+        )
+    invitation = JobInvitation(
+        job_id=job.id, worker_agent_id=worker.id, message=body.message, expires_at=job.admission_closes_at
+    )
+    await add_or_conflict(
+        session,
+        invitation,
+        Conflict("This worker has already been invited to this job.", code="already_invited"),
+    )
+    await events.record(
+        session,
+        job.id,
+        "invitation_sent",
+        actor,
+        {"invitationId": invitation.id, "workerAgentId": worker.id},
+        notify=[worker.id],
+        title=f"Invitation: {job.title}",
+        body=f"Accept or decline with POST /api/v2/invitations/{invitation.id}/respond.",
+    )
     return invitation_view(invitation)
 
 
 async def list_for_job(session: AsyncSession, actor: Actor, job_id: str) -> s.InvitationList:
     job = await requester_job(session, actor, job_id)
-    rows = (await session.scalars(select(JobInvitation).where(JobInvitation.job_id == job.id)
-                                  .order_by(JobInvitation.created_at, JobInvitation.id))).all()
+    rows = (
+        await session.scalars(
+            select(JobInvitation)
+            .where(JobInvitation.job_id == job.id)
+            .order_by(JobInvitation.created_at, JobInvitation.id)
+        )
+    ).all()
     return s.InvitationList(invitations=[invitation_view(i) for i in rows])
 
 
-async def mine(session: AsyncSession, actor: Actor, agent_id: str | None = None, *, pending_only: bool = True) -> s.InvitationList:
+async def mine(
+    session: AsyncSession, actor: Actor, agent_id: str | None = None, *, pending_only: bool = True
+) -> s.InvitationList:
     worker = await acting_agent(session, actor, agent_id)
-    stmt = select(JobInvitation, Job).join(Job, Job.id == JobInvitation.job_id).where(
-        JobInvitation.worker_agent_id == worker.id)
+    stmt = (
+        select(JobInvitation, Job)
+        .join(Job, Job.id == JobInvitation.job_id)
+        .where(JobInvitation.worker_agent_id == worker.id)
+    )
     if pending_only:
         stmt = stmt.where(JobInvitation.status == I.PENDING, JobInvitation.expires_at > clock.now())
     rows = (await session.execute(stmt.order_by(JobInvitation.created_at.desc()).limit(200))).all()
     return s.InvitationList(invitations=[invitation_view(i, j) for i, j in rows])
 
 
-async def _settle_invitation(session: AsyncSession, inv: JobInvitation, target: InvitationStatus, **values: object) -> None:
+async def _settle_invitation(
+    session: AsyncSession, inv: JobInvitation, target: InvitationStatus, **values: object
+) -> None:
     now = clock.now()
     moved = await session.execute(
-        update(JobInvitation).where(JobInvitation.id == inv.id, JobInvitation.status.in_(INVITATION_MOVES[target]))
-        .values(status=target, responded_at=now, updated_at=now, **values).execution_options(synchronize_session=False))
+        update(JobInvitation)
+        .where(JobInvitation.id == inv.id, JobInvitation.status.in_(INVITATION_MOVES[target]))
+        .values(status=target, responded_at=now, updated_at=now, **values)
+        .execution_options(synchronize_session=False)
+    )
     await session.refresh(inv)
     if not moved.rowcount:  # type: ignore[attr-defined]
         raise Conflict(f"This invitation is {inv.status}.", code="invalid_state", current_state=inv.status)
 
 
-async def respond(session: AsyncSession, actor: Actor, invitation_id: str, body: s.InvitationRespond) -> s.InvitationView:
+async def respond(
+    session: AsyncSession, actor: Actor, invitation_id: str, body: s.InvitationRespond
+) -> s.InvitationView:
     """Accept: an ADMITTED application and a GRANTED slot (a Direct Hire's job starts). Decline: terminal,
     with a structured reason; the held place is released (a declined Direct Hire is cancelled)."""
-    inv, worker = await worker_row(session, actor, JobInvitation, invitation_id, what="invitation",
-                                   code="invitation_not_found")
+    inv, worker = await worker_row(
+        session, actor, JobInvitation, invitation_id, what="invitation", code="invitation_not_found"
+    )
     job = await lock(session, inv.job_id)
     await session.refresh(inv)
     now = clock.now()
@@ -103,15 +167,34 @@ async def respond(session: AsyncSession, actor: Actor, invitation_id: str, body:
         raise Conflict("This invitation has expired.", code="invitation_expired", current_state=inv.status)
     if body.decision == "DECLINE":
         if body.reason_code is None:
-            raise ValidationFailed("Say why you decline.", errors=[
-                {"field": "reasonCode", "in": "body", "code": "missing",
-                 "message": "one of NOT_AVAILABLE, OUT_OF_SCOPE, DEADLINE_TOO_SHORT, REWARD_TOO_LOW, OTHER"}])
-        await _settle_invitation(session, inv, I.DECLINED, decline_reason_code=body.reason_code,
-                                 decline_reason_text=body.reason_text)
+            raise ValidationFailed(
+                "Say why you decline.",
+                errors=[
+                    {
+                        "field": "reasonCode",
+                        "in": "body",
+                        "code": "missing",
+                        "message": "one of NOT_AVAILABLE, OUT_OF_SCOPE, DEADLINE_TOO_SHORT, REWARD_TOO_LOW, OTHER",
+                    }
+                ],
+            )
+        await _settle_invitation(
+            session,
+            inv,
+            I.DECLINED,
+            decline_reason_code=body.reason_code,
+            decline_reason_text=body.reason_text,
+        )
         await admission.release_places(session, job.id)
-        await events.record(session, job.id, "invitation_declined", actor,
-                            {"invitationId": inv.id, "reasonCode": body.reason_code},
-                            notify=[job.requester_agent_id], title=f"Invitation declined: {job.title}")
+        await events.record(
+            session,
+            job.id,
+            "invitation_declined",
+            actor,
+            {"invitationId": inv.id, "reasonCode": body.reason_code},
+            notify=[job.requester_agent_id],
+            title=f"Invitation declined: {job.title}",
+        )
         if job.status == JobStatus.PENDING_ACCEPTANCE:
             job = await move(session, job, "cancel_direct_hire", JobStatus.CANCELLED, closed_at=now)
             await events.record(session, job.id, "cancelled", SYSTEM, {"reason": "direct_hire_declined"})
@@ -119,20 +202,36 @@ async def respond(session: AsyncSession, actor: Actor, invitation_id: str, body:
 
     require_can_work(worker, role="worker")
     if job.status not in (JobStatus.ADMISSION_OPEN, JobStatus.PENDING_ACCEPTANCE):
-        raise Conflict("This job no longer takes participants.", code="invalid_state", current_state=job.status)
+        raise Conflict(
+            "This job no longer takes participants.", code="invalid_state", current_state=job.status
+        )
     await _settle_invitation(session, inv, I.ACCEPTED)
-    application = (await session.scalars(select(JobApplication).where(
-        JobApplication.job_id == job.id, JobApplication.worker_agent_id == worker.id))).one_or_none()
+    application = (
+        await session.scalars(
+            select(JobApplication).where(
+                JobApplication.job_id == job.id, JobApplication.worker_agent_id == worker.id
+            )
+        )
+    ).one_or_none()
     if application is not None and application.status == ApplicationStatus.PENDING:
         await release_application_place(session, application)
     if application is None:
         rookie, reputation = await _capability_standing(session, worker.id, job.capability_tag_id)
-        application = JobApplication(id=new_id("app"), job_id=job.id, worker_agent_id=worker.id, rookie=rookie,
-                                     new_worker=worker.total_tasks == 0, capability_reputation=reputation)
+        application = JobApplication(
+            id=new_id("app"),
+            job_id=job.id,
+            worker_agent_id=worker.id,
+            rookie=rookie,
+            new_worker=worker.total_tasks == 0,
+            capability_reputation=reputation,
+        )
         session.add(application)
     elif application.status not in OPEN_APPLICATIONS:
-        raise Conflict(f"This agent's application is {application.status}.", code="invalid_state",
-                       current_state=application.status)
+        raise Conflict(
+            f"This agent's application is {application.status}.",
+            code="invalid_state",
+            current_state=application.status,
+        )
     application.status = ApplicationStatus.ADMITTED
     application.via_invitation_id = inv.id
     application.decided_at = now
@@ -143,9 +242,15 @@ async def respond(session: AsyncSession, actor: Actor, invitation_id: str, body:
     await session.flush()
     if job.status == JobStatus.PENDING_ACCEPTANCE:
         job = await move(session, job, "direct_hire_accepted", JobStatus.IN_PROGRESS, admission_closed_at=now)
-    await events.record(session, job.id, "invitation_accepted", actor,
-                        {"invitationId": inv.id, "slotId": slot.id, "workerAgentId": worker.id},
-                        notify=[job.requester_agent_id], title=f"Invitation accepted: {job.title}")
+    await events.record(
+        session,
+        job.id,
+        "invitation_accepted",
+        actor,
+        {"invitationId": inv.id, "slotId": slot.id, "workerAgentId": worker.id},
+        notify=[job.requester_agent_id],
+        title=f"Invitation accepted: {job.title}",
+    )
     return invitation_view(inv, application_id=application.id, slot_id=slot.id)
 
 
@@ -158,12 +263,22 @@ async def withdraw(session: AsyncSession, actor: Actor, invitation_id: str) -> s
     except NotFound:
         raise NotFound("No such invitation.", code="invitation_not_found") from None
     if job.status == JobStatus.PENDING_ACCEPTANCE:
-        raise Conflict("A Direct Hire's offer is withdrawn by cancelling the job (cancel-direct-hire).",
-                       code="use_cancel_direct_hire", current_state=job.status)
+        raise Conflict(
+            "A Direct Hire's offer is withdrawn by cancelling the job (cancel-direct-hire).",
+            code="use_cancel_direct_hire",
+            current_state=job.status,
+        )
     await _settle_invitation(session, inv, I.WITHDRAWN)
     await admission.release_places(session, job.id)
-    await events.record(session, job.id, "invitation_withdrawn", actor, {"invitationId": inv.id},
-                        notify=[inv.worker_agent_id], title=f"Invitation withdrawn: {job.title}")
+    await events.record(
+        session,
+        job.id,
+        "invitation_withdrawn",
+        actor,
+        {"invitationId": inv.id},
+        notify=[inv.worker_agent_id],
+        title=f"Invitation withdrawn: {job.title}",
+    )
     return invitation_view(inv)
 
 
@@ -173,15 +288,29 @@ async def cancel_direct_hire(session: AsyncSession, actor: Actor, job_id: str) -
     job = await requester_job(session, actor, job_id, for_update=True)
     now = clock.now()
     job = await move(session, job, "cancel_direct_hire", JobStatus.CANCELLED, closed_at=now)
-    pending = (await session.scalars(select(JobInvitation).where(
-        JobInvitation.job_id == job.id, JobInvitation.status == I.PENDING))).all()
+    pending = (
+        await session.scalars(
+            select(JobInvitation).where(JobInvitation.job_id == job.id, JobInvitation.status == I.PENDING)
+        )
+    ).all()
     for inv in pending:
         await _settle_invitation(session, inv, I.WITHDRAWN)
-    await session.execute(update(Job).where(Job.id == job.id).values(reserved_participants=0)
-                          .execution_options(synchronize_session=False))
+    await session.execute(
+        update(Job)
+        .where(Job.id == job.id)
+        .values(reserved_participants=0)
+        .execution_options(synchronize_session=False)
+    )
     await session.refresh(job)
-    await events.record(session, job.id, "cancelled", actor, {"reason": "direct_hire_cancelled"},
-                        notify=[i.worker_agent_id for i in pending], title=f"Offer withdrawn: {job.title}")
+    await events.record(
+        session,
+        job.id,
+        "cancelled",
+        actor,
+        {"reason": "direct_hire_cancelled"},
+        notify=[i.worker_agent_id for i in pending],
+        title=f"Offer withdrawn: {job.title}",
+    )
     return view(job)
 
 
@@ -198,11 +327,24 @@ async def expire(session: AsyncSession, invitation_id: str) -> bool:
     await _settle_invitation(session, inv, I.EXPIRED)
     await admission.release_places(session, job.id)
     await session.refresh(job)
-    await events.record(session, job.id, "invitation_expired", SYSTEM, {"invitationId": inv.id},
-                        notify=[inv.worker_agent_id], title=f"Invitation expired: {job.title}")
+    await events.record(
+        session,
+        job.id,
+        "invitation_expired",
+        SYSTEM,
+        {"invitationId": inv.id},
+        notify=[inv.worker_agent_id],
+        title=f"Invitation expired: {job.title}",
+    )
     if job.status == JobStatus.PENDING_ACCEPTANCE:
         await move(session, job, "cancel_direct_hire", JobStatus.CANCELLED, closed_at=clock.now())
-        await events.record(session, job.id, "cancelled", SYSTEM, {"reason": "direct_hire_expired"},
-                            notify=[job.requester_agent_id], title=f"Direct Hire expired: {job.title}")
+        await events.record(
+            session,
+            job.id,
+            "cancelled",
+            SYSTEM,
+            {"reason": "direct_hire_expired"},
+            notify=[job.requester_agent_id],
+            title=f"Direct Hire expired: {job.title}",
+        )
     return True
-

@@ -14,35 +14,89 @@ from callboard_core.jobs.states import ACTIVE_JOBS, LIVE_SLOTS, OPEN_APPLICATION
 
 async def job_blockers(session: AsyncSession, agent_id: str) -> list[LifecycleBlocker]:
     found: list[LifecycleBlocker] = []
-    jobs = (await session.scalars(select(Job.id).where(
-        Job.requester_agent_id == agent_id, Job.status.in_([str(s) for s in ACTIVE_JOBS])).limit(50))).all()
+    jobs = (
+        await session.scalars(
+            select(Job.id)
+            .where(Job.requester_agent_id == agent_id, Job.status.in_([str(s) for s in ACTIVE_JOBS]))
+            .limit(50)
+        )
+    ).all()
     if jobs:
-        found.append(LifecycleBlocker(kind="ACTIVE_JOBS", count=len(jobs), ref_ids=list(jobs),
-                                      message="Jobs this agent requested are still open; award, close or cancel them."))
-    slots = (await session.scalars(select(ParticipationSlot.id).where(
-        ParticipationSlot.worker_agent_id == agent_id,
-        ParticipationSlot.status.in_([str(s) for s in LIVE_SLOTS])).limit(50))).all()
+        found.append(
+            LifecycleBlocker(
+                kind="ACTIVE_JOBS",
+                count=len(jobs),
+                ref_ids=list(jobs),
+                message="Jobs this agent requested are still open; award, close or cancel them.",
+            )
+        )
+    slots = (
+        await session.scalars(
+            select(ParticipationSlot.id)
+            .where(
+                ParticipationSlot.worker_agent_id == agent_id,
+                ParticipationSlot.status.in_([str(s) for s in LIVE_SLOTS]),
+            )
+            .limit(50)
+        )
+    ).all()
     if slots:
-        found.append(LifecycleBlocker(kind="LIVE_SLOTS", count=len(slots), ref_ids=list(slots),
-                                      message="This agent holds participation slots; submit or withdraw them."))
-    apps = (await session.scalars(select(JobApplication.id).where(
-        JobApplication.worker_agent_id == agent_id,
-        JobApplication.status.in_([str(s) for s in OPEN_APPLICATIONS])).limit(50))).all()
-    invites = (await session.scalars(select(JobInvitation.id).where(
-        JobInvitation.worker_agent_id == agent_id, JobInvitation.status == InvitationStatus.PENDING).limit(50))).all()
+        found.append(
+            LifecycleBlocker(
+                kind="LIVE_SLOTS",
+                count=len(slots),
+                ref_ids=list(slots),
+                message="This agent holds participation slots; submit or withdraw them.",
+            )
+        )
+    apps = (
+        await session.scalars(
+            select(JobApplication.id)
+            .where(
+                JobApplication.worker_agent_id == agent_id,
+                JobApplication.status.in_([str(s) for s in OPEN_APPLICATIONS]),
+            )
+            .limit(50)
+        )
+    ).all()
+    invites = (
+        await session.scalars(
+            select(JobInvitation.id)
+            .where(
+                JobInvitation.worker_agent_id == agent_id, JobInvitation.status == InvitationStatus.PENDING
+            )
+            .limit(50)
+        )
+    ).all()
     if apps or invites:
-        found.append(LifecycleBlocker(kind="OPEN_APPLICATIONS", count=len(apps) + len(invites),
-                                      ref_ids=[*apps, *invites],
-                                      message="This agent has open applications or invitations; withdraw or decline them."))
+        found.append(
+            LifecycleBlocker(
+                kind="OPEN_APPLICATIONS",
+                count=len(apps) + len(invites),
+                ref_ids=[*apps, *invites],
+                message="This agent has open applications or invitations; withdraw or decline them.",
+            )
+        )
     return found
 
 
 async def job_history(session: AsyncSession, agent_id: str) -> bool:
-    worked = (await session.scalars(select(JobApplication.id).where(JobApplication.worker_agent_id == agent_id).limit(1))).first()
+    worked = (
+        await session.scalars(
+            select(JobApplication.id).where(JobApplication.worker_agent_id == agent_id).limit(1)
+        )
+    ).first()
     if worked:
         return True
-    requested = (await session.scalars(select(Job.id).where(
-        Job.requester_agent_id == agent_id, or_(Job.status != "DRAFT", Job.published_at.is_not(None))).limit(1))).first()
+    requested = (
+        await session.scalars(
+            select(Job.id)
+            .where(
+                Job.requester_agent_id == agent_id, or_(Job.status != "DRAFT", Job.published_at.is_not(None))
+            )
+            .limit(1)
+        )
+    ).first()
     return requested is not None
 
 

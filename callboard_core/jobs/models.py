@@ -27,8 +27,12 @@ class Job(Base):
     __table_args__ = (
         # Worker discovery: open jobs by tag, newest first (keyset on published_at, id). The trailing columns
         # are discovery's filters, so a page of ids is found from the index alone (jobs/discovery.py).
-        Index("ix_jobs_discovery_tag", "status", "capability_tag_id", "published_at", "id", *_DISCOVERY_FILTERS),
-        Index("ix_jobs_discovery_all", "status", "published_at", "id", *_DISCOVERY_FILTERS, "capability_tag_id"),
+        Index(
+            "ix_jobs_discovery_tag", "status", "capability_tag_id", "published_at", "id", *_DISCOVERY_FILTERS
+        ),
+        Index(
+            "ix_jobs_discovery_all", "status", "published_at", "id", *_DISCOVERY_FILTERS, "capability_tag_id"
+        ),
         Index("ix_jobs_requester", "requester_agent_id", "created_at"),
         # The deadline sweeper's scans.
         Index("ix_jobs_status_admission", "status", "admission_closes_at"),
@@ -44,7 +48,9 @@ class Job(Base):
     description: Mapped[str | None] = mapped_column(Text)
     job_type_id: Mapped[str | None] = mapped_column(ForeignKey("job_types.id", ondelete="SET NULL"))
     job_type_key: Mapped[str | None] = mapped_column(String(64))
-    capability_tag_id: Mapped[str | None] = mapped_column(ForeignKey("capability_tags.id", ondelete="SET NULL"))
+    capability_tag_id: Mapped[str | None] = mapped_column(
+        ForeignKey("capability_tags.id", ondelete="SET NULL")
+    )
     capability_slug: Mapped[str | None] = mapped_column(String(64))
     preview_json: Mapped[Any | None]
     work_brief_json: Mapped[Any | None]
@@ -138,7 +144,9 @@ class ParticipationSlot(Base):
 
     id: Mapped[str] = id_column("slt")
     job_id: Mapped[str] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"))
-    application_id: Mapped[str] = mapped_column(ForeignKey("job_applications.id", ondelete="CASCADE"), unique=True)
+    application_id: Mapped[str] = mapped_column(
+        ForeignKey("job_applications.id", ondelete="CASCADE"), unique=True
+    )
     worker_agent_id: Mapped[str] = mapped_column(ForeignKey(AGENT_FK, ondelete="CASCADE"))
     status: Mapped[str] = mapped_column(String(16), default=SlotStatus.GRANTED)
     acknowledge_by: Mapped[datetime]
@@ -157,7 +165,9 @@ class Submission(Base):
 
     id: Mapped[str] = id_column("sub")
     job_id: Mapped[str] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"))
-    slot_id: Mapped[str] = mapped_column(ForeignKey("participation_slots.id", ondelete="CASCADE"), unique=True)
+    slot_id: Mapped[str] = mapped_column(
+        ForeignKey("participation_slots.id", ondelete="CASCADE"), unique=True
+    )
     worker_agent_id: Mapped[str] = mapped_column(ForeignKey(AGENT_FK, ondelete="CASCADE"), index=True)
     status: Mapped[str] = mapped_column(String(16), default=SubmissionStatus.SUBMITTED)
     artifact_type: Mapped[str] = mapped_column(String(64))
@@ -171,7 +181,9 @@ class Submission(Base):
 class SubmissionFile(Base):
     __tablename__ = "submission_files"
 
-    submission_id: Mapped[str] = mapped_column(ForeignKey("submissions.id", ondelete="CASCADE"), primary_key=True)
+    submission_id: Mapped[str] = mapped_column(
+        ForeignKey("submissions.id", ondelete="CASCADE"), primary_key=True
+    )
     file_id: Mapped[str] = mapped_column(ForeignKey("stored_files.id", ondelete="CASCADE"), primary_key=True)
     role: Mapped[str] = mapped_column(String(16))  # DELIVERABLE or PREVIEW
 

@@ -21,6 +21,14 @@ def decode_cursor(cursor: str) -> tuple[datetime, str]:
         at, ident = orjson.loads(raw)
         return datetime.fromisoformat(at), str(ident)
     except (binascii.Error, ValueError, TypeError, orjson.JSONDecodeError):
-        raise ValidationFailed("The cursor is not valid; start again without it.", errors=[
-            {"field": "cursor", "in": "query", "code": "invalid_cursor", "message": "not a cursor this API issued"}
-        ]) from None
+        raise ValidationFailed(
+            "The cursor is not valid; start again without it.",
+            errors=[
+                {
+                    "field": "cursor",
+                    "in": "query",
+                    "code": "invalid_cursor",
+                    "message": "not a cursor this API issued",
+                }
+            ],
+        ) from None

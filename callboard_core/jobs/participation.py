@@ -40,38 +40,74 @@ A, S = ApplicationStatus, SlotStatus
 
 
 def application_view(app: JobApplication, slot_id: str | None = None) -> s.ApplicationView:
-    return s.ApplicationView(id=app.id, job_id=app.job_id, worker_agent_id=app.worker_agent_id, status=app.status,
-                             rookie=app.rookie, new_worker=app.new_worker, slot_id=slot_id, created_at=app.created_at,
-                             decided_at=app.decided_at, withdrawn_at=app.withdrawn_at)
+    return s.ApplicationView(
+        id=app.id,
+        job_id=app.job_id,
+        worker_agent_id=app.worker_agent_id,
+        status=app.status,
+        rookie=app.rookie,
+        new_worker=app.new_worker,
+        slot_id=slot_id,
+        created_at=app.created_at,
+        decided_at=app.decided_at,
+        withdrawn_at=app.withdrawn_at,
+    )
 
 
 def next_action_for(slot: ParticipationSlot) -> s.NextAction | None:
     base = f"/api/v2/participation-slots/{slot.id}"
     if slot.status == S.GRANTED:
-        return s.NextAction(method="POST", path=f"{base}/acknowledge",
-                            description=f"Acknowledge before {slot.acknowledge_by.isoformat()} to unlock the brief.")
+        return s.NextAction(
+            method="POST",
+            path=f"{base}/acknowledge",
+            description=f"Acknowledge before {slot.acknowledge_by.isoformat()} to unlock the brief.",
+        )
     if slot.status == S.ACKNOWLEDGED:
         deadline = slot.work_deadline_at.isoformat() if slot.work_deadline_at else "the work deadline"
-        return s.NextAction(method="POST", path=f"{base}/submit",
-                            description=f"Submit your artifact before {deadline} (upload files first with "
-                                        f"POST {base}/uploads).",
-                            body={"artifactType": "...", "structuredPayloadJson": {}, "files": []})
+        return s.NextAction(
+            method="POST",
+            path=f"{base}/submit",
+            description=f"Submit your artifact before {deadline} (upload files first with "
+            f"POST {base}/uploads).",
+            body={"artifactType": "...", "structuredPayloadJson": {}, "files": []},
+        )
     return None
 
 
-def slot_view(slot: ParticipationSlot, *, submission_id: str | None = None, job_title: str | None = None) -> s.SlotView:
-    return s.SlotView(id=slot.id, job_id=slot.job_id, application_id=slot.application_id,
-                      worker_agent_id=slot.worker_agent_id, status=slot.status, acknowledge_by=slot.acknowledge_by,
-                      acknowledged_at=slot.acknowledged_at, work_deadline_at=slot.work_deadline_at,
-                      submitted_at=slot.submitted_at, ended_at=slot.ended_at, end_reason=slot.end_reason,
-                      submission_id=submission_id, job_title=job_title, next_action=next_action_for(slot),
-                      created_at=slot.created_at)
+def slot_view(
+    slot: ParticipationSlot, *, submission_id: str | None = None, job_title: str | None = None
+) -> s.SlotView:
+    return s.SlotView(
+        id=slot.id,
+        job_id=slot.job_id,
+        application_id=slot.application_id,
+        worker_agent_id=slot.worker_agent_id,
+        status=slot.status,
+        acknowledge_by=slot.acknowledge_by,
+        acknowledged_at=slot.acknowledged_at,
+        work_deadline_at=slot.work_deadline_at,
+        submitted_at=slot.submitted_at,
+        ended_at=slot.ended_at,
+        end_reason=slot.end_reason,
+        submission_id=submission_id,
+        job_title=job_title,
+        next_action=next_action_for(slot),
+        created_at=slot.created_at,
+    )
 
 
 def submission_view(sub: Submission, job_status: str | None = None) -> s.SubmissionView:
-    return s.SubmissionView(id=sub.id, job_id=sub.job_id, slot_id=sub.slot_id, worker_agent_id=sub.worker_agent_id,
-                            status=sub.status, artifact_type=sub.artifact_type, created_at=sub.created_at,
-                            decided_at=sub.decided_at, job_status=job_status)
+    return s.SubmissionView(
+        id=sub.id,
+        job_id=sub.job_id,
+        slot_id=sub.slot_id,
+        worker_agent_id=sub.worker_agent_id,
+        status=sub.status,
+        artifact_type=sub.artifact_type,
+        created_at=sub.created_at,
+        decided_at=sub.decided_at,
+        job_status=job_status,
+    )
 
 
 # --- lookups -------------------------------------------------------------------------------------
@@ -79,8 +115,9 @@ def submission_view(sub: Submission, job_status: str | None = None) -> s.Submiss
 
 async def worker_slot(session: AsyncSession, actor: Actor, slot_id: str) -> tuple[ParticipationSlot, Agent]:
     """The slot, if the actor is its worker (or the worker's owner); else 404."""
-    return await worker_row(session, actor, ParticipationSlot, slot_id, what="participation slot",
-                            code="slot_not_found")
+    return await worker_row(
+        session, actor, ParticipationSlot, slot_id, what="participation slot", code="slot_not_found"
+    )
 
 
 async def _submission_id(session: AsyncSession, slot_id: str) -> str | None:
@@ -94,7 +131,9 @@ async def _title(session: AsyncSession, job_id: str) -> str | None:
 # --- applications --------------------------------------------------------------------------------
 
 
-async def _capability_standing(session: AsyncSession, agent_id: str, tag_id: str | None) -> tuple[bool, float]:
+async def _capability_standing(
+    session: AsyncSession, agent_id: str, tag_id: str | None
+) -> tuple[bool, float]:
     """(rookie, reputation) of a worker for a job's capability tag. Untagged jobs have no rookies."""
     if tag_id is None:
         return False, 0.0
@@ -102,118 +141,191 @@ async def _capability_standing(session: AsyncSession, agent_id: str, tag_id: str
     return (link is None), (link.reputation if link else 0.0)
 
 
-async def apply(session: AsyncSession, actor: Actor, job_id: str, worker_agent_id: str | None = None) -> s.ApplicationView:
+async def apply(
+    session: AsyncSession, actor: Actor, job_id: str, worker_agent_id: str | None = None
+) -> s.ApplicationView:
     """Apply to an open job: one application per worker and job, within applicationCap (new-worker places
     held back for workers with no completed job), never to a job of the worker's own owner."""
     worker = await acting_agent(session, actor, worker_agent_id)
     require_can_work(worker, role="worker")
     job = await session.get(Job, job_id)
     # Drafts, starter jobs and other workers' Direct Hires are invisible; a closed job says so (409 below).
-    if (job is None or job.is_starter or (job.status == JobStatus.DRAFT and not is_requester(actor, job))
-            or job.direct_hire_worker_agent_id not in (None, worker.id)):
+    if (
+        job is None
+        or job.is_starter
+        or (job.status == JobStatus.DRAFT and not is_requester(actor, job))
+        or job.direct_hire_worker_agent_id not in (None, worker.id)
+    ):
         raise NotFound("No such job.", code="job_not_found")
     if job.owner_id is not None and job.owner_id == worker.owner_id:
         raise Forbidden("An agent cannot apply to a job of its own owner.", code="own_job")
-    existing = (await session.scalars(select(JobApplication).where(
-        JobApplication.job_id == job.id, JobApplication.worker_agent_id == worker.id))).one_or_none()
+    existing = (
+        await session.scalars(
+            select(JobApplication).where(
+                JobApplication.job_id == job.id, JobApplication.worker_agent_id == worker.id
+            )
+        )
+    ).one_or_none()
     if existing is not None:
-        raise Conflict("This agent has already applied to this job.", code="already_applied",
-                       application_id=existing.id, current_state=existing.status)
+        raise Conflict(
+            "This agent has already applied to this job.",
+            code="already_applied",
+            application_id=existing.id,
+            current_state=existing.status,
+        )
     if job.status != JobStatus.ADMISSION_OPEN:
         raise Conflict("Admission to this job is closed.", code="admission_closed", current_state=job.status)
     rookie, reputation = await _capability_standing(session, worker.id, job.capability_tag_id)
     new_worker = worker.total_tasks == 0
-    cond = [Job.id == job.id, Job.status == JobStatus.ADMISSION_OPEN, Job.application_count < Job.application_cap]
+    cond = [
+        Job.id == job.id,
+        Job.status == JobStatus.ADMISSION_OPEN,
+        Job.application_count < Job.application_cap,
+    ]
     if not new_worker:
-        cond.append(Job.application_count - Job.new_worker_application_count
-                    < Job.application_cap - Job.new_worker_reserved_application_count)
+        cond.append(
+            Job.application_count - Job.new_worker_application_count
+            < Job.application_cap - Job.new_worker_reserved_application_count
+        )
     taken = await session.execute(
-        update(Job).where(*cond).values(application_count=Job.application_count + 1,
-                                        new_worker_application_count=Job.new_worker_application_count + int(new_worker))
-        .execution_options(synchronize_session=False))
+        update(Job)
+        .where(*cond)
+        .values(
+            application_count=Job.application_count + 1,
+            new_worker_application_count=Job.new_worker_application_count + int(new_worker),
+        )
+        .execution_options(synchronize_session=False)
+    )
     if not taken.rowcount:  # type: ignore[attr-defined]
         await session.refresh(job)
         if job.status != JobStatus.ADMISSION_OPEN:
-            raise Conflict("Admission to this job is closed.", code="admission_closed", current_state=job.status)
-        raise Conflict("This job has all the applications it accepts." + (
-            "" if new_worker else " Some places are held for new workers."), code="application_cap_reached",
-            application_cap=job.application_cap)
-    application = JobApplication(job_id=job.id, worker_agent_id=worker.id, rookie=rookie, new_worker=new_worker,
-                                 capability_reputation=reputation)
-    await add_or_conflict(session, application,
-                          Conflict("This agent has already applied to this job.", code="already_applied"))
-    await events.record(session, job.id, "application_received", actor,
-                        {"applicationId": application.id, "workerAgentId": worker.id, "rookie": rookie})
+            raise Conflict(
+                "Admission to this job is closed.", code="admission_closed", current_state=job.status
+            )
+        raise Conflict(
+            "This job has all the applications it accepts."
+            + ("" if new_worker else " Some places are held for new workers."),
+            code="application_cap_reached",
+            application_cap=job.application_cap,
+        )
+    application = JobApplication(
+        job_id=job.id,
+        worker_agent_id=worker.id,
+        rookie=rookie,
+        new_worker=new_worker,
+        capability_reputation=reputation,
+    )
+    await add_or_conflict(
+        session, application, Conflict("This agent has already applied to this job.", code="already_applied")
+    )
+    await events.record(
+        session,
+        job.id,
+        "application_received",
+        actor,
+        {"applicationId": application.id, "workerAgentId": worker.id, "rookie": rookie},
+    )
     return application_view(application)
 
 
 async def release_application_place(session: AsyncSession, app: JobApplication) -> None:
     """A PENDING application leaves the pool: it no longer counts against applicationCap (nor, for a new
     worker, against the reserved new-worker applications)."""
-    await session.execute(update(Job).where(Job.id == app.job_id).values(
-        application_count=Job.application_count - 1,
-        new_worker_application_count=Job.new_worker_application_count - int(app.new_worker),
-    ).execution_options(synchronize_session=False))
+    await session.execute(
+        update(Job)
+        .where(Job.id == app.job_id)
+        .values(
+            application_count=Job.application_count - 1,
+            new_worker_application_count=Job.new_worker_application_count - int(app.new_worker),
+        )
+        .execution_options(synchronize_session=False)
+    )
 
 
 async def withdraw_application(session: AsyncSession, actor: Actor, application_id: str) -> s.ApplicationView:
-    app, _ = await worker_row(session, actor, JobApplication, application_id, what="application",
-                              code="application_not_found")
+    app, _ = await worker_row(
+        session, actor, JobApplication, application_id, what="application", code="application_not_found"
+    )
     await lock(session, app.job_id)
     await session.refresh(app)
     now = clock.now()
     if app.status == A.ADMITTED:
-        slot = (await session.scalars(select(ParticipationSlot).where(ParticipationSlot.application_id == app.id))).one_or_none()
+        slot = (
+            await session.scalars(select(ParticipationSlot).where(ParticipationSlot.application_id == app.id))
+        ).one_or_none()
         if slot is not None and slot.status == S.SUBMITTED:
-            raise Conflict("This application's work is already submitted; it can no longer be withdrawn.",
-                           code="already_submitted", current_state=app.status)
+            raise Conflict(
+                "This application's work is already submitted; it can no longer be withdrawn.",
+                code="already_submitted",
+                current_state=app.status,
+            )
     moved = await session.execute(
-        update(JobApplication).where(JobApplication.id == app.id,
-                                     JobApplication.status.in_(APPLICATION_MOVES[A.WITHDRAWN]))
-        .values(status=A.WITHDRAWN, withdrawn_at=now, updated_at=now).execution_options(synchronize_session=False))
+        update(JobApplication)
+        .where(JobApplication.id == app.id, JobApplication.status.in_(APPLICATION_MOVES[A.WITHDRAWN]))
+        .values(status=A.WITHDRAWN, withdrawn_at=now, updated_at=now)
+        .execution_options(synchronize_session=False)
+    )
     if not moved.rowcount:  # type: ignore[attr-defined]
         await session.refresh(app)
-        raise Conflict(f"This application is {app.status}; it cannot be withdrawn.", code="invalid_state",
-                       current_state=app.status)
+        raise Conflict(
+            f"This application is {app.status}; it cannot be withdrawn.",
+            code="invalid_state",
+            current_state=app.status,
+        )
     previous = app.status
     await session.refresh(app)
     if previous == A.PENDING:
         await release_application_place(session, app)
     await events.record(session, app.job_id, "application_withdrawn", actor, {"applicationId": app.id})
     if previous == A.ADMITTED:
-        slot = (await session.scalars(select(ParticipationSlot).where(ParticipationSlot.application_id == app.id))).one_or_none()
+        slot = (
+            await session.scalars(select(ParticipationSlot).where(ParticipationSlot.application_id == app.id))
+        ).one_or_none()
         if slot is not None:
             await admission.end_slot(session, slot, S.WITHDRAWN, "application_withdrawn", actor)
     return application_view(app)
 
 
-async def my_applications(session: AsyncSession, actor: Actor, agent_id: str | None = None) -> s.ApplicationList:
+async def my_applications(
+    session: AsyncSession, actor: Actor, agent_id: str | None = None
+) -> s.ApplicationList:
     worker = await acting_agent(session, actor, agent_id)
-    rows = (await session.execute(
-        select(JobApplication, ParticipationSlot.id).outerjoin(
-            ParticipationSlot, ParticipationSlot.application_id == JobApplication.id)
-        .where(JobApplication.worker_agent_id == worker.id)
-        .order_by(JobApplication.created_at.desc(), JobApplication.id.desc()).limit(200)
-    )).all()
+    rows = (
+        await session.execute(
+            select(JobApplication, ParticipationSlot.id)
+            .outerjoin(ParticipationSlot, ParticipationSlot.application_id == JobApplication.id)
+            .where(JobApplication.worker_agent_id == worker.id)
+            .order_by(JobApplication.created_at.desc(), JobApplication.id.desc())
+            .limit(200)
+        )
+    ).all()
     return s.ApplicationList(applications=[application_view(app, slot_id) for app, slot_id in rows])
 
 
 async def my_slots(session: AsyncSession, actor: Actor, agent_id: str | None = None) -> s.SlotList:
     worker = await acting_agent(session, actor, agent_id)
-    rows = (await session.execute(
-        select(ParticipationSlot, Job.title, Submission.id)
-        .join(Job, Job.id == ParticipationSlot.job_id)
-        .outerjoin(Submission, Submission.slot_id == ParticipationSlot.id)
-        .where(ParticipationSlot.worker_agent_id == worker.id)
-        .order_by(ParticipationSlot.created_at.desc(), ParticipationSlot.id.desc()).limit(200)
-    )).all()
-    return s.SlotList(slots=[slot_view(slot, submission_id=sub_id, job_title=title) for slot, title, sub_id in rows])
+    rows = (
+        await session.execute(
+            select(ParticipationSlot, Job.title, Submission.id)
+            .join(Job, Job.id == ParticipationSlot.job_id)
+            .outerjoin(Submission, Submission.slot_id == ParticipationSlot.id)
+            .where(ParticipationSlot.worker_agent_id == worker.id)
+            .order_by(ParticipationSlot.created_at.desc(), ParticipationSlot.id.desc())
+            .limit(200)
+        )
+    ).all()
+    return s.SlotList(
+        slots=[slot_view(slot, submission_id=sub_id, job_title=title) for slot, title, sub_id in rows]
+    )
 
 
 async def get_slot(session: AsyncSession, actor: Actor, slot_id: str) -> s.SlotView:
     slot, _ = await worker_slot(session, actor, slot_id)
-    return slot_view(slot, submission_id=await _submission_id(session, slot.id),
-                     job_title=await _title(session, slot.job_id))
+    return slot_view(
+        slot,
+        submission_id=await _submission_id(session, slot.id),
+        job_title=await _title(session, slot.job_id),
+    )
 
 
 # --- the job as a worker sees it -----------------------------------------------------------------
@@ -224,18 +336,43 @@ async def worker_job_view(session: AsyncSession, actor: Actor, job_id: str) -> s
     The requester sees its whole job. Anything else is a 404."""
     job = await get(session, job_id)
     if is_requester(actor, job):
-        return s.WorkerJobView(job=view(job), brief_unlocked=True, clarifications=await _clarifications(session, job.id))
+        return s.WorkerJobView(
+            job=view(job), brief_unlocked=True, clarifications=await _clarifications(session, job.id)
+        )
     agent_id = actor.agent_id
     application = slot = None
     if agent_id is not None:
-        application = (await session.scalars(select(JobApplication).where(
-            JobApplication.job_id == job.id, JobApplication.worker_agent_id == agent_id))).one_or_none()
-        slot = (await session.scalars(select(ParticipationSlot).where(
-            ParticipationSlot.job_id == job.id, ParticipationSlot.worker_agent_id == agent_id)
-            .order_by(ParticipationSlot.created_at.desc()).limit(1))).one_or_none()
-    invited = agent_id is not None and (await session.scalars(select(JobInvitation.id).where(
-        JobInvitation.job_id == job.id, JobInvitation.worker_agent_id == agent_id))).first() is not None
-    discoverable = job.status == JobStatus.ADMISSION_OPEN and not job.is_starter and job.direct_hire_worker_agent_id is None
+        application = (
+            await session.scalars(
+                select(JobApplication).where(
+                    JobApplication.job_id == job.id, JobApplication.worker_agent_id == agent_id
+                )
+            )
+        ).one_or_none()
+        slot = (
+            await session.scalars(
+                select(ParticipationSlot)
+                .where(ParticipationSlot.job_id == job.id, ParticipationSlot.worker_agent_id == agent_id)
+                .order_by(ParticipationSlot.created_at.desc())
+                .limit(1)
+            )
+        ).one_or_none()
+    invited = (
+        agent_id is not None
+        and (
+            await session.scalars(
+                select(JobInvitation.id).where(
+                    JobInvitation.job_id == job.id, JobInvitation.worker_agent_id == agent_id
+                )
+            )
+        ).first()
+        is not None
+    )
+    discoverable = (
+        job.status == JobStatus.ADMISSION_OPEN
+        and not job.is_starter
+        and job.direct_hire_worker_agent_id is None
+    )
     if not (discoverable or application or slot or invited):
         raise NotFound("No such job.", code="job_not_found")
     unlocked = slot is not None and slot.status in (S.ACKNOWLEDGED, S.SUBMITTED)
@@ -243,7 +380,8 @@ async def worker_job_view(session: AsyncSession, actor: Actor, job_id: str) -> s
     if agent_id is not None and job.capability_tag_id is not None:
         rookie = (await session.get(AgentCapability, (agent_id, job.capability_tag_id))) is None
     return s.WorkerJobView(
-        job=view(job) if unlocked else preview(job, rookie=rookie), brief_unlocked=unlocked,
+        job=view(job) if unlocked else preview(job, rookie=rookie),
+        brief_unlocked=unlocked,
         my_application=application_view(application, slot.id if slot else None) if application else None,
         my_slot=slot_view(slot, submission_id=await _submission_id(session, slot.id)) if slot else None,
         clarifications=await _clarifications(session, job.id) if slot is not None else [],
@@ -251,8 +389,13 @@ async def worker_job_view(session: AsyncSession, actor: Actor, job_id: str) -> s
 
 
 async def _clarifications(session: AsyncSession, job_id: str) -> list[s.ClarificationView]:
-    rows = (await session.scalars(select(JobClarification).where(JobClarification.job_id == job_id)
-                                  .order_by(JobClarification.created_at, JobClarification.id))).all()
+    rows = (
+        await session.scalars(
+            select(JobClarification)
+            .where(JobClarification.job_id == job_id)
+            .order_by(JobClarification.created_at, JobClarification.id)
+        )
+    ).all()
     return [s.ClarificationView(id=c.id, job_id=c.job_id, body=c.body, created_at=c.created_at) for c in rows]
 
 
@@ -267,31 +410,49 @@ async def acknowledge(session: AsyncSession, actor: Actor, slot_id: str) -> s.Sl
     now = clock.now()
     deadline = min(now + timedelta(milliseconds=job.fair_work_duration_ms), job.latest_submission_deadline_at)
     moved = await session.execute(
-        update(ParticipationSlot).where(ParticipationSlot.id == slot.id, ParticipationSlot.status == S.GRANTED,
-                                        ParticipationSlot.acknowledge_by >= now)
+        update(ParticipationSlot)
+        .where(
+            ParticipationSlot.id == slot.id,
+            ParticipationSlot.status == S.GRANTED,
+            ParticipationSlot.acknowledge_by >= now,
+        )
         .values(status=S.ACKNOWLEDGED, acknowledged_at=now, work_deadline_at=deadline, updated_at=now)
-        .execution_options(synchronize_session=False))
+        .execution_options(synchronize_session=False)
+    )
     await session.refresh(slot)
     if not moved.rowcount:  # type: ignore[attr-defined]
         if slot.status == S.GRANTED:
-            raise Conflict("The acknowledgement deadline has passed; the slot is expiring.",
-                           code="acknowledgement_deadline_passed", current_state=slot.status,
-                           acknowledge_by=slot.acknowledge_by.isoformat())
+            raise Conflict(
+                "The acknowledgement deadline has passed; the slot is expiring.",
+                code="acknowledgement_deadline_passed",
+                current_state=slot.status,
+                acknowledge_by=slot.acknowledge_by.isoformat(),
+            )
         if slot.status == S.ACKNOWLEDGED:
             return slot_view(slot, job_title=job.title)  # a retried acknowledgement changes nothing
         raise Conflict(f"This slot is {slot.status}.", code="invalid_state", current_state=slot.status)
-    await events.record(session, job.id, "slot_acknowledged", actor,
-                        {"slotId": slot.id, "workDeadlineAt": deadline.isoformat()})
+    await events.record(
+        session,
+        job.id,
+        "slot_acknowledged",
+        actor,
+        {"slotId": slot.id, "workDeadlineAt": deadline.isoformat()},
+    )
     return slot_view(slot, job_title=job.title)
 
 
 def _unlocked(slot: ParticipationSlot) -> None:
     if slot.status not in (S.ACKNOWLEDGED, S.SUBMITTED):
-        raise Conflict("Acknowledge the slot first: the brief and input files unlock on acknowledgement.",
-                       code="slot_not_acknowledged", current_state=slot.status)
+        raise Conflict(
+            "Acknowledge the slot first: the brief and input files unlock on acknowledgement.",
+            code="slot_not_acknowledged",
+            current_state=slot.status,
+        )
 
 
-async def slot_input_files(session: AsyncSession, blobs: BlobStore, actor: Actor, slot_id: str) -> s.InputFileList:
+async def slot_input_files(
+    session: AsyncSession, blobs: BlobStore, actor: Actor, slot_id: str
+) -> s.InputFileList:
     slot, _ = await worker_slot(session, actor, slot_id)
     _unlocked(slot)
     return input_file_list(blobs, await files.list_for_job(session, slot.job_id))
@@ -301,46 +462,87 @@ def input_file_list(blobs: BlobStore, rows: list[Any]) -> s.InputFileList:
     out = []
     for f in rows:
         link = files.download(blobs, f) if f.status == FileStatus.VERIFIED else None
-        out.append(s.InputFileView(id=f.id, filename=f.filename, mime_type=f.mime_type, size_bytes=f.size_bytes,
-                                   sha256=f.sha256, status=f.status, download_url=link.download_url if link else None,
-                                   download_expires_at=link.download_expires_at if link else None,
-                                   created_at=f.created_at))
+        out.append(
+            s.InputFileView(
+                id=f.id,
+                filename=f.filename,
+                mime_type=f.mime_type,
+                size_bytes=f.size_bytes,
+                sha256=f.sha256,
+                status=f.status,
+                download_url=link.download_url if link else None,
+                download_expires_at=link.download_expires_at if link else None,
+                created_at=f.created_at,
+            )
+        )
     return s.InputFileList(files=out)
 
 
-async def request_upload(session: AsyncSession, blobs: BlobStore, settings: Settings, actor: Actor, slot_id: str,
-                         body: UploadRequest) -> UploadTicket:
+async def request_upload(
+    session: AsyncSession,
+    blobs: BlobStore,
+    settings: Settings,
+    actor: Actor,
+    slot_id: str,
+    body: UploadRequest,
+) -> UploadTicket:
     slot, agent = await worker_slot(session, actor, slot_id)
     if slot.status != S.ACKNOWLEDGED:
-        raise Conflict("Uploads are for an acknowledged slot that has not submitted yet.", code="invalid_state",
-                       current_state=slot.status)
+        raise Conflict(
+            "Uploads are for an acknowledged slot that has not submitted yet.",
+            code="invalid_state",
+            current_state=slot.status,
+        )
     if slot.work_deadline_at is not None and slot.work_deadline_at < clock.now():
-        raise Conflict("The work deadline has passed.", code="work_deadline_passed",
-                       work_deadline_at=slot.work_deadline_at.isoformat())
-    return await files.request_upload(session, blobs, settings, kind=FileKind.SLOT_UPLOAD, job_id=slot.job_id,
-                                      slot_id=slot.id, agent_id=agent.id, body=body)
+        raise Conflict(
+            "The work deadline has passed.",
+            code="work_deadline_passed",
+            work_deadline_at=slot.work_deadline_at.isoformat(),
+        )
+    return await files.request_upload(
+        session,
+        blobs,
+        settings,
+        kind=FileKind.SLOT_UPLOAD,
+        job_id=slot.job_id,
+        slot_id=slot.id,
+        agent_id=agent.id,
+        body=body,
+    )
 
 
 INLINE_UPLOAD_MAX_BYTES = 1024 * 1024  # base64 in a JSON message: bigger files take the presigned PUT
 
 
-async def upload_inline(session: AsyncSession, blobs: BlobStore, settings: Settings, actor: Actor, slot_id: str,
-                        body: UploadRequest, data: bytes) -> FileView:
+async def upload_inline(
+    session: AsyncSession,
+    blobs: BlobStore,
+    settings: Settings,
+    actor: Actor,
+    slot_id: str,
+    body: UploadRequest,
+    data: bytes,
+) -> FileView:
     """Upload a small file's bytes in the call itself, for agents that cannot PUT to a URL: the same rules as
     `request_upload`, then the bytes are checked against the declared size and SHA-256, stored and verified.
     ValidationFailed `inline_upload_too_large` past INLINE_UPLOAD_MAX_BYTES."""
     if len(data) > INLINE_UPLOAD_MAX_BYTES:
-        raise ValidationFailed(f"Inline uploads are at most {INLINE_UPLOAD_MAX_BYTES} bytes; request an upload URL "
-                               "and PUT larger files.", code="inline_upload_too_large",
-                               max_bytes=INLINE_UPLOAD_MAX_BYTES, received=len(data))
+        raise ValidationFailed(
+            f"Inline uploads are at most {INLINE_UPLOAD_MAX_BYTES} bytes; request an upload URL "
+            "and PUT larger files.",
+            code="inline_upload_too_large",
+            max_bytes=INLINE_UPLOAD_MAX_BYTES,
+            received=len(data),
+        )
     ticket = await request_upload(session, blobs, settings, actor, slot_id, body)
     file = await files.get(session, ticket.file_id, slot_id=slot_id)
     await files.put_inline(session, blobs, file, data)
     return files.view(file)
 
 
-async def hash_submission_files(session: AsyncSession, blobs: BlobStore, actor: Actor, slot_id: str,
-                                body: s.SubmitBody) -> files.Hashed:
+async def hash_submission_files(
+    session: AsyncSession, blobs: BlobStore, actor: Actor, slot_id: str, body: s.SubmitBody
+) -> files.Hashed:
     """submit's slow part, run before its write transaction: re-hash the slot's uploads the body names."""
     slot, _ = await worker_slot(session, actor, slot_id)
     if slot.status != S.ACKNOWLEDGED:
@@ -354,8 +556,14 @@ async def hash_submission_files(session: AsyncSession, blobs: BlobStore, actor: 
     return await files.prehash(blobs, found)
 
 
-async def submit(session: AsyncSession, blobs: BlobStore, actor: Actor, slot_id: str, body: s.SubmitBody,
-                 hashed: files.Hashed = files.NOT_HASHED) -> s.SubmissionView:
+async def submit(
+    session: AsyncSession,
+    blobs: BlobStore,
+    actor: Actor,
+    slot_id: str,
+    body: s.SubmitBody,
+    hashed: files.Hashed = files.NOT_HASHED,
+) -> s.SubmissionView:
     """Submit the slot's artifact by its work deadline: the payload is validated against the job type, every
     file must be one of this slot's uploads and is re-hashed now (unless `hash_submission_files` matched it
     just before). One submission per slot."""
@@ -363,52 +571,100 @@ async def submit(session: AsyncSession, blobs: BlobStore, actor: Actor, slot_id:
     job = await lock(session, slot.job_id)
     await session.refresh(slot)
     if slot.status == S.SUBMITTED:
-        raise Conflict("This slot has already submitted.", code="already_submitted", current_state=slot.status,
-                       submission_id=await _submission_id(session, slot.id))
+        raise Conflict(
+            "This slot has already submitted.",
+            code="already_submitted",
+            current_state=slot.status,
+            submission_id=await _submission_id(session, slot.id),
+        )
     if slot.status != S.ACKNOWLEDGED:
-        raise Conflict(f"This slot is {slot.status}; only an acknowledged slot can submit.", code="invalid_state",
-                       current_state=slot.status)
+        raise Conflict(
+            f"This slot is {slot.status}; only an acknowledged slot can submit.",
+            code="invalid_state",
+            current_state=slot.status,
+        )
     attached = []
     for index, item in enumerate(body.files or []):
         try:
             f = await files.get(session, item.upload_id, slot_id=slot.id, kind=FileKind.SLOT_UPLOAD)
         except NotFound:
-            raise ValidationFailed("A file is not one of this slot's uploads.", errors=[
-                {"field": f"files.{index}.uploadId", "in": "body", "code": "unknown_upload",
-                 "message": f"{item.upload_id} is not an upload of slot {slot.id}"}]) from None
+            raise ValidationFailed(
+                "A file is not one of this slot's uploads.",
+                errors=[
+                    {
+                        "field": f"files.{index}.uploadId",
+                        "in": "body",
+                        "code": "unknown_upload",
+                        "message": f"{item.upload_id} is not an upload of slot {slot.id}",
+                    }
+                ],
+            ) from None
         attached.append((item.role, f))
     if len({f.id for _, f in attached}) != len(attached):
-        raise ValidationFailed("A file is attached twice.", errors=[
-            {"field": "files", "in": "body", "code": "duplicate_file", "message": "each upload at most once"}])
+        raise ValidationFailed(
+            "A file is attached twice.",
+            errors=[
+                {
+                    "field": "files",
+                    "in": "body",
+                    "code": "duplicate_file",
+                    "message": "each upload at most once",
+                }
+            ],
+        )
     job_type = await job_types.get(session, job.job_type_id) if job.job_type_id else None
     if job_type is not None:
-        job_types.validate_submission(job_type, artifact_type=body.artifact_type, payload=body.structured_payload_json,
-                                      files=[(role, f.mime_type) for role, f in attached])
+        job_types.validate_submission(
+            job_type,
+            artifact_type=body.artifact_type,
+            payload=body.structured_payload_json,
+            files=[(role, f.mime_type) for role, f in attached],
+        )
     await files.verify_all(session, blobs, [f for _, f in attached], hashed)
     now = clock.now()
     moved = await session.execute(
-        update(ParticipationSlot).where(ParticipationSlot.id == slot.id, ParticipationSlot.status == S.ACKNOWLEDGED,
-                                        or_(ParticipationSlot.work_deadline_at.is_(None),
-                                            ParticipationSlot.work_deadline_at >= now))
-        .values(status=S.SUBMITTED, submitted_at=now, updated_at=now).execution_options(synchronize_session=False))
+        update(ParticipationSlot)
+        .where(
+            ParticipationSlot.id == slot.id,
+            ParticipationSlot.status == S.ACKNOWLEDGED,
+            or_(ParticipationSlot.work_deadline_at.is_(None), ParticipationSlot.work_deadline_at >= now),
+        )
+        .values(status=S.SUBMITTED, submitted_at=now, updated_at=now)
+        .execution_options(synchronize_session=False)
+    )
     if not moved.rowcount:  # type: ignore[attr-defined]
         await session.refresh(slot)
         if slot.status == S.ACKNOWLEDGED:
-            raise Conflict("The work deadline has passed.", code="work_deadline_passed",
-                           work_deadline_at=slot.work_deadline_at.isoformat() if slot.work_deadline_at else None)
+            raise Conflict(
+                "The work deadline has passed.",
+                code="work_deadline_passed",
+                work_deadline_at=slot.work_deadline_at.isoformat() if slot.work_deadline_at else None,
+            )
         raise Conflict(f"This slot is {slot.status}.", code="invalid_state", current_state=slot.status)
     preview_json = job_types.review_packet_preview(job_type, body.structured_payload_json) if job_type else {}
-    submission = Submission(job_id=job.id, slot_id=slot.id, worker_agent_id=slot.worker_agent_id,
-                            artifact_type=body.artifact_type, payload_json=body.structured_payload_json,
-                            preview_json=preview_json, storage_uri=body.storage_uri)
+    submission = Submission(
+        job_id=job.id,
+        slot_id=slot.id,
+        worker_agent_id=slot.worker_agent_id,
+        artifact_type=body.artifact_type,
+        payload_json=body.structured_payload_json,
+        preview_json=preview_json,
+        storage_uri=body.storage_uri,
+    )
     session.add(submission)
     await session.flush()
     for role, f in attached:
         session.add(SubmissionFile(submission_id=submission.id, file_id=f.id, role=role))
     await session.flush()
-    await events.record(session, job.id, "submission_received", actor,
-                        {"submissionId": submission.id, "slotId": slot.id, "workerAgentId": slot.worker_agent_id},
-                        notify=[job.requester_agent_id], title=f"New submission: {job.title}")
+    await events.record(
+        session,
+        job.id,
+        "submission_received",
+        actor,
+        {"submissionId": submission.id, "slotId": slot.id, "workerAgentId": slot.worker_agent_id},
+        notify=[job.requester_agent_id],
+        title=f"New submission: {job.title}",
+    )
     await session.refresh(job)
     if job.is_starter:
         from callboard_core.jobs.starter import auto_award
@@ -424,42 +680,63 @@ async def withdraw_slot(session: AsyncSession, actor: Actor, slot_id: str) -> s.
     slot, _ = await worker_slot(session, actor, slot_id)
     if not await admission.end_slot(session, slot, S.WITHDRAWN, "withdrawn_by_worker", actor):
         await session.refresh(slot)
-        raise Conflict(f"This slot is {slot.status}; it cannot be withdrawn.", code="invalid_state",
-                       current_state=slot.status)
-    await session.execute(update(JobApplication).where(JobApplication.id == slot.application_id)
-                          .values(status=A.WITHDRAWN, withdrawn_at=clock.now())
-                          .execution_options(synchronize_session=False))
+        raise Conflict(
+            f"This slot is {slot.status}; it cannot be withdrawn.",
+            code="invalid_state",
+            current_state=slot.status,
+        )
+    await session.execute(
+        update(JobApplication)
+        .where(JobApplication.id == slot.application_id)
+        .values(status=A.WITHDRAWN, withdrawn_at=clock.now())
+        .execution_options(synchronize_session=False)
+    )
     await session.refresh(slot)
     return slot_view(slot)
 
 
 async def submission_status(session: AsyncSession, actor: Actor, submission_id: str) -> s.SubmissionView:
-    sub, _ = await worker_row(session, actor, Submission, submission_id, what="submission",
-                              code="submission_not_found")
+    sub, _ = await worker_row(
+        session, actor, Submission, submission_id, what="submission", code="submission_not_found"
+    )
     return submission_view(sub, job_status=(await get(session, sub.job_id)).status)
 
 
 async def outcomes(session: AsyncSession, actor: Actor, agent_id: str | None = None) -> s.OutcomeList:
     """How each of the worker's slots ended: won, not awarded, no award, expired, withdrawn or pending."""
     worker = await acting_agent(session, actor, agent_id)
-    rows = (await session.execute(
-        select(ParticipationSlot, Job, Submission)
-        .join(Job, Job.id == ParticipationSlot.job_id)
-        .outerjoin(Submission, Submission.slot_id == ParticipationSlot.id)
-        .where(ParticipationSlot.worker_agent_id == worker.id)
-        .order_by(ParticipationSlot.created_at.desc(), ParticipationSlot.id.desc()).limit(200)
-    )).all()
+    rows = (
+        await session.execute(
+            select(ParticipationSlot, Job, Submission)
+            .join(Job, Job.id == ParticipationSlot.job_id)
+            .outerjoin(Submission, Submission.slot_id == ParticipationSlot.id)
+            .where(ParticipationSlot.worker_agent_id == worker.id)
+            .order_by(ParticipationSlot.created_at.desc(), ParticipationSlot.id.desc())
+            .limit(200)
+        )
+    ).all()
     out = []
     for slot, job, sub in rows:
         if sub is not None and sub.status == "AWARDED":
             outcome, decided = "WON", sub.decided_at
         elif sub is not None and sub.status == "NOT_AWARDED":
-            outcome, decided = ("NO_AWARD" if job.status == JobStatus.NO_AWARD else "NOT_AWARDED"), sub.decided_at
+            outcome, decided = (
+                ("NO_AWARD" if job.status == JobStatus.NO_AWARD else "NOT_AWARDED"),
+                sub.decided_at,
+            )
         elif slot.status in (S.EXPIRED, S.WITHDRAWN):
             outcome, decided = str(slot.status), slot.ended_at
         else:
             outcome, decided = "PENDING", None
-        out.append(s.OutcomeView(job_id=job.id, job_title=job.title, job_status=job.status, slot_id=slot.id,
-                                 submission_id=sub.id if sub else None, outcome=outcome,
-                                 decided_at=decided))
+        out.append(
+            s.OutcomeView(
+                job_id=job.id,
+                job_title=job.title,
+                job_status=job.status,
+                slot_id=slot.id,
+                submission_id=sub.id if sub else None,
+                outcome=outcome,
+                decided_at=decided,
+            )
+        )
     return s.OutcomeList(outcomes=out)

@@ -47,49 +47,96 @@ WIN_WEIGHT = 3.0
 # --- input files (drafts) ------------------------------------------------------------------------
 
 
-async def stage_input_file(session: AsyncSession, blobs: BlobStore, settings: Settings, actor: Actor, job_id: str,
-                           body: UploadRequest) -> Any:
+async def stage_input_file(
+    session: AsyncSession,
+    blobs: BlobStore,
+    settings: Settings,
+    actor: Actor,
+    job_id: str,
+    body: UploadRequest,
+) -> Any:
     job = await requester_job(session, actor, job_id)
     if job.status != JobStatus.DRAFT:
         raise Conflict("Input files are staged on a draft.", code="invalid_state", current_state=job.status)
-    return await files.request_upload(session, blobs, settings, kind=FileKind.JOB_INPUT, job_id=job.id,
-                                      agent_id=job.requester_agent_id, body=body)
+    return await files.request_upload(
+        session,
+        blobs,
+        settings,
+        kind=FileKind.JOB_INPUT,
+        job_id=job.id,
+        agent_id=job.requester_agent_id,
+        body=body,
+    )
 
 
-async def list_input_files(session: AsyncSession, blobs: BlobStore, actor: Actor, job_id: str) -> s.InputFileList:
+async def list_input_files(
+    session: AsyncSession, blobs: BlobStore, actor: Actor, job_id: str
+) -> s.InputFileList:
     job = await requester_job(session, actor, job_id)
     return input_file_list(blobs, await files.list_for_job(session, job.id))
 
 
-async def delete_input_file(session: AsyncSession, blobs: BlobStore, actor: Actor, job_id: str, file_id: str) -> s.InputFileList:
+async def delete_input_file(
+    session: AsyncSession, blobs: BlobStore, actor: Actor, job_id: str, file_id: str
+) -> s.InputFileList:
     job = await requester_job(session, actor, job_id)
     if job.status != JobStatus.DRAFT:
-        raise Conflict("Input files can be removed while the job is a draft.", code="invalid_state",
-                       current_state=job.status)
-    await files.delete(session, blobs, await files.get(session, file_id, job_id=job.id, kind=FileKind.JOB_INPUT))
+        raise Conflict(
+            "Input files can be removed while the job is a draft.",
+            code="invalid_state",
+            current_state=job.status,
+        )
+    await files.delete(
+        session, blobs, await files.get(session, file_id, job_id=job.id, kind=FileKind.JOB_INPUT)
+    )
     return input_file_list(blobs, await files.list_for_job(session, job.id))
 
 
 # --- clarifications and events -------------------------------------------------------------------
 
 
-async def clarify(session: AsyncSession, actor: Actor, job_id: str, body: s.ClarificationBody) -> s.ClarificationView:
+async def clarify(
+    session: AsyncSession, actor: Actor, job_id: str, body: s.ClarificationBody
+) -> s.ClarificationView:
     """A note from the requester to every admitted worker (shown with the job once its slot is held)."""
     job = await requester_job(session, actor, job_id)
-    if job.status not in (JobStatus.ADMISSION_OPEN, JobStatus.IN_PROGRESS, JobStatus.IN_REVIEW,
-                          JobStatus.PENDING_ACCEPTANCE):
-        raise Conflict("Clarifications are for a published job that is not closed.", code="invalid_state",
-                       current_state=job.status)
+    if job.status not in (
+        JobStatus.ADMISSION_OPEN,
+        JobStatus.IN_PROGRESS,
+        JobStatus.IN_REVIEW,
+        JobStatus.PENDING_ACCEPTANCE,
+    ):
+        raise Conflict(
+            "Clarifications are for a published job that is not closed.",
+            code="invalid_state",
+            current_state=job.status,
+        )
     clarification = JobClarification(job_id=job.id, author_agent_id=job.requester_agent_id, body=body.body)
     session.add(clarification)
     await session.flush()
-    workers = (await session.scalars(select(ParticipationSlot.worker_agent_id).where(
-        ParticipationSlot.job_id == job.id,
-        ParticipationSlot.status.in_([SlotStatus.GRANTED, SlotStatus.ACKNOWLEDGED, SlotStatus.SUBMITTED])))).all()
-    await events.record(session, job.id, "clarification_posted", actor, {"clarificationId": clarification.id},
-                        notify=list(workers), title=f"Clarification: {job.title}", body=body.body[:500])
-    return s.ClarificationView(id=clarification.id, job_id=job.id, body=clarification.body,
-                               created_at=clarification.created_at)
+    workers = (
+        await session.scalars(
+            select(ParticipationSlot.worker_agent_id).where(
+                ParticipationSlot.job_id == job.id,
+                ParticipationSlot.status.in_(
+                    [SlotStatus.GRANTED, SlotStatus.ACKNOWLEDGED, SlotStatus.SUBMITTED]
+                ),
+            )
+        )
+    ).all()
+    await events.record(
+        session,
+        job.id,
+        "clarification_posted",
+        actor,
+        {"clarificationId": clarification.id},
+        notify=list(workers),
+        title=f"Clarification: {job.title}",
+        body=body.body[:500],
+    )
+    return s.ClarificationView(
+        id=clarification.id, job_id=job.id, body=clarification.body, created_at=clarification.created_at
+    )
 
 
 async def job_events(session: AsyncSession, actor: Actor, job_id: str) -> s.EventList:
@@ -100,14 +147,19 @@ async def job_events(session: AsyncSession, actor: Actor, job_id: str) -> s.Even
 # --- review packets ------------------------------------------------------------------------------
 
 
-async def _files_of(session: AsyncSession, submission_ids: list[str]) -> dict[str, list[tuple[str, StoredFile]]]:
+async def _files_of(
+    session: AsyncSession, submission_ids: list[str]
+) -> dict[str, list[tuple[str, StoredFile]]]:
     out: dict[str, list[tuple[str, StoredFile]]] = {i: [] for i in submission_ids}
     if submission_ids:
-        rows = (await session.execute(
-            select(SubmissionFile.submission_id, SubmissionFile.role, StoredFile)
-            .join(StoredFile, StoredFile.id == SubmissionFile.file_id)
-            .where(SubmissionFile.submission_id.in_(submission_ids)).order_by(StoredFile.created_at)
-        )).all()
+        rows = (
+            await session.execute(
+                select(SubmissionFile.submission_id, SubmissionFile.role, StoredFile)
+                .join(StoredFile, StoredFile.id == SubmissionFile.file_id)
+                .where(SubmissionFile.submission_id.in_(submission_ids))
+                .order_by(StoredFile.created_at)
+            )
+        ).all()
         for sub_id, role, f in rows:
             out[sub_id].append((role, f))
     return out
@@ -115,33 +167,54 @@ async def _files_of(session: AsyncSession, submission_ids: list[str]) -> dict[st
 
 def _file_view(blobs: BlobStore, role: str, f: StoredFile) -> s.SubmissionFileView:
     link = files.download(blobs, f)
-    return s.SubmissionFileView(id=f.id, role=role, filename=f.filename, mime_type=f.mime_type,
-                                size_bytes=f.size_bytes, sha256=f.sha256, download_url=link.download_url)
+    return s.SubmissionFileView(
+        id=f.id,
+        role=role,
+        filename=f.filename,
+        mime_type=f.mime_type,
+        size_bytes=f.size_bytes,
+        sha256=f.sha256,
+        download_url=link.download_url,
+    )
 
 
-async def review_packets(session: AsyncSession, blobs: BlobStore, actor: Actor, job_id: str) -> s.ReviewPacketList:
+async def review_packets(
+    session: AsyncSession, blobs: BlobStore, actor: Actor, job_id: str
+) -> s.ReviewPacketList:
     """Every submission as a packet: the payload's preview fields and the PREVIEW files. Deliverables are
     counted, never linked, until the award releases the winner's."""
     job = await requester_job(session, actor, job_id)
-    rows = (await session.execute(
-        select(Submission, Agent.handle, JobApplication.rookie)
-        .join(Agent, Agent.id == Submission.worker_agent_id)
-        .join(ParticipationSlot, ParticipationSlot.id == Submission.slot_id)
-        .join(JobApplication, JobApplication.id == ParticipationSlot.application_id)
-        .where(Submission.job_id == job.id).order_by(Submission.created_at, Submission.id)
-    )).all()
+    rows = (
+        await session.execute(
+            select(Submission, Agent.handle, JobApplication.rookie)
+            .join(Agent, Agent.id == Submission.worker_agent_id)
+            .join(ParticipationSlot, ParticipationSlot.id == Submission.slot_id)
+            .join(JobApplication, JobApplication.id == ParticipationSlot.application_id)
+            .where(Submission.job_id == job.id)
+            .order_by(Submission.created_at, Submission.id)
+        )
+    ).all()
     attached = await _files_of(session, [sub.id for sub, _, _ in rows])
     packets = []
     for sub, handle, rookie in rows:
         mine = attached[sub.id]
-        packets.append(s.ReviewPacket(
-            submission_id=sub.id, worker_agent_id=sub.worker_agent_id, worker_handle=handle,
-            artifact_type=sub.artifact_type, status=sub.status, payload_preview=sub.preview_json or {},
-            preview_files=[_file_view(blobs, role, f) for role, f in mine if role == "PREVIEW"],
-            deliverable_count=sum(1 for role, _ in mine if role == "DELIVERABLE"), rookie=rookie,
-            submitted_at=sub.created_at))
-    return s.ReviewPacketList(job_id=job.id, job_status=job.status, review_deadline_at=job.review_deadline_at,
-                              packets=packets)
+        packets.append(
+            s.ReviewPacket(
+                submission_id=sub.id,
+                worker_agent_id=sub.worker_agent_id,
+                worker_handle=handle,
+                artifact_type=sub.artifact_type,
+                status=sub.status,
+                payload_preview=sub.preview_json or {},
+                preview_files=[_file_view(blobs, role, f) for role, f in mine if role == "PREVIEW"],
+                deliverable_count=sum(1 for role, _ in mine if role == "DELIVERABLE"),
+                rookie=rookie,
+                submitted_at=sub.created_at,
+            )
+        )
+    return s.ReviewPacketList(
+        job_id=job.id, job_status=job.status, review_deadline_at=job.review_deadline_at, packets=packets
+    )
 
 
 # --- award and no-award --------------------------------------------------------------------------
@@ -152,22 +225,32 @@ async def _close_work(session: AsyncSession, job: Job, *, winner: Submission | N
     completed work for each submitter (starter jobs are practice and count nothing)."""
     now = clock.now()
     await session.execute(
-        update(Submission).where(Submission.job_id == job.id, Submission.status == SubmissionStatus.SUBMITTED,
-                                 Submission.id != (winner.id if winner else ""))
-        .values(status=SubmissionStatus.NOT_AWARDED, decided_at=now).execution_options(synchronize_session=False))
+        update(Submission)
+        .where(
+            Submission.job_id == job.id,
+            Submission.status == SubmissionStatus.SUBMITTED,
+            Submission.id != (winner.id if winner else ""),
+        )
+        .values(status=SubmissionStatus.NOT_AWARDED, decided_at=now)
+        .execution_options(synchronize_session=False)
+    )
     await session.execute(
-        update(ParticipationSlot).where(ParticipationSlot.job_id == job.id,
-                                        ParticipationSlot.status.in_(LIVE_SLOTS))
+        update(ParticipationSlot)
+        .where(ParticipationSlot.job_id == job.id, ParticipationSlot.status.in_(LIVE_SLOTS))
         .values(status=SlotStatus.WITHDRAWN, ended_at=now, end_reason="job_closed", updated_at=now)
-        .execution_options(synchronize_session=False))
+        .execution_options(synchronize_session=False)
+    )
     await session.execute(
-        update(JobApplication).where(JobApplication.job_id == job.id,
-                                     JobApplication.status.in_(OPEN_APPLICATIONS))
+        update(JobApplication)
+        .where(JobApplication.job_id == job.id, JobApplication.status.in_(OPEN_APPLICATIONS))
         .values(status=ApplicationStatus.NOT_ADMITTED, decided_at=now, updated_at=now)
-        .execution_options(synchronize_session=False))
+        .execution_options(synchronize_session=False)
+    )
     if job.is_starter:
         return
-    submitters = (await session.scalars(select(Submission.worker_agent_id).where(Submission.job_id == job.id))).all()
+    submitters = (
+        await session.scalars(select(Submission.worker_agent_id).where(Submission.job_id == job.id))
+    ).all()
     for agent_id in submitters:
         agent = await session.get(Agent, agent_id)
         if agent is None:
@@ -179,8 +262,15 @@ async def _close_work(session: AsyncSession, job: Job, *, winner: Submission | N
         if job.capability_tag_id and job.capability_slug:
             link = await session.get(AgentCapability, (agent_id, job.capability_tag_id))
             if link is None and won:  # a rookie's win earns the tag
-                link = AgentCapability(agent_id=agent_id, tag_id=job.capability_tag_id, tag_slug=job.capability_slug,
-                                       source=CapabilitySource.EARNED, completed_count=0, win_count=0, reputation=0.0)
+                link = AgentCapability(
+                    agent_id=agent_id,
+                    tag_id=job.capability_tag_id,
+                    tag_slug=job.capability_slug,
+                    source=CapabilitySource.EARNED,
+                    completed_count=0,
+                    win_count=0,
+                    reputation=0.0,
+                )
                 session.add(link)
             if link is not None:
                 link.completed_count = (link.completed_count or 0) + 1
@@ -196,56 +286,128 @@ async def award(session: AsyncSession, actor: Actor, job_id: str, body: s.AwardB
     job = await requester_job(session, actor, job_id, for_update=True)
     submission = await session.get(Submission, body.submission_id)
     if submission is None or submission.job_id != job.id:
-        raise ValidationFailed("That submission is not one of this job's.", errors=[
-            {"field": "submissionId", "in": "body", "code": "unknown_submission",
-             "message": f"{body.submission_id} is not a submission of job {job.id}"}])
+        raise ValidationFailed(
+            "That submission is not one of this job's.",
+            errors=[
+                {
+                    "field": "submissionId",
+                    "in": "body",
+                    "code": "unknown_submission",
+                    "message": f"{body.submission_id} is not a submission of job {job.id}",
+                }
+            ],
+        )
     if job.status == JobStatus.AWARDED:
-        raise Conflict("This job has already been awarded.", code="already_awarded", current_state=job.status,
-                       awarded_submission_id=job.awarded_submission_id)
+        raise Conflict(
+            "This job has already been awarded.",
+            code="already_awarded",
+            current_state=job.status,
+            awarded_submission_id=job.awarded_submission_id,
+        )
     return await _award(session, job, submission, actor)
 
 
 async def _award(session: AsyncSession, job: Job, submission: Submission, actor: Actor) -> s.AwardResult:
     now = clock.now()
-    job = await move(session, job, "award", JobStatus.AWARDED, closed_at=now, awarded_submission_id=submission.id)
-    rookie = (await session.scalars(select(JobApplication.rookie).join(
-        ParticipationSlot, ParticipationSlot.application_id == JobApplication.id).where(
-        ParticipationSlot.id == submission.slot_id))).one()
-    record = Award(job_id=job.id, submission_id=submission.id, worker_agent_id=submission.worker_agent_id,
-                   decided_by_type=actor.kind if actor.id else "system", decided_by_id=actor.id, rookie_win=rookie)
-    await add_or_conflict(session, record, Conflict("This job has already been awarded.", code="already_awarded"))
-    await session.execute(update(Submission).where(Submission.id == submission.id)
-                          .values(status=SubmissionStatus.AWARDED, decided_at=now)
-                          .execution_options(synchronize_session=False))
+    job = await move(
+        session, job, "award", JobStatus.AWARDED, closed_at=now, awarded_submission_id=submission.id
+    )
+    rookie = (
+        await session.scalars(
+            select(JobApplication.rookie)
+            .join(ParticipationSlot, ParticipationSlot.application_id == JobApplication.id)
+            .where(ParticipationSlot.id == submission.slot_id)
+        )
+    ).one()
+    record = Award(
+        job_id=job.id,
+        submission_id=submission.id,
+        worker_agent_id=submission.worker_agent_id,
+        decided_by_type=actor.kind if actor.id else "system",
+        decided_by_id=actor.id,
+        rookie_win=rookie,
+    )
+    await add_or_conflict(
+        session, record, Conflict("This job has already been awarded.", code="already_awarded")
+    )
+    await session.execute(
+        update(Submission)
+        .where(Submission.id == submission.id)
+        .values(status=SubmissionStatus.AWARDED, decided_at=now)
+        .execution_options(synchronize_session=False)
+    )
     await _close_work(session, job, winner=submission)
-    losers = (await session.scalars(select(Submission.worker_agent_id).where(
-        Submission.job_id == job.id, Submission.id != submission.id))).all()
-    await events.record(session, job.id, "awarded", actor,
-                        {"awardId": record.id, "submissionId": submission.id,
-                         "workerAgentId": submission.worker_agent_id, "rookieWin": rookie},
-                        notify=[submission.worker_agent_id], title=f"You won: {job.title}")
+    losers = (
+        await session.scalars(
+            select(Submission.worker_agent_id).where(
+                Submission.job_id == job.id, Submission.id != submission.id
+            )
+        )
+    ).all()
+    await events.record(
+        session,
+        job.id,
+        "awarded",
+        actor,
+        {
+            "awardId": record.id,
+            "submissionId": submission.id,
+            "workerAgentId": submission.worker_agent_id,
+            "rookieWin": rookie,
+        },
+        notify=[submission.worker_agent_id],
+        title=f"You won: {job.title}",
+    )
     if losers:
-        await events.record(session, job.id, "submissions_not_awarded", SYSTEM, {"count": len(losers)},
-                            notify=list(losers), title=f"Not awarded: {job.title}")
+        await events.record(
+            session,
+            job.id,
+            "submissions_not_awarded",
+            SYSTEM,
+            {"count": len(losers)},
+            notify=list(losers),
+            title=f"Not awarded: {job.title}",
+        )
     return s.AwardResult(job=view(job), award=award_view(record))
 
 
 def award_view(a: Award) -> s.AwardView:
-    return s.AwardView(id=a.id, job_id=a.job_id, submission_id=a.submission_id, worker_agent_id=a.worker_agent_id,
-                       rookie_win=a.rookie_win, created_at=a.created_at)
+    return s.AwardView(
+        id=a.id,
+        job_id=a.job_id,
+        submission_id=a.submission_id,
+        worker_agent_id=a.worker_agent_id,
+        rookie_win=a.rookie_win,
+        created_at=a.created_at,
+    )
 
 
 async def no_award(session: AsyncSession, actor: Actor, job_id: str, body: s.NoAwardBody) -> s.JobView:
     """Close the job without a winner (in review, or earlier to stop it), with a reason code."""
     job = await requester_job(session, actor, job_id, for_update=True)
     now = clock.now()
-    job = await move(session, job, "no_award", JobStatus.NO_AWARD, closed_at=now,
-                     no_award_reason_code=body.reason_code, no_award_reason_text=body.reason_text)
+    job = await move(
+        session,
+        job,
+        "no_award",
+        JobStatus.NO_AWARD,
+        closed_at=now,
+        no_award_reason_code=body.reason_code,
+        no_award_reason_text=body.reason_text,
+    )
     await _close_work(session, job, winner=None)
-    submitters = (await session.scalars(select(Submission.worker_agent_id).where(Submission.job_id == job.id))).all()
-    await events.record(session, job.id, "closed_no_award", actor,
-                        {"reasonCode": body.reason_code, "reasonText": body.reason_text},
-                        notify=list(submitters), title=f"No award: {job.title}")
+    submitters = (
+        await session.scalars(select(Submission.worker_agent_id).where(Submission.job_id == job.id))
+    ).all()
+    await events.record(
+        session,
+        job.id,
+        "closed_no_award",
+        actor,
+        {"reasonCode": body.reason_code, "reasonText": body.reason_text},
+        notify=list(submitters),
+        title=f"No award: {job.title}",
+    )
     return view(job)
 
 
@@ -256,13 +418,21 @@ async def _artifact(session: AsyncSession, blobs: BlobStore, award_row: Award) -
     sub = await session.get(Submission, award_row.submission_id)
     assert sub is not None
     attached = (await _files_of(session, [sub.id]))[sub.id]
-    return s.ReleasedArtifact(award_id=award_row.id, job_id=award_row.job_id, submission_id=sub.id,
-                              worker_agent_id=sub.worker_agent_id, artifact_type=sub.artifact_type,
-                              structured_payload_json=sub.payload_json or {}, storage_uri=sub.storage_uri,
-                              files=[_file_view(blobs, role, f) for role, f in attached])
+    return s.ReleasedArtifact(
+        award_id=award_row.id,
+        job_id=award_row.job_id,
+        submission_id=sub.id,
+        worker_agent_id=sub.worker_agent_id,
+        artifact_type=sub.artifact_type,
+        structured_payload_json=sub.payload_json or {},
+        storage_uri=sub.storage_uri,
+        files=[_file_view(blobs, role, f) for role, f in attached],
+    )
 
 
-async def released_artifact(session: AsyncSession, blobs: BlobStore, actor: Actor, award_id: str) -> s.ReleasedArtifact:
+async def released_artifact(
+    session: AsyncSession, blobs: BlobStore, actor: Actor, award_id: str
+) -> s.ReleasedArtifact:
     """The winning submission in full, deliverables included, for the job's requester (or owner)."""
     award_row = await session.get(Award, award_id)
     if award_row is None:
@@ -281,7 +451,13 @@ async def raw_artifact(session: AsyncSession, blobs: BlobStore, submission_id: s
         raise NotFound("No such submission.", code="submission_not_found")
     attached = (await _files_of(session, [sub.id]))[sub.id]
     award_id = (await session.scalars(select(Award.id).where(Award.submission_id == sub.id))).one_or_none()
-    return s.ReleasedArtifact(award_id=award_id, job_id=sub.job_id, submission_id=sub.id,
-                              worker_agent_id=sub.worker_agent_id, artifact_type=sub.artifact_type,
-                              structured_payload_json=sub.payload_json or {}, storage_uri=sub.storage_uri,
-                              files=[_file_view(blobs, role, f) for role, f in attached])
+    return s.ReleasedArtifact(
+        award_id=award_id,
+        job_id=sub.job_id,
+        submission_id=sub.id,
+        worker_agent_id=sub.worker_agent_id,
+        artifact_type=sub.artifact_type,
+        structured_payload_json=sub.payload_json or {},
+        storage_uri=sub.storage_uri,
+        files=[_file_view(blobs, role, f) for role, f in attached],
+    )

@@ -21,7 +21,14 @@ Reserved = Annotated[int, Field(ge=0, le=10_000)]
 DurationMs = Annotated[int, Field(ge=60_000, le=30 * 24 * 3600 * 1000)]
 
 JobStatusName = Literal[
-    "DRAFT", "PENDING_ACCEPTANCE", "ADMISSION_OPEN", "IN_PROGRESS", "IN_REVIEW", "AWARDED", "NO_AWARD", "CANCELLED"
+    "DRAFT",
+    "PENDING_ACCEPTANCE",
+    "ADMISSION_OPEN",
+    "IN_PROGRESS",
+    "IN_REVIEW",
+    "AWARDED",
+    "NO_AWARD",
+    "CANCELLED",
 ]
 ApplicationStatusName = Literal["PENDING", "ADMITTED", "WAITLISTED", "NOT_ADMITTED", "WITHDRAWN"]
 SlotStatusName = Literal["GRANTED", "ACKNOWLEDGED", "SUBMITTED", "EXPIRED", "WITHDRAWN"]
@@ -60,8 +67,10 @@ class JobFields(ApiModel):
     new_worker_reserved_application_count: Reserved | None = None
     new_worker_reserved_slot_count: Reserved | None = None
     direct_hire_worker_agent_id: Ident | None = Field(
-        default=None, description="Make this a Direct Hire for one named worker agent (published as "
-        "PENDING_ACCEPTANCE until the worker accepts).")
+        default=None,
+        description="Make this a Direct Hire for one named worker agent (published as "
+        "PENDING_ACCEPTANCE until the worker accepts).",
+    )
 
 
 class JobCreate(JobFields):
@@ -98,7 +107,9 @@ class NoAwardBody(ApiModel):
 
 
 class InvitationCreate(ApiModel):
-    worker_agent_id: Ident = Field(validation_alias=AliasChoices("workerAgentId", "agentId", "worker_agent_id"))
+    worker_agent_id: Ident = Field(
+        validation_alias=AliasChoices("workerAgentId", "agentId", "worker_agent_id")
+    )
     message: Annotated[str, StringConstraints(max_length=2000)] | None = None
 
 

@@ -35,37 +35,71 @@ DEFAULT_PARTICIPANT_CAP = 3
 
 def view(job: Job) -> s.JobView:
     return s.JobView(
-        id=job.id, status=job.status, title=job.title, description=job.description, job_type_key=job.job_type_key,
-        job_type_id=job.job_type_id, capability_slug=job.capability_slug, capability_tag_id=job.capability_tag_id,
-        preview_json=job.preview_json, work_brief_json=job.work_brief_json, requirements_json=job.requirements_json,
+        id=job.id,
+        status=job.status,
+        title=job.title,
+        description=job.description,
+        job_type_key=job.job_type_key,
+        job_type_id=job.job_type_id,
+        capability_slug=job.capability_slug,
+        capability_tag_id=job.capability_tag_id,
+        preview_json=job.preview_json,
+        work_brief_json=job.work_brief_json,
+        requirements_json=job.requirements_json,
         submission_requirements_json=job.submission_requirements_json,
-        reward_amount_cents=job.reward_amount_cents, currency=job.currency, application_cap=job.application_cap,
+        reward_amount_cents=job.reward_amount_cents,
+        currency=job.currency,
+        application_cap=job.application_cap,
         participant_cap=job.participant_cap,
         new_worker_reserved_application_count=job.new_worker_reserved_application_count,
         new_worker_reserved_slot_count=job.new_worker_reserved_slot_count,
-        admission_closes_at=job.admission_closes_at, fair_work_duration_ms=job.fair_work_duration_ms,
-        latest_submission_deadline_at=job.latest_submission_deadline_at, review_deadline_at=job.review_deadline_at,
-        requester_agent_id=job.requester_agent_id, is_house=job.is_house, is_starter=job.is_starter,
-        direct_hire_worker_agent_id=job.direct_hire_worker_agent_id, application_count=job.application_count,
-        reserved_participants=job.reserved_participants, no_award_reason_code=job.no_award_reason_code,
-        no_award_reason_text=job.no_award_reason_text, awarded_submission_id=job.awarded_submission_id,
-        published_at=job.published_at, admission_closed_at=job.admission_closed_at,
-        review_started_at=job.review_started_at, closed_at=job.closed_at, created_at=job.created_at,
+        admission_closes_at=job.admission_closes_at,
+        fair_work_duration_ms=job.fair_work_duration_ms,
+        latest_submission_deadline_at=job.latest_submission_deadline_at,
+        review_deadline_at=job.review_deadline_at,
+        requester_agent_id=job.requester_agent_id,
+        is_house=job.is_house,
+        is_starter=job.is_starter,
+        direct_hire_worker_agent_id=job.direct_hire_worker_agent_id,
+        application_count=job.application_count,
+        reserved_participants=job.reserved_participants,
+        no_award_reason_code=job.no_award_reason_code,
+        no_award_reason_text=job.no_award_reason_text,
+        awarded_submission_id=job.awarded_submission_id,
+        published_at=job.published_at,
+        admission_closed_at=job.admission_closed_at,
+        review_started_at=job.review_started_at,
+        closed_at=job.closed_at,
+        created_at=job.created_at,
         updated_at=job.updated_at,
     )
 
 
 def preview(job: Job, *, rookie: bool = False) -> s.JobPreview:
     return s.JobPreview(
-        id=job.id, status=job.status, title=job.title, description=job.description, job_type_key=job.job_type_key,
-        capability_slug=job.capability_slug, preview_json=job.preview_json, requirements_json=job.requirements_json,
-        submission_requirements_json=job.submission_requirements_json, reward_amount_cents=job.reward_amount_cents,
-        currency=job.currency, application_cap=job.application_cap, participant_cap=job.participant_cap,
-        application_count=job.application_count, admission_closes_at=job.admission_closes_at,
+        id=job.id,
+        status=job.status,
+        title=job.title,
+        description=job.description,
+        job_type_key=job.job_type_key,
+        capability_slug=job.capability_slug,
+        preview_json=job.preview_json,
+        requirements_json=job.requirements_json,
+        submission_requirements_json=job.submission_requirements_json,
+        reward_amount_cents=job.reward_amount_cents,
+        currency=job.currency,
+        application_cap=job.application_cap,
+        participant_cap=job.participant_cap,
+        application_count=job.application_count,
+        admission_closes_at=job.admission_closes_at,
         fair_work_duration_ms=job.fair_work_duration_ms,
-        latest_submission_deadline_at=job.latest_submission_deadline_at, review_deadline_at=job.review_deadline_at,
-        requester_agent_id=job.requester_agent_id, is_house=job.is_house,
-        direct_hire=job.direct_hire_worker_agent_id is not None, rookie=rookie, published_at=job.published_at,
+        latest_submission_deadline_at=job.latest_submission_deadline_at,
+        review_deadline_at=job.review_deadline_at,
+        requester_agent_id=job.requester_agent_id,
+        is_house=job.is_house,
+        direct_hire=job.direct_hire_worker_agent_id is not None,
+        rookie=rookie,
+        published_at=job.published_at,
     )
 
 
@@ -92,9 +126,11 @@ async def lock(session: AsyncSession, job_id: str) -> Job:
     serialised by BEGIN IMMEDIATE). Every write that changes a job's participants takes this lock before it
     touches any child row (application, slot, invitation, submission), so such writes queue in one order:
     no deadlock between them, and no write skew (two last submissions each missing the other's)."""
-    job = (await session.scalars(
-        select(Job).where(Job.id == job_id).with_for_update().execution_options(populate_existing=True)
-    )).one_or_none()
+    job = (
+        await session.scalars(
+            select(Job).where(Job.id == job_id).with_for_update().execution_options(populate_existing=True)
+        )
+    ).one_or_none()
     if job is None:
         raise NotFound("No such job.", code="job_not_found")
     return job
@@ -115,33 +151,53 @@ async def move(session: AsyncSession, job: Job, move_name: str, target: JobStatu
     """Compare-and-set the job's status along the state table; a lost race is a 409 with the current state."""
     check_job(move_name, job.status, target, job_id=job.id)
     sources = job_sources(move_name, target)
-    moved = (await session.scalars(
-        update(Job).where(Job.id == job.id, Job.status.in_([str(x) for x in sources]))
-        .values(status=target, updated_at=clock.now(), **values).returning(Job)
-        .execution_options(populate_existing=True)
-    )).one_or_none()
+    moved = (
+        await session.scalars(
+            update(Job)
+            .where(Job.id == job.id, Job.status.in_([str(x) for x in sources]))
+            .values(status=target, updated_at=clock.now(), **values)
+            .returning(Job)
+            .execution_options(populate_existing=True)
+        )
+    ).one_or_none()
     if moved is None:
         await session.refresh(job)
         check_job(move_name, job.status, target, job_id=job.id)
-        raise Conflict("The job changed while this request ran; try again.", code="invalid_state",
-                       current_state=job.status)
+        raise Conflict(
+            "The job changed while this request ran; try again.",
+            code="invalid_state",
+            current_state=job.status,
+        )
     return moved
 
 
 # --- create, update, publish ---------------------------------------------------------------------
 
 
-async def _resolve_capability(session: AsyncSession, slug: str | None, tag_id: str | None) -> CapabilityTag | None:
+async def _resolve_capability(
+    session: AsyncSession, slug: str | None, tag_id: str | None
+) -> CapabilityTag | None:
     if slug is None and tag_id is None:
         return None
     stmt = select(CapabilityTag).where(CapabilityTag.status == TaxonomyStatus.ACTIVE)
-    stmt = stmt.where(CapabilityTag.slug == slug.strip().lower()) if slug else stmt.where(CapabilityTag.id == tag_id)
+    stmt = (
+        stmt.where(CapabilityTag.slug == slug.strip().lower())
+        if slug
+        else stmt.where(CapabilityTag.id == tag_id)
+    )
     tag = (await session.scalars(stmt)).one_or_none()
     if tag is None or (slug and tag_id and tag.id != tag_id):
         field = "capabilitySlug" if slug else "capabilityTagId"
-        raise ValidationFailed("Unknown capability; see GET /capabilities/tags.", errors=[
-            {"field": field, "code": "unknown_capability", "message": f"no active capability tag {slug or tag_id!r}"}
-        ])
+        raise ValidationFailed(
+            "Unknown capability; see GET /capabilities/tags.",
+            errors=[
+                {
+                    "field": field,
+                    "code": "unknown_capability",
+                    "message": f"no active capability tag {slug or tag_id!r}",
+                }
+            ],
+        )
     return tag
 
 
@@ -152,14 +208,25 @@ def _check_schedule(job: Job, now: datetime, *, publishing: bool = False) -> Non
     def err(field: str, code: str, message: str) -> None:
         errors.append({"field": field, "code": code, "message": message})
 
-    admission, latest, review = job.admission_closes_at, job.latest_submission_deadline_at, job.review_deadline_at
+    admission, latest, review = (
+        job.admission_closes_at,
+        job.latest_submission_deadline_at,
+        job.review_deadline_at,
+    )
     if admission <= now:
-        err("admissionClosesAt", "in_past", "must be in the future" + (" at publish time" if publishing else ""))
+        err(
+            "admissionClosesAt",
+            "in_past",
+            "must be in the future" + (" at publish time" if publishing else ""),
+        )
     if latest <= admission:
         err("latestSubmissionDeadlineAt", "out_of_order", "must be after admissionClosesAt")
     elif admission + timedelta(milliseconds=job.fair_work_duration_ms) > latest:
-        err("fairWorkDurationMs", "does_not_fit",
-            "the fair work duration must fit between admissionClosesAt and latestSubmissionDeadlineAt")
+        err(
+            "fairWorkDurationMs",
+            "does_not_fit",
+            "the fair work duration must fit between admissionClosesAt and latestSubmissionDeadlineAt",
+        )
     if review < latest:
         err("reviewDeadlineAt", "out_of_order", "must be at or after latestSubmissionDeadlineAt")
     if job.new_worker_reserved_application_count > job.application_cap:
@@ -169,17 +236,37 @@ def _check_schedule(job: Job, now: datetime, *, publishing: bool = False) -> Non
     if job.direct_hire_worker_agent_id and job.participant_cap != 1:
         err("participantCap", "direct_hire", "a Direct Hire has exactly one participant")
     if errors:
-        raise ValidationFailed("The job is not valid: " + "; ".join(f"{e['field']} {e['message']}" for e in errors),
-                               errors=errors)
+        raise ValidationFailed(
+            "The job is not valid: " + "; ".join(f"{e['field']} {e['message']}" for e in errors),
+            errors=errors,
+        )
 
 
-_REQUIRED = ("title", "admission_closes_at", "fair_work_duration_ms", "latest_submission_deadline_at",
-             "review_deadline_at", "application_cap", "participant_cap")
+_REQUIRED = (
+    "title",
+    "admission_closes_at",
+    "fair_work_duration_ms",
+    "latest_submission_deadline_at",
+    "review_deadline_at",
+    "application_cap",
+    "participant_cap",
+)
 _SIMPLE_FIELDS = (
-    "title", "description", "preview_json", "work_brief_json", "requirements_json", "submission_requirements_json",
-    "reward_amount_cents", "application_cap", "participant_cap", "new_worker_reserved_application_count",
-    "new_worker_reserved_slot_count", "admission_closes_at", "fair_work_duration_ms",
-    "latest_submission_deadline_at", "review_deadline_at",
+    "title",
+    "description",
+    "preview_json",
+    "work_brief_json",
+    "requirements_json",
+    "submission_requirements_json",
+    "reward_amount_cents",
+    "application_cap",
+    "participant_cap",
+    "new_worker_reserved_application_count",
+    "new_worker_reserved_slot_count",
+    "admission_closes_at",
+    "fair_work_duration_ms",
+    "latest_submission_deadline_at",
+    "review_deadline_at",
 )
 
 
@@ -189,12 +276,24 @@ async def _apply_fields(session: AsyncSession, job: Job, body: s.JobFields, requ
         if name in given:
             value = getattr(body, name)
             if value is None and name in _REQUIRED:
-                raise ValidationFailed(f"{name} cannot be null.", errors=[
-                    {"field": s.JobFields.model_fields[name].alias or name, "code": "null", "message": "cannot be null"}])
+                raise ValidationFailed(
+                    f"{name} cannot be null.",
+                    errors=[
+                        {
+                            "field": s.JobFields.model_fields[name].alias or name,
+                            "code": "null",
+                            "message": "cannot be null",
+                        }
+                    ],
+                )
             setattr(job, name, value)
-    for name, default in (("application_cap", DEFAULT_APPLICATION_CAP), ("participant_cap", DEFAULT_PARTICIPANT_CAP),
-                          ("new_worker_reserved_application_count", 0), ("new_worker_reserved_slot_count", 0),
-                          ("reward_amount_cents", 0)):
+    for name, default in (
+        ("application_cap", DEFAULT_APPLICATION_CAP),
+        ("participant_cap", DEFAULT_PARTICIPANT_CAP),
+        ("new_worker_reserved_application_count", 0),
+        ("new_worker_reserved_slot_count", 0),
+        ("reward_amount_cents", 0),
+    ):
         if getattr(job, name) is None:
             setattr(job, name, default)
     if "currency" in given and body.currency:
@@ -215,11 +314,27 @@ async def _apply_fields(session: AsyncSession, job: Job, body: s.JobFields, requ
         if worker_id is not None:
             worker = await session.get(Agent, worker_id)
             if worker is None or worker.deleted_at is not None:
-                raise ValidationFailed("No such worker agent.", errors=[
-                    {"field": "directHireWorkerAgentId", "code": "unknown_agent", "message": "no such agent"}])
+                raise ValidationFailed(
+                    "No such worker agent.",
+                    errors=[
+                        {
+                            "field": "directHireWorkerAgentId",
+                            "code": "unknown_agent",
+                            "message": "no such agent",
+                        }
+                    ],
+                )
             if worker.owner_id is not None and worker.owner_id == requester.owner_id:
-                raise ValidationFailed("A Direct Hire cannot name an agent of the same owner.", errors=[
-                    {"field": "directHireWorkerAgentId", "code": "same_owner", "message": "same owner as requester"}])
+                raise ValidationFailed(
+                    "A Direct Hire cannot name an agent of the same owner.",
+                    errors=[
+                        {
+                            "field": "directHireWorkerAgentId",
+                            "code": "same_owner",
+                            "message": "same owner as requester",
+                        }
+                    ],
+                )
             if "participant_cap" not in given:
                 job.participant_cap = 1
         job.direct_hire_worker_agent_id = worker_id
@@ -230,8 +345,12 @@ async def create(session: AsyncSession, actor: Actor, body: s.JobCreate) -> s.Jo
     requester_id = body.requester_agent_id if isinstance(body, s.OwnerJobCreate) else None
     requester = await acting_agent(session, actor, requester_id)
     require_can_work(requester, role="requester")
-    job = Job(requester_agent_id=requester.id, owner_id=requester.owner_id, status=JobStatus.DRAFT,
-              is_house=requester.is_house)
+    job = Job(
+        requester_agent_id=requester.id,
+        owner_id=requester.owner_id,
+        status=JobStatus.DRAFT,
+        is_house=requester.is_house,
+    )
     await _apply_fields(session, job, body, requester)
     _check_schedule(job, clock.now())
     session.add(job)
@@ -262,8 +381,13 @@ async def hash_inputs(session: AsyncSession, blobs: BlobStore, actor: Actor, job
     return await files.prehash(blobs, await files.list_for_job(session, job.id))
 
 
-async def publish(session: AsyncSession, blobs: BlobStore, actor: Actor, job_id: str,
-                  hashed: files.Hashed = files.NOT_HASHED) -> s.JobView:
+async def publish(
+    session: AsyncSession,
+    blobs: BlobStore,
+    actor: Actor,
+    job_id: str,
+    hashed: files.Hashed = files.NOT_HASHED,
+) -> s.JobView:
     """DRAFT to ADMISSION_OPEN (or PENDING_ACCEPTANCE for a Direct Hire). Input files are re-hashed now,
     unless `hash_inputs` matched them just before."""
     job = await requester_job(session, actor, job_id, for_update=True)
@@ -277,7 +401,8 @@ async def publish(session: AsyncSession, blobs: BlobStore, actor: Actor, job_id:
         raise PaymentNotReady(
             "Paid jobs need the owner's card on file and funded escrow, which this deployment cannot take yet. "
             "Publish it with rewardAmountCents 0, or keep it as a draft.",
-            requirements=["CARD_ON_FILE"], reward_amount_cents=job.reward_amount_cents,
+            requirements=["CARD_ON_FILE"],
+            reward_amount_cents=job.reward_amount_cents,
         )
     await files.verify_all(session, blobs, await files.list_for_job(session, job.id), hashed)
     if job.direct_hire_worker_agent_id:
@@ -285,17 +410,35 @@ async def publish(session: AsyncSession, blobs: BlobStore, actor: Actor, job_id:
         if worker is None or worker.deleted_at is not None:
             raise Conflict("The Direct Hire worker no longer exists.", code="worker_unavailable")
         require_can_work(worker, role="worker")
-        job = await move(session, job, "publish_direct_hire", JobStatus.PENDING_ACCEPTANCE, published_at=now,
-                         reserved_participants=1)
-        invitation = JobInvitation(job_id=job.id, worker_agent_id=worker.id, expires_at=job.admission_closes_at,
-                                   message="Direct Hire")
+        job = await move(
+            session,
+            job,
+            "publish_direct_hire",
+            JobStatus.PENDING_ACCEPTANCE,
+            published_at=now,
+            reserved_participants=1,
+        )
+        invitation = JobInvitation(
+            job_id=job.id,
+            worker_agent_id=worker.id,
+            expires_at=job.admission_closes_at,
+            message="Direct Hire",
+        )
         session.add(invitation)
         await session.flush()
-        await events.record(session, job.id, "published", actor, {"directHire": True, "invitationId": invitation.id})
-        await events.record(session, job.id, "invitation_sent", actor,
-                            {"invitationId": invitation.id, "workerAgentId": worker.id, "directHire": True},
-                            notify=[worker.id], title=f"Direct Hire offer: {job.title}",
-                            body="Accept or decline with POST /api/v2/invitations/{id}/respond.")
+        await events.record(
+            session, job.id, "published", actor, {"directHire": True, "invitationId": invitation.id}
+        )
+        await events.record(
+            session,
+            job.id,
+            "invitation_sent",
+            actor,
+            {"invitationId": invitation.id, "workerAgentId": worker.id, "directHire": True},
+            notify=[worker.id],
+            title=f"Direct Hire offer: {job.title}",
+            body="Accept or decline with POST /api/v2/invitations/{id}/respond.",
+        )
         return view(job)
     job = await move(session, job, "publish", JobStatus.ADMISSION_OPEN, published_at=now)
     await events.record(session, job.id, "published", actor, {})
@@ -315,8 +458,14 @@ async def list_for_owner(session: AsyncSession, user_id: str, query: s.OwnerJobs
     if query.cursor:
         created, ident = decode_cursor(query.cursor)
         stmt = stmt.where((Job.created_at < created) | ((Job.created_at == created) & (Job.id < ident)))
-    rows = list((await session.scalars(stmt.order_by(Job.created_at.desc(), Job.id.desc()).limit(query.limit + 1))).all())
+    rows = list(
+        (
+            await session.scalars(stmt.order_by(Job.created_at.desc(), Job.id.desc()).limit(query.limit + 1))
+        ).all()
+    )
     more = len(rows) > query.limit
     rows = rows[: query.limit]
-    return s.OwnerJobList(jobs=[view(j) for j in rows],
-                          next_cursor=encode_cursor(rows[-1].created_at, rows[-1].id) if more and rows else None)
+    return s.OwnerJobList(
+        jobs=[view(j) for j in rows],
+        next_cursor=encode_cursor(rows[-1].created_at, rows[-1].id) if more and rows else None,
+    )

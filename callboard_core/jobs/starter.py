@@ -26,8 +26,8 @@ STARTER_WORK = timedelta(hours=24)
 STARTER_BRIEF = {
     "task": "Introduce yourself to requesters.",
     "instructions": "Submit artifactType 'text' with structuredPayloadJson {summary, answer}: a one-line summary of "
-                    "what you do best, and in answer a short paragraph on how you work and what you need from a "
-                    "requester. Valid submissions are awarded automatically.",
+    "what you do best, and in answer a short paragraph on how you work and what you need from a "
+    "requester. Valid submissions are awarded automatically.",
 }
 
 
@@ -36,9 +36,16 @@ async def house_agent(session: AsyncSession) -> Agent:
     if agent is None:
         try:
             async with session.begin_nested():
-                agent = Agent(name="callboard starter jobs", handle=HOUSE_HANDLE, endpoint_url="https://callboard.local/house",
-                              description="The platform's house requester for starter jobs.", is_house=True,
-                              claim_status=ClaimStatus.CLAIMED, status=AgentStatus.ACTIVE, worker_enabled=False)
+                agent = Agent(
+                    name="callboard starter jobs",
+                    handle=HOUSE_HANDLE,
+                    endpoint_url="https://callboard.local/house",
+                    description="The platform's house requester for starter jobs.",
+                    is_house=True,
+                    claim_status=ClaimStatus.CLAIMED,
+                    status=AgentStatus.ACTIVE,
+                    worker_enabled=False,
+                )
                 session.add(agent)
                 await session.flush()
         except IntegrityError:
@@ -50,43 +57,81 @@ async def start(session: AsyncSession, actor: Actor, agent_id: str | None = None
     """Create (or, while one is active, return) this worker's starter job, admitted and acknowledged."""
     worker = await acting_agent(session, actor, agent_id)
     require_can_work(worker, role="worker")
-    active = (await session.execute(
-        select(ParticipationSlot, Job).join(Job, Job.id == ParticipationSlot.job_id)
-        .where(ParticipationSlot.worker_agent_id == worker.id, Job.is_starter.is_(True),
-               ParticipationSlot.status.in_(LIVE_SLOTS))
-    )).first()
+    active = (
+        await session.execute(
+            select(ParticipationSlot, Job)
+            .join(Job, Job.id == ParticipationSlot.job_id)
+            .where(
+                ParticipationSlot.worker_agent_id == worker.id,
+                Job.is_starter.is_(True),
+                ParticipationSlot.status.in_(LIVE_SLOTS),
+            )
+        )
+    ).first()
     if active is not None:
         slot, job = active
         action = next_action_for(slot)
         assert action is not None
-        return s.StarterJobResult(job=view(job), slot=slot_view(slot, job_title=job.title), next_action=action,
-                                  created=False)
+        return s.StarterJobResult(
+            job=view(job), slot=slot_view(slot, job_title=job.title), next_action=action, created=False
+        )
     house = await house_agent(session)
     jt = await job_types.get_active(session, key=DEFAULT_JOB_TYPE)
     now = clock.now()
-    job = Job(requester_agent_id=house.id, owner_id=None, status=JobStatus.IN_PROGRESS, title="Starter job: introduce yourself",
-              description="A free practice job: learn the submit flow. Awarded automatically when valid.",
-              job_type_id=jt.id, job_type_key=jt.key, work_brief_json=STARTER_BRIEF,
-              preview_json={"kind": "starter"}, submission_requirements_json=jt.submission_requirements_json,
-              reward_amount_cents=0, application_cap=1, participant_cap=1, admission_closes_at=now,
-              fair_work_duration_ms=int(STARTER_WORK.total_seconds() * 1000),
-              latest_submission_deadline_at=now + STARTER_WORK, review_deadline_at=now + STARTER_WORK * 2,
-              is_house=True, is_starter=True, reserved_participants=1, published_at=now, admission_closed_at=now)
+    job = Job(
+        requester_agent_id=house.id,
+        owner_id=None,
+        status=JobStatus.IN_PROGRESS,
+        title="Starter job: introduce yourself",
+        description="A free practice job: learn the submit flow. Awarded automatically when valid.",
+        job_type_id=jt.id,
+        job_type_key=jt.key,
+        work_brief_json=STARTER_BRIEF,
+        preview_json={"kind": "starter"},
+        submission_requirements_json=jt.submission_requirements_json,
+        reward_amount_cents=0,
+        application_cap=1,
+        participant_cap=1,
+        admission_closes_at=now,
+        fair_work_duration_ms=int(STARTER_WORK.total_seconds() * 1000),
+        latest_submission_deadline_at=now + STARTER_WORK,
+        review_deadline_at=now + STARTER_WORK * 2,
+        is_house=True,
+        is_starter=True,
+        reserved_participants=1,
+        published_at=now,
+        admission_closed_at=now,
+    )
     session.add(job)
     await session.flush()
-    application = JobApplication(job_id=job.id, worker_agent_id=worker.id, status=ApplicationStatus.ADMITTED,
-                                 new_worker=worker.total_tasks == 0, decided_at=now)
+    application = JobApplication(
+        job_id=job.id,
+        worker_agent_id=worker.id,
+        status=ApplicationStatus.ADMITTED,
+        new_worker=worker.total_tasks == 0,
+        decided_at=now,
+    )
     session.add(application)
     await session.flush()
-    slot = ParticipationSlot(job_id=job.id, application_id=application.id, worker_agent_id=worker.id,
-                             status=SlotStatus.ACKNOWLEDGED, acknowledge_by=now, acknowledged_at=now,
-                             work_deadline_at=now + STARTER_WORK)
+    slot = ParticipationSlot(
+        job_id=job.id,
+        application_id=application.id,
+        worker_agent_id=worker.id,
+        status=SlotStatus.ACKNOWLEDGED,
+        acknowledge_by=now,
+        acknowledged_at=now,
+        work_deadline_at=now + STARTER_WORK,
+    )
     session.add(slot)
     await session.flush()
-    await events.record(session, job.id, "starter_started", actor, {"slotId": slot.id, "workerAgentId": worker.id})
+    await events.record(
+        session, job.id, "starter_started", actor, {"slotId": slot.id, "workerAgentId": worker.id}
+    )
     action = next_action_for(slot)
     assert action is not None
-    return s.StarterJobResult(job=view(job), slot=slot_view(slot, job_title=job.title), next_action=action, created=True)
+    return s.StarterJobResult(
+        job=view(job), slot=slot_view(slot, job_title=job.title), next_action=action, created=True
+    )
 
 
 async def auto_award(session: AsyncSession, job: Job, submission: Submission) -> None:

@@ -58,7 +58,10 @@ J, A, S, Sub, I = JobStatus, ApplicationStatus, SlotStatus, SubmissionStatus, In
 JOB_MOVES: dict[str, dict[JobStatus, frozenset[JobStatus]]] = {
     "publish": {J.ADMISSION_OPEN: frozenset({J.DRAFT})},
     "publish_direct_hire": {J.PENDING_ACCEPTANCE: frozenset({J.DRAFT})},
-    "close_admission": {J.IN_PROGRESS: frozenset({J.ADMISSION_OPEN}), J.NO_AWARD: frozenset({J.ADMISSION_OPEN})},
+    "close_admission": {
+        J.IN_PROGRESS: frozenset({J.ADMISSION_OPEN}),
+        J.NO_AWARD: frozenset({J.ADMISSION_OPEN}),
+    },
     "direct_hire_accepted": {J.IN_PROGRESS: frozenset({J.PENDING_ACCEPTANCE})},
     "cancel_direct_hire": {J.CANCELLED: frozenset({J.PENDING_ACCEPTANCE})},
     "start_review": {J.IN_REVIEW: frozenset({J.IN_PROGRESS})},
@@ -108,7 +111,10 @@ def check(table: dict, current: str, target: str, *, what: str, **details: objec
     if current not in table.get(target, frozenset()):
         raise Conflict(
             f"This {what} is {current}; it cannot become {target}.",
-            code="invalid_state", current_state=current, target_state=target, **details,
+            code="invalid_state",
+            current_state=current,
+            target_state=target,
+            **details,
         )
 
 

@@ -45,14 +45,24 @@ async def _close_admission(session: AsyncSession, job_id: str) -> bool:
 
 async def _expire_ack(session: AsyncSession, slot_id: str) -> bool:
     slot = await session.get(ParticipationSlot, slot_id)
-    return slot is not None and slot.status == SlotStatus.GRANTED and await admission.end_slot(
-        session, slot, SlotStatus.EXPIRED, "acknowledgement_missed", deadline_column="acknowledge_by")
+    return (
+        slot is not None
+        and slot.status == SlotStatus.GRANTED
+        and await admission.end_slot(
+            session, slot, SlotStatus.EXPIRED, "acknowledgement_missed", deadline_column="acknowledge_by"
+        )
+    )
 
 
 async def _expire_work(session: AsyncSession, slot_id: str) -> bool:
     slot = await session.get(ParticipationSlot, slot_id)
-    return slot is not None and slot.status == SlotStatus.ACKNOWLEDGED and await admission.end_slot(
-        session, slot, SlotStatus.EXPIRED, "work_deadline_missed", deadline_column="work_deadline_at")
+    return (
+        slot is not None
+        and slot.status == SlotStatus.ACKNOWLEDGED
+        and await admission.end_slot(
+            session, slot, SlotStatus.EXPIRED, "work_deadline_missed", deadline_column="work_deadline_at"
+        )
+    )
 
 
 async def _submission_deadline(session: AsyncSession, job_id: str) -> bool:
@@ -68,9 +78,16 @@ async def _review_overdue(session: AsyncSession, job_id: str) -> bool:
     if job is None or job.status != JobStatus.IN_REVIEW or job.review_overdue_at is not None:
         return False
     job.review_overdue_at = clock.now()
-    await events.record(session, job.id, "review_overdue", SYSTEM, {},
-                        notify=[job.requester_agent_id], title=f"Review overdue: {job.title}",
-                        body="Award or declare no award now; staff may step in.")
+    await events.record(
+        session,
+        job.id,
+        "review_overdue",
+        SYSTEM,
+        {},
+        notify=[job.requester_agent_id],
+        title=f"Review overdue: {job.title}",
+        body="Award or declare no award now; staff may step in.",
+    )
     return True
 
 
@@ -79,20 +96,69 @@ async def sweep(core: Core) -> dict[str, int]:
     now = clock.now()
     async with core.uow(write=False) as uow:
         s = uow.session
-        due_admission = list((await s.scalars(select(Job.id).where(
-            Job.status == JobStatus.ADMISSION_OPEN, Job.admission_closes_at <= now).limit(BATCH))).all())
-        due_ack = list((await s.scalars(select(ParticipationSlot.id).where(
-            ParticipationSlot.status == SlotStatus.GRANTED, ParticipationSlot.acknowledge_by < now).limit(BATCH))).all())
-        due_work = list((await s.scalars(select(ParticipationSlot.id).where(
-            ParticipationSlot.status == SlotStatus.ACKNOWLEDGED, ParticipationSlot.work_deadline_at < now)
-            .limit(BATCH))).all())
-        due_jobs = list((await s.scalars(select(Job.id).where(
-            Job.status == JobStatus.IN_PROGRESS, Job.latest_submission_deadline_at <= now).limit(BATCH))).all())
-        due_invitations = list((await s.scalars(select(JobInvitation.id).where(
-            JobInvitation.status == InvitationStatus.PENDING, JobInvitation.expires_at <= now).limit(BATCH))).all())
-        overdue = list((await s.scalars(select(Job.id).where(
-            Job.status == JobStatus.IN_REVIEW, Job.review_deadline_at <= now, Job.review_overdue_at.is_(None))
-            .limit(BATCH))).all())
+        due_admission = list(
+            (
+                await s.scalars(
+                    select(Job.id)
+                    .where(Job.status == JobStatus.ADMISSION_OPEN, Job.admission_closes_at <= now)
+                    .limit(BATCH)
+                )
+            ).all()
+        )
+        due_ack = list(
+            (
+                await s.scalars(
+                    select(ParticipationSlot.id)
+                    .where(
+                        ParticipationSlot.status == SlotStatus.GRANTED, ParticipationSlot.acknowledge_by < now
+                    )
+                    .limit(BATCH)
+                )
+            ).all()
+        )
+        due_work = list(
+            (
+                await s.scalars(
+                    select(ParticipationSlot.id)
+                    .where(
+                        ParticipationSlot.status == SlotStatus.ACKNOWLEDGED,
+                        ParticipationSlot.work_deadline_at < now,
+                    )
+                    .limit(BATCH)
+                )
+            ).all()
+        )
+        due_jobs = list(
+            (
+                await s.scalars(
+                    select(Job.id)
+                    .where(Job.status == JobStatus.IN_PROGRESS, Job.latest_submission_deadline_at <= now)
+                    .limit(BATCH)
+                )
+            ).all()
+        )
+        due_invitations = list(
+            (
+                await s.scalars(
+                    select(JobInvitation.id)
+                    .where(JobInvitation.status == InvitationStatus.PENDING, JobInvitation.expires_at <= now)
+                    .limit(BATCH)
+                )
+            ).all()
+        )
+        overdue = list(
+            (
+                await s.scalars(
+                    select(Job.id)
+                    .where(
+                        Job.status == JobStatus.IN_REVIEW,
+                        Job.review_deadline_at <= now,
+                        Job.review_overdue_at.is_(None),
+                    )
+                    .limit(BATCH)
+                )
+            ).all()
+        )
     counts = {"invitations": await _each(core, due_invitations, invitations.expire)}
     counts["admission"] = await _each(core, due_admission, _close_admission)
     counts["acknowledgement"] = await _each(core, due_ack, _expire_ack)

@@ -83,18 +83,32 @@ def view(row: OnboardingActivation) -> s.ActivationView:
 
 def answer(outcome: Outcome) -> dict[str, Any]:
     """The activation response's fields shared by sessions and drafts (each adds its own record)."""
-    return {"next_actions": outcome.next_actions, "install_token_expires_at": outcome.install_token_expires_at,
-            "install_command": outcome.install_command, "key": outcome.key, "key_info": outcome.key_info,
-            "runtime_kit": outcome.runtime_kit, "activation": view(outcome.activation)}
+    return {
+        "next_actions": outcome.next_actions,
+        "install_token_expires_at": outcome.install_token_expires_at,
+        "install_command": outcome.install_command,
+        "key": outcome.key,
+        "key_info": outcome.key_info,
+        "runtime_kit": outcome.runtime_kit,
+        "activation": view(outcome.activation),
+    }
 
 
 def base_url(settings: Settings) -> str:
     return settings.base_url.rstrip("/")
 
 
-def kit_for(settings: Settings, target: str, agent: Agent, api_key: str | None = None) -> runtime_kits.RuntimeKit:
-    return runtime_kits.render_kit(target, base_url=base_url(settings), agent_id=agent.id,
-                                   agent_handle=agent.handle, agent_name=agent.name, api_key=api_key)
+def kit_for(
+    settings: Settings, target: str, agent: Agent, api_key: str | None = None
+) -> runtime_kits.RuntimeKit:
+    return runtime_kits.render_kit(
+        target,
+        base_url=base_url(settings),
+        agent_id=agent.id,
+        agent_handle=agent.handle,
+        agent_name=agent.name,
+        api_key=api_key,
+    )
 
 
 async def agent_of(session: AsyncSession, agent_id: str) -> Agent | None:
@@ -102,10 +116,17 @@ async def agent_of(session: AsyncSession, agent_id: str) -> Agent | None:
     return agent if agent is not None and agent.deleted_at is None else None
 
 
-async def for_subject(session: AsyncSession, source: ActivationSource, subject_id: str) -> OnboardingActivation | None:
-    column = (OnboardingActivation.onboarding_session_id if source is ActivationSource.ONBOARDING_SESSION
-              else OnboardingActivation.registration_draft_id)
-    return (await session.execute(select(OnboardingActivation).where(column == subject_id))).scalar_one_or_none()
+async def for_subject(
+    session: AsyncSession, source: ActivationSource, subject_id: str
+) -> OnboardingActivation | None:
+    column = (
+        OnboardingActivation.onboarding_session_id
+        if source is ActivationSource.ONBOARDING_SESSION
+        else OnboardingActivation.registration_draft_id
+    )
+    return (
+        await session.execute(select(OnboardingActivation).where(column == subject_id))
+    ).scalar_one_or_none()
 
 
 # --- policy ----------------------------------------------------------------------------------------
@@ -117,7 +138,9 @@ async def _known_tags(session: AsyncSession, slugs: list[str]) -> tuple[list[str
     return [t.slug for t in tags], unknown
 
 
-async def _policy(session: AsyncSession, subject: Subject, body: s.ActivationBody) -> tuple[dict[str, Any], list[str]]:
+async def _policy(
+    session: AsyncSession, subject: Subject, body: s.ActivationBody
+) -> tuple[dict[str, Any], list[str]]:
     """The resolved policy: the body first, then (ADVANCED) the agent's proposal, then the safe defaults.
     Returns it with the proposed tags that are not in the taxonomy (dropped)."""
     proposed = subject.draft.proposed_policy if body.activation_mode == "ADVANCED" else None
@@ -129,10 +152,14 @@ async def _policy(session: AsyncSession, subject: Subject, body: s.ActivationBod
         policy[name] = default if value is None else value
     dropped: list[str] = []
     if body.allowed_buyer_capabilities is not None:
-        tags = await agents.resolve_capabilities(session, body.allowed_buyer_capabilities, "allowedBuyerCapabilities")
+        tags = await agents.resolve_capabilities(
+            session, body.allowed_buyer_capabilities, "allowedBuyerCapabilities"
+        )
         policy["allowed_buyer_capabilities"] = [t.slug for t in tags]
     else:
-        policy["allowed_buyer_capabilities"], dropped = await _known_tags(session, policy["allowed_buyer_capabilities"])
+        policy["allowed_buyer_capabilities"], dropped = await _known_tags(
+            session, policy["allowed_buyer_capabilities"]
+        )
     # Checked on the resolved caps, wherever each came from: 0 a day means no spending at all, so any
     # per-task cap above the daily one could never be used and is a mistake to name now.
     per_task, per_day = policy["max_spend_cents_per_task"], policy["max_spend_cents_per_day"]
@@ -141,22 +168,30 @@ async def _policy(session: AsyncSession, subject: Subject, body: s.ActivationBod
         def origin(name: str) -> str:
             if getattr(body, name) is not None:
                 return ""
-            return " from the agent's proposal" if proposed is not None and getattr(proposed, name) is not None \
+            return (
+                " from the agent's proposal"
+                if proposed is not None and getattr(proposed, name) is not None
                 else " by default" + (": no spending" if name == "max_spend_cents_per_day" else "")
+            )
 
         sent_daily_only = body.max_spend_cents_per_day is not None and body.max_spend_cents_per_task is None
         raise field_error(
             "maxSpendCentsPerDay" if sent_daily_only else "maxSpendCentsPerTask",
             f"The per-task cap ({per_task} cents{origin('max_spend_cents_per_task')}) cannot exceed the daily cap "
-            f"({per_day} cents{origin('max_spend_cents_per_day')}); send both.", "exceeds_daily_cap")
+            f"({per_day} cents{origin('max_spend_cents_per_day')}); send both.",
+            "exceeds_daily_cap",
+        )
     policy.update(
         enable_buyer=body.enable_buyer if body.enable_buyer is not None else subject.role != "SELLER",
         # Listing a seller is an explicit owner decision: never on by default.
         approve_seller_listing=bool(body.approve_seller_listing),
         is_test_mode=bool(body.is_test_mode),
         buyer_intent=body.buyer_intent if body.buyer_intent is not None else subject.draft.buyer_intent,
-        seller_endpoint_url=(body.seller_endpoint_url or proposal.url(subject.draft.seller_manifest)
-                             or proposal.url(subject.manifest)),
+        seller_endpoint_url=(
+            body.seller_endpoint_url
+            or proposal.url(subject.draft.seller_manifest)
+            or proposal.url(subject.manifest)
+        ),
         availability=body.availability,
     )
     return policy, dropped
@@ -167,8 +202,11 @@ async def _policy(session: AsyncSession, subject: Subject, body: s.ActivationBod
 
 def _seller_tags(subject: Subject) -> list[str]:
     requested = list(subject.request.seller_capabilities or []) if subject.request else []
-    return (requested + proposal.strings(subject.draft.seller_manifest, "capabilities")
-            + proposal.strings(subject.manifest, "capabilities"))
+    return (
+        requested
+        + proposal.strings(subject.draft.seller_manifest, "capabilities")
+        + proposal.strings(subject.manifest, "capabilities")
+    )
 
 
 def _apply(agent: Agent, policy: dict[str, Any], subject: Subject, activation_id: str, target: str) -> None:
@@ -180,29 +218,44 @@ def _apply(agent: Agent, policy: dict[str, Any], subject: Subject, activation_id
         agent.intent = _INTENT[subject.role]
     if policy["seller_endpoint_url"]:
         agent.endpoint_url = policy["seller_endpoint_url"]
-    agent.metadata_json = {**(agent.metadata_json or {}), "onboarding": {
-        "activationId": activation_id, "runtimeTarget": target, "isTestMode": policy["is_test_mode"],
-    }}
+    agent.metadata_json = {
+        **(agent.metadata_json or {}),
+        "onboarding": {
+            "activationId": activation_id,
+            "runtimeTarget": target,
+            "isTestMode": policy["is_test_mode"],
+        },
+    }
     agent.updated_at = clock.now()
 
 
 async def _new_agent(session: AsyncSession, subject: Subject) -> tuple[Agent, list[str]]:
     name = subject.draft.agent_name or proposal.text(subject.manifest, "name", 200)
     if not name:
-        raise Conflict("The agent has no name yet: set agentName (PATCH the session, or ask the agent to save "
-                       "its setup) before activating.", code="setup_incomplete", missing=["agentName"])
+        raise Conflict(
+            "The agent has no name yet: set agentName (PATCH the session, or ask the agent to save "
+            "its setup) before activating.",
+            code="setup_incomplete",
+            missing=["agentName"],
+        )
     now = clock.now()
-    description = ((subject.request.seller_offer if subject.request else None)
-                   or proposal.text(subject.draft.seller_manifest, "description", 5000)
-                   or proposal.text(subject.manifest, "description", 5000))
+    description = (
+        (subject.request.seller_offer if subject.request else None)
+        or proposal.text(subject.draft.seller_manifest, "description", 5000)
+        or proposal.text(subject.manifest, "description", 5000)
+    )
     agent = Agent(
         name=name,
-        handle=await agents.choose_handle(session, subject.draft.proposed_handle or proposal.handle(subject.manifest),
-                                          name),
+        handle=await agents.choose_handle(
+            session, subject.draft.proposed_handle or proposal.handle(subject.manifest), name
+        ),
         description=description,
         # Pull-based runtimes (MCP, coding runtimes) have no inbound endpoint; sellerEndpointUrl sets one.
         endpoint_url="",
-        owner_id=subject.owner_id, status=AgentStatus.ACTIVE, claim_status=ClaimStatus.CLAIMED, claimed_at=now,
+        owner_id=subject.owner_id,
+        status=AgentStatus.ACTIVE,
+        claim_status=ClaimStatus.CLAIMED,
+        claimed_at=now,
         capability_links=[],
     )
     session.add(agent)
@@ -211,7 +264,9 @@ async def _new_agent(session: AsyncSession, subject: Subject) -> tuple[Agent, li
     return agent, unknown
 
 
-async def activate(session: AsyncSession, settings: Settings, subject: Subject, body: s.ActivationBody) -> Outcome:
+async def activate(
+    session: AsyncSession, settings: Settings, subject: Subject, body: s.ActivationBody
+) -> Outcome:
     """The caller has checked ownership and state (and holds the subject's row)."""
     policy, dropped = await _policy(session, subject, body)
     activation_id = new_id("act")
@@ -224,21 +279,44 @@ async def activate(session: AsyncSession, settings: Settings, subject: Subject, 
     await agents.flush_agent(session)  # a handle taken meanwhile: 409 handle_taken
     is_session = subject.source is ActivationSource.ONBOARDING_SESSION
     row = OnboardingActivation(
-        id=activation_id, source=subject.source.value, owner_id=subject.owner_id, agent_id=agent.id,
+        id=activation_id,
+        source=subject.source.value,
+        owner_id=subject.owner_id,
+        agent_id=agent.id,
         onboarding_session_id=subject.subject_id if is_session else None,
         registration_draft_id=None if is_session else subject.subject_id,
-        runtime_target=body.runtime_target, activation_mode=body.activation_mode, **policy,
+        runtime_target=body.runtime_target,
+        activation_mode=body.activation_mode,
+        **policy,
     )
     session.add(row)
-    created = await api_keys.mint(session, agent_id=agent.id, owner_id=subject.owner_id, scopes=api_keys.READ_WRITE,
-                                  label="onboarding activation", actor_type="user", actor_id=subject.owner_id)
+    created = await api_keys.mint(
+        session,
+        agent_id=agent.id,
+        owner_id=subject.owner_id,
+        scopes=api_keys.READ_WRITE,
+        label="onboarding activation",
+        actor_type="user",
+        actor_id=subject.owner_id,
+    )
     install_token = INSTALL_TOKEN_PREFIX + tokens.new_token(32)
-    ticket = InstallToken(activation_id=activation_id, token_hash=tokens.hash_token(install_token),
-                          expires_at=clock.now() + INSTALL_TOKEN_TTL)
+    ticket = InstallToken(
+        activation_id=activation_id,
+        token_hash=tokens.hash_token(install_token),
+        expires_at=clock.now() + INSTALL_TOKEN_TTL,
+    )
     session.add(ticket)
     await session.flush()
-    audit.record(session, actor_type="user", actor_id=subject.owner_id, action="onboarding.activated",
-                 target_type="agent", target_id=agent.id, activation_id=activation_id, source=str(subject.source))
+    audit.record(
+        session,
+        actor_type="user",
+        actor_id=subject.owner_id,
+        action="onboarding.activated",
+        target_type="agent",
+        target_id=agent.id,
+        activation_id=activation_id,
+        source=str(subject.source),
+    )
     command = runtime_kits.install_command(base_url(settings), install_token)
     next_actions = [
         f"Run this on the agent's machine before {ticket.expires_at.isoformat()} (single use): {command}",
@@ -248,19 +326,34 @@ async def activate(session: AsyncSession, settings: Settings, subject: Subject, 
         f"Your agent: GET /agents/dashboard/{agent.id}",
     ]
     if unknown or dropped:
-        next_actions.append("Not in the capability taxonomy, so not applied: " + ", ".join(unknown + dropped)
-                            + ". Request custom tags with POST /capabilities/requests.")
+        next_actions.append(
+            "Not in the capability taxonomy, so not applied: "
+            + ", ".join(unknown + dropped)
+            + ". Request custom tags with POST /capabilities/requests."
+        )
     return Outcome(
-        activation=row, agent=agent, key=created.key, key_info=created.key_info,
-        install_command=command, install_token_expires_at=ticket.expires_at,
-        runtime_kit=kit_for(settings, body.runtime_target, agent), next_actions=next_actions,
+        activation=row,
+        agent=agent,
+        key=created.key,
+        key_info=created.key_info,
+        install_command=command,
+        install_token_expires_at=ticket.expires_at,
+        runtime_kit=kit_for(settings, body.runtime_target, agent),
+        next_actions=next_actions,
     )
 
 
 async def issue_read_key(session: AsyncSession, agent_id: str, owner_id: str) -> s.ClaimedKey:
     """The onboarding claim's key: read-only, for an agent of the owner."""
-    created = await api_keys.mint(session, agent_id=agent_id, owner_id=owner_id, scopes=[api_keys.READ],
-                                  label="onboarding claim", actor_type="user", actor_id=owner_id)
+    created = await api_keys.mint(
+        session,
+        agent_id=agent_id,
+        owner_id=owner_id,
+        scopes=[api_keys.READ],
+        label="onboarding claim",
+        actor_type="user",
+        actor_id=owner_id,
+    )
     return s.ClaimedKey(key=created.key, key_info=created.key_info)
 
 
@@ -273,33 +366,55 @@ async def exchange(session: AsyncSession, settings: Settings, token: str) -> s.I
     rolls the spend back with everything else."""
     now = clock.now()
     token_hash = tokens.hash_token(token)
-    won = (await session.execute(
-        update(InstallToken)
-        .where(InstallToken.token_hash == token_hash, InstallToken.used_at.is_(None), InstallToken.expires_at > now)
-        .values(used_at=now)
-        .returning(InstallToken.id, InstallToken.activation_id)
-        .execution_options(synchronize_session=False)
-    )).one_or_none()
+    won = (
+        await session.execute(
+            update(InstallToken)
+            .where(
+                InstallToken.token_hash == token_hash,
+                InstallToken.used_at.is_(None),
+                InstallToken.expires_at > now,
+            )
+            .values(used_at=now)
+            .returning(InstallToken.id, InstallToken.activation_id)
+            .execution_options(synchronize_session=False)
+        )
+    ).one_or_none()
     if won is None:
-        row = (await session.execute(
-            select(InstallToken.used_at).where(InstallToken.token_hash == token_hash)
-        )).one_or_none()
+        row = (
+            await session.execute(select(InstallToken.used_at).where(InstallToken.token_hash == token_hash))
+        ).one_or_none()
         if row is None:
             raise NotFound("No such install token.", code="install_token_not_found")
         if row.used_at is not None:
             raise Gone("This install token was used already; each works once.", code="install_token_used")
-        raise Gone("This install token has expired; use the key from the activation, or mint a new key "
-                   "(POST /api-keys/dashboard).", code="install_token_expired")
+        raise Gone(
+            "This install token has expired; use the key from the activation, or mint a new key "
+            "(POST /api-keys/dashboard).",
+            code="install_token_expired",
+        )
     activation = await session.get(OnboardingActivation, won.activation_id)
     if activation is None or activation.agent_id is None:
         raise NotFound("The activated agent no longer exists.", code="agent_not_found")
     agent = await api_keys.mintable_agent(session, activation.agent_id, activation.owner_id)
-    created = await api_keys.mint(session, agent_id=agent.id, owner_id=activation.owner_id, scopes=api_keys.READ_WRITE,
-                                  label="kit install", actor_type="install_token", actor_id=won.id)
-    await session.execute(update(InstallToken).where(InstallToken.id == won.id).values(api_key_id=created.key_info.id)
-                          .execution_options(synchronize_session=False))
+    created = await api_keys.mint(
+        session,
+        agent_id=agent.id,
+        owner_id=activation.owner_id,
+        scopes=api_keys.READ_WRITE,
+        label="kit install",
+        actor_type="install_token",
+        actor_id=won.id,
+    )
+    await session.execute(
+        update(InstallToken)
+        .where(InstallToken.id == won.id)
+        .values(api_key_id=created.key_info.id)
+        .execution_options(synchronize_session=False)
+    )
     return s.InstallExchanged(
         install_command=runtime_kits.install_command(base_url(settings), token),
         runtime_kit=kit_for(settings, activation.runtime_target, agent, created.key),
-        activation=view(activation), source=activation.source, activation_id=activation.id,
+        activation=view(activation),
+        source=activation.source,
+        activation_id=activation.id,
     )

@@ -41,8 +41,12 @@ ALTERNATIVES = [
 
 
 def start() -> NoReturn:
-    raise Gone("Public registration is unavailable. Register a manifest instead, or ask your owner for an "
-               "onboarding session.", code="public_registration_unavailable", alternatives=ALTERNATIVES)
+    raise Gone(
+        "Public registration is unavailable. Register a manifest instead, or ask your owner for an "
+        "onboarding session.",
+        code="public_registration_unavailable",
+        alternatives=ALTERNATIVES,
+    )
 
 
 # --- views ---------------------------------------------------------------------------------------
@@ -51,12 +55,22 @@ def start() -> NoReturn:
 def _view(row: RegistrationDraft, activation: OnboardingActivation | None) -> s.DraftView:
     data = row.data or {}
     return s.DraftView(
-        id=row.id, slug=row.slug, status=row.status, claimed=row.owner_id is not None,
-        token_expires_at=row.token_expires_at, manifest=row.manifest, draft=proposal.draft_of(data),
-        last_seen_at=row.last_seen_at, last_presence_message=proposal.presence_of(data).get("message"),
-        claimed_at=row.claimed_at, activated_at=row.activated_at, linked_agent_id=row.linked_agent_id,
-        agent_id=activation.agent_id if activation else None, activation_id=activation.id if activation else None,
-        created_at=row.created_at, updated_at=row.updated_at,
+        id=row.id,
+        slug=row.slug,
+        status=row.status,
+        claimed=row.owner_id is not None,
+        token_expires_at=row.token_expires_at,
+        manifest=row.manifest,
+        draft=proposal.draft_of(data),
+        last_seen_at=row.last_seen_at,
+        last_presence_message=proposal.presence_of(data).get("message"),
+        claimed_at=row.claimed_at,
+        activated_at=row.activated_at,
+        linked_agent_id=row.linked_agent_id,
+        agent_id=activation.agent_id if activation else None,
+        activation_id=activation.id if activation else None,
+        created_at=row.created_at,
+        updated_at=row.updated_at,
     )
 
 
@@ -75,17 +89,24 @@ def _agent_actions(row: RegistrationDraft) -> list[str]:
             f"Meanwhile, POST {base}/setup with your proposal; poll GET {base}/status.",
         ]
     if row.status == DraftStatus.CLAIMED:
-        return ["Your owner claimed this draft and is reviewing it; nothing is published and no credentials "
-                f"are issued until they activate it. Poll GET {base}/status."]
-    return ["Your owner activated you: ask them for the install command (`callboard kit install ...`) or the "
-            "API key; runtimeKit shows where the key goes.", "Then start with GET /api/v2/home."]
+        return [
+            "Your owner claimed this draft and is reviewing it; nothing is published and no credentials "
+            f"are issued until they activate it. Poll GET {base}/status."
+        ]
+    return [
+        "Your owner activated you: ask them for the install command (`callboard kit install ...`) or the "
+        "API key; runtimeKit shows where the key goes.",
+        "Then start with GET /api/v2/home.",
+    ]
 
 
 def _owner_actions(row: RegistrationDraft, activation: OnboardingActivation | None) -> list[str]:
     if activation is not None:
         return [f"Your agent: GET /agents/dashboard/{activation.agent_id}"]
-    return ["Review the agent's manifest and proposal (draft).",
-            f"POST /api/agent/register/{row.slug}/activate with the token and the policy to create the agent."]
+    return [
+        "Review the agent's manifest and proposal (draft).",
+        f"POST /api/agent/register/{row.slug}/activate with the token and the policy to create the agent.",
+    ]
 
 
 def _claim_page(slug: str) -> str:
@@ -106,15 +127,23 @@ async def _by_slug(session: AsyncSession, slug: str, *, lock: bool = False) -> R
     return (await session.execute(query)).scalar_one_or_none()
 
 
-async def _for_agent(session: AsyncSession, slug: str, token: str | None, *, lock: bool = False) -> RegistrationDraft:
+async def _for_agent(
+    session: AsyncSession, slug: str, token: str | None, *, lock: bool = False
+) -> RegistrationDraft:
     """The draft behind the slug, if token is its live bearer token (401 otherwise, as for any credential)."""
     if not token:
-        raise Unauthenticated("Send the draft's token as 'Authorization: Bearer <token>'.",
-                              code="missing_draft_token")
+        raise Unauthenticated(
+            "Send the draft's token as 'Authorization: Bearer <token>'.", code="missing_draft_token"
+        )
     row = await _by_slug(session, slug, lock=lock) if len(token) <= 256 else None
-    if row is None or not proposal.token_matches(row.token_hash, token) or row.token_expires_at <= clock.now():
-        raise Unauthenticated("The draft token is not valid for this draft, or has expired.",
-                              code="invalid_draft_token")
+    if (
+        row is None
+        or not proposal.token_matches(row.token_hash, token)
+        or row.token_expires_at <= clock.now()
+    ):
+        raise Unauthenticated(
+            "The draft token is not valid for this draft, or has expired.", code="invalid_draft_token"
+        )
     return row
 
 
@@ -133,9 +162,14 @@ async def create(session: AsyncSession, settings: Settings, body: s.ManifestBody
         draft["role"] = role
     slug = "rg-" + random_string(16)
     token = TOKEN_PREFIX + tokens.new_token(32)
-    row = RegistrationDraft(slug=slug, token_hash=tokens.hash_token(token), status=DraftStatus.DRAFT,
-                            token_expires_at=clock.now() + DRAFT_TOKEN_TTL, manifest=manifest,
-                            data={"draft": draft})
+    row = RegistrationDraft(
+        slug=slug,
+        token_hash=tokens.hash_token(token),
+        status=DraftStatus.DRAFT,
+        token_expires_at=clock.now() + DRAFT_TOKEN_TTL,
+        manifest=manifest,
+        data={"draft": draft},
+    )
     session.add(row)
     await session.flush()
     base = activations.base_url(settings)
@@ -147,11 +181,20 @@ async def create(session: AsyncSession, settings: Settings, body: s.ManifestBody
         f"GET {base}/api/agent/register/{slug}/status. A human owner must sign in, claim the draft with this "
         "token and activate it before you get marketplace credentials."
     )
-    return s.RegistrationStarted(slug=slug, workspace_slug=slug, token=token, expires_at=row.token_expires_at,
-                                 setup_url=setup_url, magic_link_next_url=_claim_page(slug), prompt=prompt)
+    return s.RegistrationStarted(
+        slug=slug,
+        workspace_slug=slug,
+        token=token,
+        expires_at=row.token_expires_at,
+        setup_url=setup_url,
+        magic_link_next_url=_claim_page(slug),
+        prompt=prompt,
+    )
 
 
-async def presence(session: AsyncSession, slug: str, token: str | None, body: s.PresenceBody) -> s.DraftPresenceAck:
+async def presence(
+    session: AsyncSession, slug: str, token: str | None, body: s.PresenceBody
+) -> s.DraftPresenceAck:
     row = await _for_agent(session, slug, token, lock=True)
     row.data = proposal.with_presence(row.data, new_id("prs"), body.message)
     row.last_seen_at = row.updated_at = clock.now()
@@ -162,26 +205,40 @@ async def presence(session: AsyncSession, slug: str, token: str | None, body: s.
 async def guide(session: AsyncSession, slug: str, token: str | None) -> s.SetupGuide:
     row = await _for_agent(session, slug, token)
     return guide_for(
-        slug=row.slug, status=row.status, token_expires_at=row.token_expires_at,
-        base=f"/api/agent/register/{row.slug}", draft=proposal.draft_of(row.data), request=None,
+        slug=row.slug,
+        status=row.status,
+        token_expires_at=row.token_expires_at,
+        base=f"/api/agent/register/{row.slug}",
+        draft=proposal.draft_of(row.data),
+        request=None,
         claim_note="A human owner signs in, claims this draft with your token and activates it; only then do "
-                   "you get credentials (GET the status route to see).",
+        "you get credentials (GET the status route to see).",
     )
 
 
-async def save_setup(session: AsyncSession, slug: str, token: str | None, body: s.AgentSetupSave) -> s.DraftEnvelope:
+async def save_setup(
+    session: AsyncSession, slug: str, token: str | None, body: s.AgentSetupSave
+) -> s.DraftEnvelope:
     row = await _for_agent(session, slug, token, lock=True)
     if row.status == DraftStatus.ACTIVATED:
-        raise Conflict("Your owner activated this draft already.", code="draft_closed", current_state=row.status)
+        raise Conflict(
+            "Your owner activated this draft already.", code="draft_closed", current_state=row.status
+        )
     row.data = proposal.merge(row.data, body, proposal.AGENT_NOT_NULL)
     row.last_seen_at = row.updated_at = clock.now()
     await session.flush()
     claimed = row.owner_id is not None
-    return s.DraftEnvelope(human_claim_required=not claimed, owner_visible=claimed,
-                           next_actions=_agent_actions(row), draft=_view(row, None))
+    return s.DraftEnvelope(
+        human_claim_required=not claimed,
+        owner_visible=claimed,
+        next_actions=_agent_actions(row),
+        draft=_view(row, None),
+    )
 
 
-async def status(session: AsyncSession, settings: Settings, slug: str, token: str | None) -> s.DraftStatusView:
+async def status(
+    session: AsyncSession, settings: Settings, slug: str, token: str | None
+) -> s.DraftStatusView:
     """The kit is withheld until a signed-in owner has claimed and activated the draft, and then carries a
     key placeholder: the key itself reaches the agent through its owner."""
     row = await _for_agent(session, slug, token)
@@ -191,9 +248,15 @@ async def status(session: AsyncSession, settings: Settings, slug: str, token: st
         agent = await activations.agent_of(session, activation.agent_id)
         kit = activations.kit_for(settings, activation.runtime_target, agent) if agent else None
     return s.DraftStatusView(
-        slug=row.slug, status=row.status, human_claim_required=row.owner_id is None,
-        owner_visible=row.owner_id is not None, token_expires_at=row.token_expires_at, claimed_at=row.claimed_at,
-        activated_at=row.activated_at, agent_id=activation.agent_id if activation else None, runtime_kit=kit,
+        slug=row.slug,
+        status=row.status,
+        human_claim_required=row.owner_id is None,
+        owner_visible=row.owner_id is not None,
+        token_expires_at=row.token_expires_at,
+        claimed_at=row.claimed_at,
+        activated_at=row.activated_at,
+        agent_id=activation.agent_id if activation else None,
+        runtime_kit=kit,
         next_actions=_agent_actions(row),
     )
 
@@ -213,8 +276,10 @@ async def claim(session: AsyncSession, owner_id: str, slug: str, body: s.ClaimBo
         if not matches:
             raise _not_found()
         if row.token_expires_at <= clock.now():
-            raise Gone("This draft's token has expired; the agent registers its manifest again.",
-                       code="draft_expired")
+            raise Gone(
+                "This draft's token has expired; the agent registers its manifest again.",
+                code="draft_expired",
+            )
         row.owner_id = owner_id
         row.status = DraftStatus.CLAIMED
         row.claimed_at = clock.now()
@@ -222,17 +287,24 @@ async def claim(session: AsyncSession, owner_id: str, slug: str, body: s.ClaimBo
         raise proposal.token_mismatch()
     if body.agent_id is not None and body.agent_id != row.linked_agent_id:
         if row.status == DraftStatus.ACTIVATED:
-            raise Conflict("This draft was activated already.", code="invalid_state", current_state=row.status)
+            raise Conflict(
+                "This draft was activated already.", code="invalid_state", current_state=row.status
+            )
         row.linked_agent_id = (await api_keys.mintable_agent(session, body.agent_id, owner_id)).id
     row.updated_at = clock.now()
     await session.flush()
     activation = await _activation(session, row)
-    return s.DraftEnvelope(human_claim_required=False, owner_visible=True,
-                           next_actions=_owner_actions(row, activation), draft=_view(row, activation))
+    return s.DraftEnvelope(
+        human_claim_required=False,
+        owner_visible=True,
+        next_actions=_owner_actions(row, activation),
+        draft=_view(row, activation),
+    )
 
 
-async def activate(session: AsyncSession, settings: Settings, owner_id: str, slug: str,
-                   body: s.DraftActivationBody) -> s.DraftActivated:
+async def activate(
+    session: AsyncSession, settings: Settings, owner_id: str, slug: str, body: s.DraftActivationBody
+) -> s.DraftActivated:
     row = await _by_slug(session, slug, lock=True)
     if row is None or (row.owner_id is not None and row.owner_id != owner_id):
         raise _not_found()
@@ -240,15 +312,24 @@ async def activate(session: AsyncSession, settings: Settings, owner_id: str, slu
     if row.owner_id is None:
         if not matches:
             raise _not_found()
-        raise Conflict(f"Claim the draft first: POST /api/agent/register/{row.slug}/claim.", code="claim_required",
-                       current_state=row.status)
+        raise Conflict(
+            f"Claim the draft first: POST /api/agent/register/{row.slug}/claim.",
+            code="claim_required",
+            current_state=row.status,
+        )
     if not matches:
         raise proposal.token_mismatch()
     if row.status == DraftStatus.ACTIVATED:
-        raise Conflict("This draft was activated already.", code="already_activated", current_state=row.status)
+        raise Conflict(
+            "This draft was activated already.", code="already_activated", current_state=row.status
+        )
     subject = activations.Subject(
-        source=ActivationSource.REGISTRATION_DRAFT, owner_id=owner_id, subject_id=row.id,
-        draft=proposal.draft_of(row.data), manifest=row.manifest, linked_agent_id=row.linked_agent_id,
+        source=ActivationSource.REGISTRATION_DRAFT,
+        owner_id=owner_id,
+        subject_id=row.id,
+        draft=proposal.draft_of(row.data),
+        manifest=row.manifest,
+        linked_agent_id=row.linked_agent_id,
     )
     outcome = await activations.activate(session, settings, subject, body)
     row.status = DraftStatus.ACTIVATED

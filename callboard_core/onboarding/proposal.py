@@ -28,7 +28,10 @@ def merge(data: dict[str, Any] | None, body: s.OwnerDraftUpdate, not_null: tuple
     if nulls:
         raise ValidationFailed(
             f"These fields cannot be null: {', '.join(to_camel(n) for n in nulls)}.",
-            errors=[{"field": to_camel(n), "in": "body", "code": "null", "message": "cannot be null"} for n in nulls],
+            errors=[
+                {"field": to_camel(n), "in": "body", "code": "null", "message": "cannot be null"}
+                for n in nulls
+            ],
         )
     draft = dict((data or {}).get("draft") or {})
     for name, value in sent.items():

@@ -43,14 +43,22 @@ LIST_LIMIT = 100
 def _view(row: OnboardingSession, activation: OnboardingActivation | None) -> s.OnboardingSessionView:
     data = row.data or {}
     return s.OnboardingSessionView(
-        id=row.id, workspace_slug=row.slug, status=row.status, token_expires_at=row.token_expires_at,
+        id=row.id,
+        workspace_slug=row.slug,
+        status=row.status,
+        token_expires_at=row.token_expires_at,
         token_expired=row.token_expires_at <= clock.now(),
         owner_request=s.OwnerRequest.model_validate(data.get("request") or {}),
-        draft=proposal.draft_of(data), last_seen_at=row.last_seen_at,
-        last_presence_message=proposal.presence_of(data).get("message"), reviewed_at=row.reviewed_at,
-        activated_at=row.activated_at, dismissed_at=row.dismissed_at,
-        agent_id=activation.agent_id if activation else None, activation_id=activation.id if activation else None,
-        created_at=row.created_at, updated_at=row.updated_at,
+        draft=proposal.draft_of(data),
+        last_seen_at=row.last_seen_at,
+        last_presence_message=proposal.presence_of(data).get("message"),
+        reviewed_at=row.reviewed_at,
+        activated_at=row.activated_at,
+        dismissed_at=row.dismissed_at,
+        agent_id=activation.agent_id if activation else None,
+        activation_id=activation.id if activation else None,
+        created_at=row.created_at,
+        updated_at=row.updated_at,
     )
 
 
@@ -64,21 +72,31 @@ async def view(session: AsyncSession, row: OnboardingSession) -> s.OnboardingSes
 def _owner_actions(row: OnboardingSession, view: s.OnboardingSessionView) -> list[str]:
     base = f"/api/onboarding/sessions/{row.id}"
     if row.status == SessionStatus.ACTIVATED:
-        return [f"Your agent: GET /agents/dashboard/{view.agent_id}", "The agent starts with GET /api/v2/home."]
+        return [
+            f"Your agent: GET /agents/dashboard/{view.agent_id}",
+            "The agent starts with GET /api/v2/home.",
+        ]
     if row.status == SessionStatus.DISMISSED:
         return ["Dismissed. Start again with POST /api/onboarding/mint."]
     actions = []
     if row.status == SessionStatus.PENDING:
         if view.token_expired:
-            actions.append("The agent's token expired before it showed up: mint a new session "
-                           "(POST /api/onboarding/mint), or fill in the draft yourself and activate.")
+            actions.append(
+                "The agent's token expired before it showed up: mint a new session "
+                "(POST /api/onboarding/mint), or fill in the draft yourself and activate."
+            )
         else:
-            actions.append(f"Give the agent the prompt from the mint; its token works until "
-                           f"{row.token_expires_at.isoformat()}.")
+            actions.append(
+                f"Give the agent the prompt from the mint; its token works until "
+                f"{row.token_expires_at.isoformat()}."
+            )
     if view.draft.owner_questions:
         actions.append(f"The agent asks: {view.draft.owner_questions}")
-    actions += [f"Review the agent's proposal (draft); edit it with PATCH {base}",
-                f"POST {base}/activate", f"POST {base}/dismiss"]
+    actions += [
+        f"Review the agent's proposal (draft); edit it with PATCH {base}",
+        f"POST {base}/activate",
+        f"POST {base}/dismiss",
+    ]
     return actions
 
 
@@ -94,24 +112,36 @@ def _not_found() -> NotFound:
     return NotFound("No such onboarding session.", code="onboarding_session_not_found")
 
 
-async def _load(session: AsyncSession, condition: ColumnElement[bool], *, lock: bool = False) -> OnboardingSession | None:
+async def _load(
+    session: AsyncSession, condition: ColumnElement[bool], *, lock: bool = False
+) -> OnboardingSession | None:
     query = select(OnboardingSession).where(condition)
     if lock:
         query = query.with_for_update().execution_options(populate_existing=True)
     return (await session.execute(query)).scalar_one_or_none()
 
 
-async def _owned(session: AsyncSession, owner_id: str, *, session_id: str | None = None, slug: str | None = None,
-                 lock: bool = False) -> OnboardingSession:
+async def _owned(
+    session: AsyncSession,
+    owner_id: str,
+    *,
+    session_id: str | None = None,
+    slug: str | None = None,
+    lock: bool = False,
+) -> OnboardingSession:
     """A session of this owner, by id or slug; another owner's is indistinguishable from a missing one."""
-    condition = OnboardingSession.id == session_id if session_id is not None else OnboardingSession.slug == slug
+    condition = (
+        OnboardingSession.id == session_id if session_id is not None else OnboardingSession.slug == slug
+    )
     row = await _load(session, condition, lock=lock)
     if row is None or row.owner_id != owner_id:
         raise _not_found()
     return row
 
 
-async def _for_agent(session: AsyncSession, principal: OnboardingPrincipal, *, lock: bool = False) -> OnboardingSession:
+async def _for_agent(
+    session: AsyncSession, principal: OnboardingPrincipal, *, lock: bool = False
+) -> OnboardingSession:
     row = await _load(session, OnboardingSession.id == principal.onboarding_session_id, lock=lock)
     if row is None:
         raise _not_found()
@@ -122,11 +152,17 @@ def _require_open(row: OnboardingSession, *, agent_side: bool = False) -> None:
     if row.status in OPEN:
         return
     if agent_side:
-        message = ("Your owner activated this session already: ask them for the install command or the key."
-                   if row.status == SessionStatus.ACTIVATED else "Your owner dismissed this session.")
+        message = (
+            "Your owner activated this session already: ask them for the install command or the key."
+            if row.status == SessionStatus.ACTIVATED
+            else "Your owner dismissed this session."
+        )
         raise Conflict(message, code="onboarding_session_closed", current_state=row.status)
-    raise Conflict(f"This session is {row.status.lower()}; it can no longer change.", code="invalid_state",
-                   current_state=row.status)
+    raise Conflict(
+        f"This session is {row.status.lower()}; it can no longer change.",
+        code="invalid_state",
+        current_state=row.status,
+    )
 
 
 # --- the owner's side ------------------------------------------------------------------------------
@@ -159,33 +195,52 @@ async def mint(session: AsyncSession, settings: Settings, owner_id: str, body: s
     slug = "ws-" + random_string(16)
     token = TOKEN_PREFIX + tokens.new_token(32)
     request = body.model_dump(exclude_none=True)
-    row = OnboardingSession(slug=slug, owner_id=owner_id, token_hash=tokens.hash_token(token),
-                            token_expires_at=clock.now() + TOKEN_TTL, status=SessionStatus.PENDING,
-                            data={"request": request} if request else {})
+    row = OnboardingSession(
+        slug=slug,
+        owner_id=owner_id,
+        token_hash=tokens.hash_token(token),
+        token_expires_at=clock.now() + TOKEN_TTL,
+        status=SessionStatus.PENDING,
+        data={"request": request} if request else {},
+    )
     session.add(row)
     await session.flush()
-    return s.Minted(workspace_slug=slug, token=token, expires_at=row.token_expires_at,
-                    prompt=_prompt(settings, slug, token, row, body))
+    return s.Minted(
+        workspace_slug=slug,
+        token=token,
+        expires_at=row.token_expires_at,
+        prompt=_prompt(settings, slug, token, row, body),
+    )
 
 
 async def _activations(session: AsyncSession, ids: Sequence[str]) -> dict[str, OnboardingActivation]:
     if not ids:
         return {}
-    rows = (await session.execute(
-        select(OnboardingActivation).where(OnboardingActivation.onboarding_session_id.in_(ids))
-    )).scalars()
+    rows = (
+        await session.execute(
+            select(OnboardingActivation).where(OnboardingActivation.onboarding_session_id.in_(ids))
+        )
+    ).scalars()
     return {a.onboarding_session_id: a for a in rows if a.onboarding_session_id}
 
 
 async def list_for_owner(session: AsyncSession, owner_id: str) -> s.SessionList:
     """The owner's sessions, newest first (at most LIST_LIMIT), with the total."""
-    total = (await session.execute(
-        select(func.count()).select_from(OnboardingSession).where(OnboardingSession.owner_id == owner_id)
-    )).scalar_one()
-    rows = list((await session.execute(
-        select(OnboardingSession).where(OnboardingSession.owner_id == owner_id)
-        .order_by(OnboardingSession.created_at.desc(), OnboardingSession.id.desc()).limit(LIST_LIMIT)
-    )).scalars())
+    total = (
+        await session.execute(
+            select(func.count()).select_from(OnboardingSession).where(OnboardingSession.owner_id == owner_id)
+        )
+    ).scalar_one()
+    rows = list(
+        (
+            await session.execute(
+                select(OnboardingSession)
+                .where(OnboardingSession.owner_id == owner_id)
+                .order_by(OnboardingSession.created_at.desc(), OnboardingSession.id.desc())
+                .limit(LIST_LIMIT)
+            )
+        ).scalars()
+    )
     found = await _activations(session, [r.id for r in rows if r.status == SessionStatus.ACTIVATED])
     return s.SessionList(total=int(total), sessions=[_view(r, found.get(r.id)) for r in rows])
 
@@ -194,7 +249,9 @@ async def get(session: AsyncSession, owner_id: str, session_id: str) -> s.Sessio
     return await _envelope(session, await _owned(session, owner_id, session_id=session_id))
 
 
-async def update(session: AsyncSession, owner_id: str, session_id: str, body: s.OwnerDraftUpdate) -> s.SessionEnvelope:
+async def update(
+    session: AsyncSession, owner_id: str, session_id: str, body: s.OwnerDraftUpdate
+) -> s.SessionEnvelope:
     """The owner edits the proposal (only the fields sent; null clears) while the session is open."""
     row = await _owned(session, owner_id, session_id=session_id, lock=True)
     _require_open(row)
@@ -225,16 +282,22 @@ async def review(session: AsyncSession, owner_id: str, slug: str, body: s.TokenB
     return await _envelope(session, row)
 
 
-async def activate(session: AsyncSession, settings: Settings, owner_id: str, session_id: str,
-                   body: s.ActivationBody) -> s.SessionActivated:
+async def activate(
+    session: AsyncSession, settings: Settings, owner_id: str, session_id: str, body: s.ActivationBody
+) -> s.SessionActivated:
     row = await _owned(session, owner_id, session_id=session_id, lock=True)
     if row.status == SessionStatus.ACTIVATED:
-        raise Conflict("This session was activated already.", code="already_activated", current_state=row.status)
+        raise Conflict(
+            "This session was activated already.", code="already_activated", current_state=row.status
+        )
     _require_open(row)
     data = row.data or {}
     subject = activations.Subject(
-        source=ActivationSource.ONBOARDING_SESSION, owner_id=owner_id, subject_id=row.id,
-        draft=proposal.draft_of(data), request=s.OwnerRequest.model_validate(data.get("request") or {}),
+        source=ActivationSource.ONBOARDING_SESSION,
+        owner_id=owner_id,
+        subject_id=row.id,
+        draft=proposal.draft_of(data),
+        request=s.OwnerRequest.model_validate(data.get("request") or {}),
     )
     outcome = await activations.activate(session, settings, subject, body)
     row.status = SessionStatus.ACTIVATED
@@ -256,8 +319,11 @@ async def claim(session: AsyncSession, owner_id: str, slug: str, body: s.ClaimBo
         activation = await activations.for_subject(session, ActivationSource.ONBOARDING_SESSION, row.id)
         agent_id = activation.agent_id if activation else None
     if agent_id is None:
-        raise Conflict("Name agentId (one of your agents), or activate the session first.",
-                       code="agent_required", current_state=row.status)
+        raise Conflict(
+            "Name agentId (one of your agents), or activate the session first.",
+            code="agent_required",
+            current_state=row.status,
+        )
     agent = await api_keys.mintable_agent(session, agent_id, owner_id)
     return await activations.issue_read_key(session, agent.id, owner_id)
 
@@ -265,7 +331,9 @@ async def claim(session: AsyncSession, owner_id: str, slug: str, body: s.ClaimBo
 # --- the agent's side (bearer token) -----------------------------------------------------------------
 
 
-async def presence(session: AsyncSession, principal: OnboardingPrincipal, body: s.PresenceBody) -> s.PresenceAck:
+async def presence(
+    session: AsyncSession, principal: OnboardingPrincipal, body: s.PresenceBody
+) -> s.PresenceAck:
     row = await _for_agent(session, principal, lock=True)
     _require_open(row, agent_side=True)
     presence_id = new_id("prs")
@@ -282,19 +350,31 @@ SETUP_FIELDS = {
     "role": "UNDECIDED, BUYER (you hire), SELLER (you work) or BOTH",
     "buyerIntent": "string or null: what you would hire other agents for",
     "sellerManifest": "free-form JSON (at most 64 KB): what you sell; `capabilities` (tag slugs), "
-                      "`description` and `endpointUrl` are read from it",
+    "`description` and `endpointUrl` are read from it",
     "proposedPolicy": "{allowedBuyerCapabilities: string[], sellerAutonomy: OWNER_APPROVAL or "
-                      "AUTO_ACCEPT_WITHIN_POLICY, requireApprovalOverCents, maxSpendCentsPerDay, "
-                      "maxSpendCentsPerTask: integer cents}",
+    "AUTO_ACCEPT_WITHIN_POLICY, requireApprovalOverCents, maxSpendCentsPerDay, "
+    "maxSpendCentsPerTask: integer cents}",
     "ownerQuestions": "string or null: questions for your owner",
     "lastMessage": "string: a note to your owner",
 }
 
 
-def guide_for(*, slug: str, status: str, token_expires_at: datetime, base: str, draft: s.SetupDraft,
-              request: s.OwnerRequest | None, claim_note: str) -> s.SetupGuide:
+def guide_for(
+    *,
+    slug: str,
+    status: str,
+    token_expires_at: datetime,
+    base: str,
+    draft: s.SetupDraft,
+    request: s.OwnerRequest | None,
+    claim_note: str,
+) -> s.SetupGuide:
     return s.SetupGuide(
-        slug=slug, status=status, token_expires_at=token_expires_at, owner_request=request, draft=draft,
+        slug=slug,
+        status=status,
+        token_expires_at=token_expires_at,
+        owner_request=request,
+        draft=draft,
         instructions=[
             f"POST {base}/presence whenever you start a session, so your owner sees you online.",
             f"POST {base}/setup with your proposal (only the fields you send change; send it again to revise).",
@@ -303,7 +383,8 @@ def guide_for(*, slug: str, status: str, token_expires_at: datetime, base: str, 
         ],
         save_setup=s.Endpoint(method="POST", path=f"{base}/setup"),
         presence=s.Endpoint(method="POST", path=f"{base}/presence"),
-        fields=SETUP_FIELDS, runtime_targets=list(runtime_kits.RUNTIME_TARGETS),
+        fields=SETUP_FIELDS,
+        runtime_targets=list(runtime_kits.RUNTIME_TARGETS),
     )
 
 
@@ -311,15 +392,20 @@ async def guide(session: AsyncSession, principal: OnboardingPrincipal) -> s.Setu
     row = await _for_agent(session, principal)
     data = row.data or {}
     return guide_for(
-        slug=row.slug, status=row.status, token_expires_at=row.token_expires_at,
-        base=f"/api/agent/onboard/{row.slug}", draft=proposal.draft_of(data),
+        slug=row.slug,
+        status=row.status,
+        token_expires_at=row.token_expires_at,
+        base=f"/api/agent/onboard/{row.slug}",
+        draft=proposal.draft_of(data),
         request=s.OwnerRequest.model_validate(data.get("request") or {}),
         claim_note="Your owner reviews and activates the session, then gives you an install command "
-                   "(`callboard kit install ...`) or an API key.",
+        "(`callboard kit install ...`) or an API key.",
     )
 
 
-async def save_setup(session: AsyncSession, principal: OnboardingPrincipal, body: s.AgentSetupSave) -> s.SessionEnvelope:
+async def save_setup(
+    session: AsyncSession, principal: OnboardingPrincipal, body: s.AgentSetupSave
+) -> s.SessionEnvelope:
     row = await _for_agent(session, principal, lock=True)
     _require_open(row, agent_side=True)
     row.data = proposal.merge(row.data, body, proposal.AGENT_NOT_NULL)

@@ -14,15 +14,20 @@ from callboard_core.security import tokens
 
 async def authenticate(session: AsyncSession, slug: str, token: str) -> OnboardingPrincipal:
     """The token must be the one minted for this slug, and not past its one-hour life."""
-    invalid = Unauthenticated("The onboarding token is not valid for this session, or has expired.",
-                              code="invalid_onboarding_token")
+    invalid = Unauthenticated(
+        "The onboarding token is not valid for this session, or has expired.", code="invalid_onboarding_token"
+    )
     if not token or len(token) > 256:
         raise invalid
     row = (
         await session.execute(
-            select(OnboardingSession.id, OnboardingSession.slug, OnboardingSession.owner_id,
-                   OnboardingSession.token_expires_at, OnboardingSession.token_hash)
-            .where(OnboardingSession.slug == slug)
+            select(
+                OnboardingSession.id,
+                OnboardingSession.slug,
+                OnboardingSession.owner_id,
+                OnboardingSession.token_expires_at,
+                OnboardingSession.token_hash,
+            ).where(OnboardingSession.slug == slug)
         )
     ).one_or_none()
     if (

@@ -46,7 +46,10 @@ def new_api_key() -> str:
 
 
 def api_key_well_formed(key: str) -> bool:
-    if not key.startswith(API_KEY_PREFIX + "_") or len(key) != len(API_KEY_PREFIX) + 1 + _KEY_BODY + _CHECKSUM:
+    if (
+        not key.startswith(API_KEY_PREFIX + "_")
+        or len(key) != len(API_KEY_PREFIX) + 1 + _KEY_BODY + _CHECKSUM
+    ):
         return False
     rest = key[len(API_KEY_PREFIX) + 1 :]
     body, check = rest[:_KEY_BODY], rest[_KEY_BODY:]

@@ -28,7 +28,9 @@ def check_password_strength(password: str, field: str = "password") -> None:
 
 
 async def get_by_email(session: AsyncSession, email: str) -> User | None:
-    return (await session.execute(select(User).where(User.email == normalize_email(email)))).scalar_one_or_none()
+    return (
+        await session.execute(select(User).where(User.email == normalize_email(email)))
+    ).scalar_one_or_none()
 
 
 async def get_by_identifier(session: AsyncSession, identifier: str) -> User | None:
@@ -45,8 +47,14 @@ async def get(session: AsyncSession, user_id: str) -> User:
     return user
 
 
-async def create(session: AsyncSession, *, email: str, name: str | None = None, role: str = Role.USER,
-                 password_hash: str | None = None) -> User:
+async def create(
+    session: AsyncSession,
+    *,
+    email: str,
+    name: str | None = None,
+    role: str = Role.USER,
+    password_hash: str | None = None,
+) -> User:
     user = User(email=normalize_email(email), name=name, role=Role(role), password_hash=password_hash)
     try:
         async with session.begin_nested():
@@ -57,21 +65,34 @@ async def create(session: AsyncSession, *, email: str, name: str | None = None, 
     return user
 
 
-async def create_with_password(session: AsyncSession, *, email: str, password: str, role: str = Role.USER,
-                               name: str | None = None) -> User:
+async def create_with_password(
+    session: AsyncSession, *, email: str, password: str, role: str = Role.USER, name: str | None = None
+) -> User:
     check_password_strength(password)
-    return await create(session, email=email, name=name, role=role,
-                        password_hash=await passwords.hash_password(password))
+    return await create(
+        session, email=email, name=name, role=role, password_hash=await passwords.hash_password(password)
+    )
 
 
 def public(user: User) -> PublicUser:
     profile = None
     if user.profile_set_at is not None:
-        profile = OnboardingProfile(company=user.company, industry=user.industry, role_title=user.role_title,
-                                    signup_intent=user.signup_intent, use_case=user.use_case)
+        profile = OnboardingProfile(
+            company=user.company,
+            industry=user.industry,
+            role_title=user.role_title,
+            signup_intent=user.signup_intent,
+            use_case=user.use_case,
+        )
     return PublicUser(
-        id=user.id, email=user.email, username=user.username, name=user.name, role=user.role,
-        status=user.status, preview_access=user.preview_access,
-        waitlist_status=user.waitlist_status, created_at=user.created_at,
+        id=user.id,
+        email=user.email,
+        username=user.username,
+        name=user.name,
+        role=user.role,
+        status=user.status,
+        preview_access=user.preview_access,
+        waitlist_status=user.waitlist_status,
+        created_at=user.created_at,
         onboarding_profile=profile,
     )

@@ -12,8 +12,14 @@ router = Router("agents")
 
 
 @router.post(
-    "/api/v2/agents/register", "/api/v2/requester-agents/register", "/api/v2/worker-agents/register",
-    auth=AuthKind.PUBLIC, body=s.AgentRegister, response=s.AgentRegistered, status=201, rate_limit=PUBLIC,
+    "/api/v2/agents/register",
+    "/api/v2/requester-agents/register",
+    "/api/v2/worker-agents/register",
+    auth=AuthKind.PUBLIC,
+    body=s.AgentRegister,
+    response=s.AgentRegistered,
+    status=201,
+    rate_limit=PUBLIC,
     deprecated_paths=("/api/v2/requester-agents/register", "/api/v2/worker-agents/register"),
 )
 async def register_agent(ctx: RequestContext) -> s.AgentRegistered:
@@ -54,7 +60,9 @@ async def remint_claim_link(ctx: RequestContext) -> s.ClaimLink:
     return await agents.claim_link_for_me(ctx.session, ctx.core.settings, ctx.agent_id)
 
 
-@router.post("/api/v2/agents/me/heartbeat", auth=AuthKind.KEY_READ, body=s.HeartbeatBody, response=s.HeartbeatAck)
+@router.post(
+    "/api/v2/agents/me/heartbeat", auth=AuthKind.KEY_READ, body=s.HeartbeatBody, response=s.HeartbeatAck
+)
 async def heartbeat(ctx: RequestContext) -> s.HeartbeatAck:
     """Report that a runtime of this agent is alive, and what it is doing."""
     return await agents.heartbeat(ctx.session, ctx.agent_id, ctx.body)
@@ -80,21 +88,30 @@ async def mint_enroll_token(ctx: RequestContext) -> s.EnrollToken:
     return await agents.mint_enroll_token(ctx.session, ctx.core.settings, ctx.user.user_id)
 
 
-@router.patch("/api/v2/agents/dashboard/{agentId}/policy", auth=AuthKind.SESSION, body=s.AgentPolicyUpdate,
-              response=s.AgentPolicy)
+@router.patch(
+    "/api/v2/agents/dashboard/{agentId}/policy",
+    auth=AuthKind.SESSION,
+    body=s.AgentPolicyUpdate,
+    response=s.AgentPolicy,
+)
 async def update_policy(ctx: RequestContext) -> s.AgentPolicy:
     """Set an agent's auto-publish limit (0: every paid publish needs you) and intent."""
     return await agents.update_policy(ctx.session, ctx.params["agentId"], ctx.user.user_id, ctx.body)
 
 
-@router.post("/api/v2/agents/{agentId}/claim/start", auth=AuthKind.SESSION, response=s.ClaimVerification,
-             rate_limit=SIGNIN)
+@router.post(
+    "/api/v2/agents/{agentId}/claim/start",
+    auth=AuthKind.SESSION,
+    response=s.ClaimVerification,
+    rate_limit=SIGNIN,
+)
 async def claim_verification_start(ctx: RequestContext) -> s.ClaimVerification:
     """Start verifying a claimed agent: mails an email-confirmation link if your email is unverified.
 
     A VERIFIED agent answers status "verified"; otherwise "verification_sent" (finish with claim/verify)."""
-    return await claim_verification.start(ctx.session, ctx.core.settings, ctx.core.mailer, ctx.user,
-                                          ctx.params["agentId"])
+    return await claim_verification.start(
+        ctx.session, ctx.core.settings, ctx.core.mailer, ctx.user, ctx.params["agentId"]
+    )
 
 
 @router.post("/api/v2/agents/{agentId}/claim/verify", auth=AuthKind.SESSION, response=s.ClaimVerification)

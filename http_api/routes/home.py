@@ -12,8 +12,12 @@ router = Router("home")
 
 
 @router.get("/api/v2/home", auth=AuthKind.KEY_READ, response=home.Home)
-@router.get("/api/v2/owner/worker-agents/{agentId}/home", auth=AuthKind.SESSION, response=home.Home,
-            name="owner_worker_home")
+@router.get(
+    "/api/v2/owner/worker-agents/{agentId}/home",
+    auth=AuthKind.SESSION,
+    response=home.Home,
+    name="owner_worker_home",
+)
 async def get_home(ctx: RequestContext) -> home.Home:
     """Where you stand: every open obligation (slots to acknowledge or submit, packets to review, drafts to
     publish, invitations) with its deadline and the exact next call, ordered by your intent; your unread
@@ -27,22 +31,30 @@ async def owner_worker_outcomes(ctx: RequestContext) -> s.OutcomeList:
     return await participation.outcomes(ctx.session, ctx.actor, ctx.params["agentId"])
 
 
-@router.get("/api/v2/agent-notifications", auth=AuthKind.KEY_READ, query=s.NotificationsQuery,
-            response=ns.AgentNotificationList)
+@router.get(
+    "/api/v2/agent-notifications",
+    auth=AuthKind.KEY_READ,
+    query=s.NotificationsQuery,
+    response=ns.AgentNotificationList,
+)
 async def list_notifications(ctx: RequestContext) -> ns.AgentNotificationList:
     """Your notifications, newest first (unread only unless includeRead=true)."""
-    return await notifications.list_for(ctx.session, ctx.agent_id, include_read=ctx.query.include_read,
-                                        limit=ctx.query.limit)
+    return await notifications.list_for(
+        ctx.session, ctx.agent_id, include_read=ctx.query.include_read, limit=ctx.query.limit
+    )
 
 
-@router.post("/api/v2/agent-notifications/{id}/read", auth=AuthKind.KEY_WRITE, response=ns.AgentNotificationView)
+@router.post(
+    "/api/v2/agent-notifications/{id}/read", auth=AuthKind.KEY_WRITE, response=ns.AgentNotificationView
+)
 async def mark_notification_read(ctx: RequestContext) -> ns.AgentNotificationView:
     """Mark one notification read."""
     return await notifications.mark_read(ctx.session, ctx.agent_id, ctx.params["id"])
 
 
-@router.post("/api/v2/agent-notifications/read", auth=AuthKind.KEY_WRITE, body=s.MarkReadBody,
-             response=ns.MarkedRead)
+@router.post(
+    "/api/v2/agent-notifications/read", auth=AuthKind.KEY_WRITE, body=s.MarkReadBody, response=ns.MarkedRead
+)
 async def mark_notifications_read(ctx: RequestContext) -> ns.MarkedRead:
     """Mark up to 100 notifications read; ids that are not yours are ignored. Returns how many changed."""
     return await notifications.mark_read_batch(ctx.session, ctx.agent_id, ctx.body.ids)

@@ -30,14 +30,22 @@ async def create_job(ctx: RequestContext) -> s.JobView:
     return await jobs.create(ctx.session, ctx.actor, ctx.body)
 
 
-@router.post("/api/v2/owner/jobs", "/api/v2/owner/bounties", auth=S, body=s.OwnerJobCreate, response=s.JobView,
-             status=201)
+@router.post(
+    "/api/v2/owner/jobs",
+    "/api/v2/owner/bounties",
+    auth=S,
+    body=s.OwnerJobCreate,
+    response=s.JobView,
+    status=201,
+)
 async def owner_create_job(ctx: RequestContext) -> s.JobView:
     """Create a DRAFT job for one of your requester agents (`requesterAgentId`)."""
     return await jobs.create(ctx.session, ctx.actor, ctx.body)
 
 
-@router.get("/api/v2/owner/jobs", "/api/v2/owner/bounties", auth=S, query=s.OwnerJobsQuery, response=s.OwnerJobList)
+@router.get(
+    "/api/v2/owner/jobs", "/api/v2/owner/bounties", auth=S, query=s.OwnerJobsQuery, response=s.OwnerJobList
+)
 async def owner_list_jobs(ctx: RequestContext) -> s.OwnerJobList:
     """Your agents' jobs, newest first (filter by status; cursor pagination)."""
     return await jobs.list_for_owner(ctx.session, ctx.user.user_id, ctx.query)
@@ -59,10 +67,21 @@ async def _hash_inputs(ctx: RequestContext) -> Hashed:
     return await jobs.hash_inputs(ctx.session, ctx.core.blobs, ctx.actor, ctx.params["id"])
 
 
-@router.post("/api/v2/jobs/{id}/publish", "/api/v2/bounties/{id}/publish", auth=KW, response=s.JobView,
-             prepare=_hash_inputs)
-@router.post("/api/v2/owner/jobs/{id}/publish", "/api/v2/owner/bounties/{id}/publish", auth=S, response=s.JobView,
-             name="owner_publish_job", prepare=_hash_inputs)
+@router.post(
+    "/api/v2/jobs/{id}/publish",
+    "/api/v2/bounties/{id}/publish",
+    auth=KW,
+    response=s.JobView,
+    prepare=_hash_inputs,
+)
+@router.post(
+    "/api/v2/owner/jobs/{id}/publish",
+    "/api/v2/owner/bounties/{id}/publish",
+    auth=S,
+    response=s.JobView,
+    name="owner_publish_job",
+    prepare=_hash_inputs,
+)
 async def publish_job(ctx: RequestContext) -> s.JobView:
     """Publish a draft: ADMISSION_OPEN (a Direct Hire: PENDING_ACCEPTANCE). Staged input files are re-hashed
     now; a missing or changed file fails the publish (409 `file_missing` / `file_mismatch`). A reward above
@@ -70,9 +89,16 @@ async def publish_job(ctx: RequestContext) -> s.JobView:
     return await jobs.publish(ctx.session, ctx.core.blobs, ctx.actor, ctx.params["id"], ctx.prepared)
 
 
-@router.post("/api/v2/jobs/{id}/admission/run", "/api/v2/bounties/{id}/admission/run", auth=KW, response=s.JobView)
-@router.post("/api/v2/owner/jobs/{id}/admission/run", "/api/v2/owner/bounties/{id}/admission/run", auth=S,
-             response=s.JobView, name="owner_run_admission")
+@router.post(
+    "/api/v2/jobs/{id}/admission/run", "/api/v2/bounties/{id}/admission/run", auth=KW, response=s.JobView
+)
+@router.post(
+    "/api/v2/owner/jobs/{id}/admission/run",
+    "/api/v2/owner/bounties/{id}/admission/run",
+    auth=S,
+    response=s.JobView,
+    name="owner_run_admission",
+)
 async def run_admission(ctx: RequestContext) -> s.JobView:
     """Close admission now and admit: tagged applicants before rookies, then capability reputation, then
     application time. Admitted workers get GRANTED slots to acknowledge within the hour."""
@@ -80,7 +106,9 @@ async def run_admission(ctx: RequestContext) -> s.JobView:
 
 
 @router.post("/api/v2/jobs/{id}/cancel-direct-hire", auth=KW, response=s.JobView)
-@router.post("/api/v2/owner/jobs/{id}/cancel-direct-hire", auth=S, response=s.JobView, name="owner_cancel_direct_hire")
+@router.post(
+    "/api/v2/owner/jobs/{id}/cancel-direct-hire", auth=S, response=s.JobView, name="owner_cancel_direct_hire"
+)
 async def cancel_direct_hire(ctx: RequestContext) -> s.JobView:
     """Cancel a Direct Hire still in PENDING_ACCEPTANCE; its offer is withdrawn."""
     return await invitations.cancel_direct_hire(ctx.session, ctx.actor, ctx.params["id"])
@@ -89,73 +117,136 @@ async def cancel_direct_hire(ctx: RequestContext) -> s.JobView:
 # --- requester: input files ----------------------------------------------------------------------
 
 
-@router.get("/api/v2/jobs/{id}/input-files", "/api/v2/bounties/{id}/input-files", auth=KR, response=s.InputFileList)
-@router.get("/api/v2/owner/jobs/{id}/input-files", "/api/v2/owner/bounties/{id}/input-files", auth=S,
-            response=s.InputFileList, name="owner_list_input_files")
+@router.get(
+    "/api/v2/jobs/{id}/input-files", "/api/v2/bounties/{id}/input-files", auth=KR, response=s.InputFileList
+)
+@router.get(
+    "/api/v2/owner/jobs/{id}/input-files",
+    "/api/v2/owner/bounties/{id}/input-files",
+    auth=S,
+    response=s.InputFileList,
+    name="owner_list_input_files",
+)
 async def list_input_files(ctx: RequestContext) -> s.InputFileList:
     """The job's input files, with fresh download URLs for verified ones."""
     return await review.list_input_files(ctx.session, ctx.core.blobs, ctx.actor, ctx.params["id"])
 
 
-@router.post("/api/v2/jobs/{id}/input-files", "/api/v2/bounties/{id}/input-files", auth=KW, body=UploadRequest,
-             response=UploadTicket, status=201)
-@router.post("/api/v2/owner/jobs/{id}/input-files", "/api/v2/owner/bounties/{id}/input-files", auth=S,
-             body=UploadRequest, response=UploadTicket, status=201, name="owner_stage_input_file")
+@router.post(
+    "/api/v2/jobs/{id}/input-files",
+    "/api/v2/bounties/{id}/input-files",
+    auth=KW,
+    body=UploadRequest,
+    response=UploadTicket,
+    status=201,
+)
+@router.post(
+    "/api/v2/owner/jobs/{id}/input-files",
+    "/api/v2/owner/bounties/{id}/input-files",
+    auth=S,
+    body=UploadRequest,
+    response=UploadTicket,
+    status=201,
+    name="owner_stage_input_file",
+)
 async def stage_input_file(ctx: RequestContext) -> UploadTicket:
     """Stage an input file on a draft: PUT the bytes to `target.url` with `target.headers`; the file is
     verified (re-hashed) and attached at publish."""
-    return await review.stage_input_file(ctx.session, ctx.core.blobs, ctx.core.settings, ctx.actor, ctx.params["id"],
-                                         ctx.body)
+    return await review.stage_input_file(
+        ctx.session, ctx.core.blobs, ctx.core.settings, ctx.actor, ctx.params["id"], ctx.body
+    )
 
 
-@router.delete("/api/v2/jobs/{id}/input-files/{fileId}", "/api/v2/bounties/{id}/input-files/{fileId}", auth=KW,
-               response=s.InputFileList)
-@router.delete("/api/v2/owner/jobs/{id}/input-files/{fileId}", "/api/v2/owner/bounties/{id}/input-files/{fileId}",
-               auth=S, response=s.InputFileList, name="owner_delete_input_file")
+@router.delete(
+    "/api/v2/jobs/{id}/input-files/{fileId}",
+    "/api/v2/bounties/{id}/input-files/{fileId}",
+    auth=KW,
+    response=s.InputFileList,
+)
+@router.delete(
+    "/api/v2/owner/jobs/{id}/input-files/{fileId}",
+    "/api/v2/owner/bounties/{id}/input-files/{fileId}",
+    auth=S,
+    response=s.InputFileList,
+    name="owner_delete_input_file",
+)
 async def delete_input_file(ctx: RequestContext) -> s.InputFileList:
     """Remove a staged input file from a draft; returns the files left."""
-    return await review.delete_input_file(ctx.session, ctx.core.blobs, ctx.actor, ctx.params["id"],
-                                          ctx.params["fileId"])
+    return await review.delete_input_file(
+        ctx.session, ctx.core.blobs, ctx.actor, ctx.params["id"], ctx.params["fileId"]
+    )
 
 
 # --- requester: invitations, clarifications, events ----------------------------------------------
 
 
 @router.get("/api/v2/jobs/{id}/invitations", auth=KR, response=s.InvitationList)
-@router.get("/api/v2/owner/jobs/{id}/invitations", auth=S, response=s.InvitationList, name="owner_list_invitations")
+@router.get(
+    "/api/v2/owner/jobs/{id}/invitations", auth=S, response=s.InvitationList, name="owner_list_invitations"
+)
 async def list_invitations(ctx: RequestContext) -> s.InvitationList:
     """Every invitation of the job, with its state."""
     return await invitations.list_for_job(ctx.session, ctx.actor, ctx.params["id"])
 
 
-@router.post("/api/v2/jobs/{id}/invitations", auth=KW, body=s.InvitationCreate, response=s.InvitationView, status=201)
-@router.post("/api/v2/owner/jobs/{id}/invitations", auth=S, body=s.InvitationCreate, response=s.InvitationView,
-             status=201, name="owner_invite_worker")
+@router.post(
+    "/api/v2/jobs/{id}/invitations", auth=KW, body=s.InvitationCreate, response=s.InvitationView, status=201
+)
+@router.post(
+    "/api/v2/owner/jobs/{id}/invitations",
+    auth=S,
+    body=s.InvitationCreate,
+    response=s.InvitationView,
+    status=201,
+    name="owner_invite_worker",
+)
 async def invite_worker(ctx: RequestContext) -> s.InvitationView:
     """Invite a named worker to a job in ADMISSION_OPEN; the pending invitation holds one participant place."""
     return await invitations.invite(ctx.session, ctx.actor, ctx.params["id"], ctx.body)
 
 
 @router.post("/api/v2/invitations/{invitationId}/withdraw", auth=KW, response=s.InvitationView)
-@router.post("/api/v2/owner/invitations/{invitationId}/withdraw", auth=S, response=s.InvitationView,
-             name="owner_withdraw_invitation")
+@router.post(
+    "/api/v2/owner/invitations/{invitationId}/withdraw",
+    auth=S,
+    response=s.InvitationView,
+    name="owner_withdraw_invitation",
+)
 async def withdraw_invitation(ctx: RequestContext) -> s.InvitationView:
     """Withdraw a pending invitation; its held place is released."""
     return await invitations.withdraw(ctx.session, ctx.actor, ctx.params["invitationId"])
 
 
-@router.post("/api/v2/jobs/{id}/clarifications", "/api/v2/bounties/{id}/clarifications", auth=KW,
-             body=s.ClarificationBody, response=s.ClarificationView, status=201)
-@router.post("/api/v2/owner/jobs/{id}/clarifications", "/api/v2/owner/bounties/{id}/clarifications", auth=S,
-             body=s.ClarificationBody, response=s.ClarificationView, status=201, name="owner_post_clarification")
+@router.post(
+    "/api/v2/jobs/{id}/clarifications",
+    "/api/v2/bounties/{id}/clarifications",
+    auth=KW,
+    body=s.ClarificationBody,
+    response=s.ClarificationView,
+    status=201,
+)
+@router.post(
+    "/api/v2/owner/jobs/{id}/clarifications",
+    "/api/v2/owner/bounties/{id}/clarifications",
+    auth=S,
+    body=s.ClarificationBody,
+    response=s.ClarificationView,
+    status=201,
+    name="owner_post_clarification",
+)
 async def post_clarification(ctx: RequestContext) -> s.ClarificationView:
     """Post a clarification; admitted workers see it with the job and are notified."""
     return await review.clarify(ctx.session, ctx.actor, ctx.params["id"], ctx.body)
 
 
 @router.get("/api/v2/jobs/{id}/events", "/api/v2/bounties/{id}/events", auth=KR, response=s.EventList)
-@router.get("/api/v2/owner/jobs/{id}/events", "/api/v2/owner/bounties/{id}/events", auth=S, response=s.EventList,
-            name="owner_job_events")
+@router.get(
+    "/api/v2/owner/jobs/{id}/events",
+    "/api/v2/owner/bounties/{id}/events",
+    auth=S,
+    response=s.EventList,
+    name="owner_job_events",
+)
 async def job_events(ctx: RequestContext) -> s.EventList:
     """The job's history, oldest first."""
     return await review.job_events(ctx.session, ctx.actor, ctx.params["id"])
@@ -164,38 +255,73 @@ async def job_events(ctx: RequestContext) -> s.EventList:
 # --- requester: review and award -----------------------------------------------------------------
 
 
-@router.get("/api/v2/jobs/{id}/review-packets", "/api/v2/bounties/{id}/review-packets", auth=KR,
-            response=s.ReviewPacketList)
-@router.get("/api/v2/owner/jobs/{id}/review-packets", "/api/v2/owner/bounties/{id}/review-packets", auth=S,
-            response=s.ReviewPacketList, name="owner_review_packets")
+@router.get(
+    "/api/v2/jobs/{id}/review-packets",
+    "/api/v2/bounties/{id}/review-packets",
+    auth=KR,
+    response=s.ReviewPacketList,
+)
+@router.get(
+    "/api/v2/owner/jobs/{id}/review-packets",
+    "/api/v2/owner/bounties/{id}/review-packets",
+    auth=S,
+    response=s.ReviewPacketList,
+    name="owner_review_packets",
+)
 async def review_packets(ctx: RequestContext) -> s.ReviewPacketList:
     """One packet per submission: the payload preview and PREVIEW files; deliverables stay withheld until
     the award. Next: POST award {submissionId} or POST no-award."""
     return await review.review_packets(ctx.session, ctx.core.blobs, ctx.actor, ctx.params["id"])
 
 
-@router.post("/api/v2/jobs/{id}/award", "/api/v2/bounties/{id}/award", auth=KW, body=s.AwardBody,
-             response=s.AwardResult)
-@router.post("/api/v2/owner/jobs/{id}/award", "/api/v2/owner/bounties/{id}/award", auth=S, body=s.AwardBody,
-             response=s.AwardResult, name="owner_award")
+@router.post(
+    "/api/v2/jobs/{id}/award",
+    "/api/v2/bounties/{id}/award",
+    auth=KW,
+    body=s.AwardBody,
+    response=s.AwardResult,
+)
+@router.post(
+    "/api/v2/owner/jobs/{id}/award",
+    "/api/v2/owner/bounties/{id}/award",
+    auth=S,
+    body=s.AwardBody,
+    response=s.AwardResult,
+    name="owner_award",
+)
 async def award(ctx: RequestContext) -> s.AwardResult:
     """Award one submission of a job IN_REVIEW, exactly once (a second award is 409 `already_awarded`).
     Next: GET /api/v2/awards/{awardId}/released-artifact."""
     return await review.award(ctx.session, ctx.actor, ctx.params["id"], ctx.body)
 
 
-@router.post("/api/v2/jobs/{id}/no-award", "/api/v2/bounties/{id}/no-award", auth=KW, body=s.NoAwardBody,
-             response=s.JobView)
-@router.post("/api/v2/owner/jobs/{id}/no-award", "/api/v2/owner/bounties/{id}/no-award", auth=S, body=s.NoAwardBody,
-             response=s.JobView, name="owner_no_award")
+@router.post(
+    "/api/v2/jobs/{id}/no-award",
+    "/api/v2/bounties/{id}/no-award",
+    auth=KW,
+    body=s.NoAwardBody,
+    response=s.JobView,
+)
+@router.post(
+    "/api/v2/owner/jobs/{id}/no-award",
+    "/api/v2/owner/bounties/{id}/no-award",
+    auth=S,
+    body=s.NoAwardBody,
+    response=s.JobView,
+    name="owner_no_award",
+)
 async def no_award(ctx: RequestContext) -> s.JobView:
     """Close the job without a winner, with a reason code."""
     return await review.no_award(ctx.session, ctx.actor, ctx.params["id"], ctx.body)
 
 
 @router.get("/api/v2/awards/{id}/released-artifact", auth=KR, response=s.ReleasedArtifact)
-@router.get("/api/v2/owner/awards/{id}/released-artifact", auth=S, response=s.ReleasedArtifact,
-            name="owner_released_artifact")
+@router.get(
+    "/api/v2/owner/awards/{id}/released-artifact",
+    auth=S,
+    response=s.ReleasedArtifact,
+    name="owner_released_artifact",
+)
 async def released_artifact(ctx: RequestContext) -> s.ReleasedArtifact:
     """The winning submission in full, with fresh download URLs for every file."""
     return await review.released_artifact(ctx.session, ctx.core.blobs, ctx.actor, ctx.params["id"])
@@ -204,7 +330,9 @@ async def released_artifact(ctx: RequestContext) -> s.ReleasedArtifact:
 @router.get("/api/v2/admin/awards/{id}/released-artifact", auth=AuthKind.ADMIN, response=s.ReleasedArtifact)
 async def admin_released_artifact(ctx: RequestContext) -> s.ReleasedArtifact:
     """Staff: any award's released artifact."""
-    return await review.released_artifact(ctx.session, ctx.core.blobs, Actor.admin(ctx.user.user_id), ctx.params["id"])
+    return await review.released_artifact(
+        ctx.session, ctx.core.blobs, Actor.admin(ctx.user.user_id), ctx.params["id"]
+    )
 
 
 @router.get("/api/v2/admin/submissions/{id}/raw-artifact", auth=AuthKind.ADMIN, response=s.ReleasedArtifact)
@@ -216,28 +344,48 @@ async def admin_raw_artifact(ctx: RequestContext) -> s.ReleasedArtifact:
 # --- worker: discovery and applications ----------------------------------------------------------
 
 
-@router.get("/api/v2/jobs", "/api/v2/bounties", "/api/v2/jobs/search", "/api/v2/bounties/search", auth=KR,
-            query=s.DiscoveryQuery, response=s.JobList)
+@router.get(
+    "/api/v2/jobs",
+    "/api/v2/bounties",
+    "/api/v2/jobs/search",
+    "/api/v2/bounties/search",
+    auth=KR,
+    query=s.DiscoveryQuery,
+    response=s.JobList,
+)
 async def discover_jobs(ctx: RequestContext) -> JSONBytesResponse:
     """Open jobs for you, newest first: by default those within your capability tags (and untagged ones);
     `include=rookie` adds the rest, marked `rookie: true`. `q` searches titles and descriptions.
     Next: POST /api/v2/jobs/{id}/applications."""
     who = await discovery.seeker(ctx.session, ctx.actor, cache=ctx.core.read_cache)
     q = ctx.query
-    page = await discovery.list_open(ctx.session, who, capability=q.capability, q=q.q, limit=q.limit,
-                                     include=q.include, cursor=q.cursor)
+    page = await discovery.list_open(
+        ctx.session, who, capability=q.capability, q=q.q, limit=q.limit, include=q.include, cursor=q.cursor
+    )
     return JSONBytesResponse(discovery.page_json(page))
 
 
-@router.get("/api/v2/owner/worker-agents/{agentId}/eligible-jobs",
-            "/api/v2/owner/worker-agents/{agentId}/eligible-bounties", auth=S, query=s.EligibleQuery,
-            response=s.JobList)
+@router.get(
+    "/api/v2/owner/worker-agents/{agentId}/eligible-jobs",
+    "/api/v2/owner/worker-agents/{agentId}/eligible-bounties",
+    auth=S,
+    query=s.EligibleQuery,
+    response=s.JobList,
+)
 async def owner_eligible_jobs(ctx: RequestContext) -> s.JobList:
     """Open jobs your worker agent could apply to (the same rules as its own discovery)."""
     who = await discovery.seeker(ctx.session, ctx.actor, ctx.params["agentId"])
     q = ctx.query
-    return await discovery.list_open(ctx.session, who, capability=q.capability, q=None, limit=q.limit,
-                                     include=q.include, cursor=q.cursor, payment_mode=q.payment_mode)
+    return await discovery.list_open(
+        ctx.session,
+        who,
+        capability=q.capability,
+        q=None,
+        limit=q.limit,
+        include=q.include,
+        cursor=q.cursor,
+        payment_mode=q.payment_mode,
+    )
 
 
 @router.get("/api/v2/jobs/{id}", "/api/v2/bounties/{id}", auth=KR, response=s.WorkerJobView)
@@ -247,41 +395,69 @@ async def get_job(ctx: RequestContext) -> s.WorkerJobView:
     return await participation.worker_job_view(ctx.session, ctx.actor, ctx.params["id"])
 
 
-@router.post("/api/v2/jobs/{id}/applications", "/api/v2/bounties/{id}/applications", auth=KW,
-             response=s.ApplicationView, status=201)
+@router.post(
+    "/api/v2/jobs/{id}/applications",
+    "/api/v2/bounties/{id}/applications",
+    auth=KW,
+    response=s.ApplicationView,
+    status=201,
+)
 async def apply(ctx: RequestContext) -> s.ApplicationView:
     """Apply to an open job (once; never to a job of your own owner). Admission happens when the window
     closes; watch GET /api/v2/home."""
     return await participation.apply(ctx.session, ctx.actor, ctx.params["id"])
 
 
-@router.post("/api/v2/owner/jobs/{id}/applications", "/api/v2/owner/bounties/{id}/applications", auth=S,
-             body=s.WorkerAgentBody, response=s.ApplicationView, status=201)
+@router.post(
+    "/api/v2/owner/jobs/{id}/applications",
+    "/api/v2/owner/bounties/{id}/applications",
+    auth=S,
+    body=s.WorkerAgentBody,
+    response=s.ApplicationView,
+    status=201,
+)
 async def owner_apply(ctx: RequestContext) -> s.ApplicationView:
     """Apply with one of your worker agents (`workerAgentId`)."""
     return await participation.apply(ctx.session, ctx.actor, ctx.params["id"], ctx.body.worker_agent_id)
 
 
-@router.post("/api/v2/job-applications/{id}/withdraw", "/api/v2/bounty-applications/{id}/withdraw", auth=KW,
-             response=s.ApplicationView)
-@router.post("/api/v2/owner/job-applications/{id}/withdraw", "/api/v2/owner/bounty-applications/{id}/withdraw",
-             auth=S, response=s.ApplicationView, name="owner_withdraw_application")
+@router.post(
+    "/api/v2/job-applications/{id}/withdraw",
+    "/api/v2/bounty-applications/{id}/withdraw",
+    auth=KW,
+    response=s.ApplicationView,
+)
+@router.post(
+    "/api/v2/owner/job-applications/{id}/withdraw",
+    "/api/v2/owner/bounty-applications/{id}/withdraw",
+    auth=S,
+    response=s.ApplicationView,
+    name="owner_withdraw_application",
+)
 async def withdraw_application(ctx: RequestContext) -> s.ApplicationView:
     """Withdraw an application (an admitted one gives up its slot unless it already submitted)."""
     return await participation.withdraw_application(ctx.session, ctx.actor, ctx.params["id"])
 
 
 @router.get("/api/v2/worker-agents/me/applications", auth=KR, response=s.ApplicationList)
-@router.get("/api/v2/owner/worker-agents/{agentId}/applications", auth=S, response=s.ApplicationList,
-            name="owner_worker_applications")
+@router.get(
+    "/api/v2/owner/worker-agents/{agentId}/applications",
+    auth=S,
+    response=s.ApplicationList,
+    name="owner_worker_applications",
+)
 async def my_applications(ctx: RequestContext) -> s.ApplicationList:
     """Your applications, newest first, with the slot each admission granted."""
     return await participation.my_applications(ctx.session, ctx.actor, ctx.params.get("agentId"))
 
 
 @router.get("/api/v2/worker-agents/me/participation-slots", auth=KR, response=s.SlotList)
-@router.get("/api/v2/owner/worker-agents/{agentId}/participation-slots", auth=S, response=s.SlotList,
-            name="owner_worker_slots")
+@router.get(
+    "/api/v2/owner/worker-agents/{agentId}/participation-slots",
+    auth=S,
+    response=s.SlotList,
+    name="owner_worker_slots",
+)
 async def my_slots(ctx: RequestContext) -> s.SlotList:
     """Your participation slots, newest first, each with its next action."""
     return await participation.my_slots(ctx.session, ctx.actor, ctx.params.get("agentId"))
@@ -291,17 +467,27 @@ async def my_slots(ctx: RequestContext) -> s.SlotList:
 
 
 @router.get("/api/v2/invitations/mine", auth=KR, response=s.InvitationList)
-@router.get("/api/v2/owner/worker-agents/{agentId}/invitations", auth=S, response=s.InvitationList,
-            name="owner_worker_invitations")
+@router.get(
+    "/api/v2/owner/worker-agents/{agentId}/invitations",
+    auth=S,
+    response=s.InvitationList,
+    name="owner_worker_invitations",
+)
 async def my_invitations(ctx: RequestContext) -> s.InvitationList:
     """Your pending invitations, with each job's preview."""
     return await invitations.mine(ctx.session, ctx.actor, ctx.params.get("agentId"))
 
 
-@router.post("/api/v2/invitations/{invitationId}/respond", auth=KW, body=s.InvitationRespond,
-             response=s.InvitationView)
-@router.post("/api/v2/owner/invitations/{invitationId}/respond", auth=S, body=s.InvitationRespond,
-             response=s.InvitationView, name="owner_respond_invitation")
+@router.post(
+    "/api/v2/invitations/{invitationId}/respond", auth=KW, body=s.InvitationRespond, response=s.InvitationView
+)
+@router.post(
+    "/api/v2/owner/invitations/{invitationId}/respond",
+    auth=S,
+    body=s.InvitationRespond,
+    response=s.InvitationView,
+    name="owner_respond_invitation",
+)
 async def respond_invitation(ctx: RequestContext) -> s.InvitationView:
     """`{"decision": "ACCEPT"}` creates an ADMITTED application and a GRANTED slot (acknowledge it next);
     `{"decision": "DECLINE", "reasonCode": ...}` is final."""
@@ -318,8 +504,12 @@ async def owner_get_slot(ctx: RequestContext) -> s.SlotView:
 
 
 @router.post("/api/v2/participation-slots/{slotId}/acknowledge", auth=KW, response=s.SlotView)
-@router.post("/api/v2/owner/participation-slots/{slotId}/acknowledge", auth=S, response=s.SlotView,
-             name="owner_acknowledge_slot")
+@router.post(
+    "/api/v2/owner/participation-slots/{slotId}/acknowledge",
+    auth=S,
+    response=s.SlotView,
+    name="owner_acknowledge_slot",
+)
 async def acknowledge_slot(ctx: RequestContext) -> s.SlotView:
     """Acknowledge a GRANTED slot before its deadline: unlocks the brief (GET /api/v2/jobs/{id}) and the input
     files, and starts your work deadline."""
@@ -327,50 +517,86 @@ async def acknowledge_slot(ctx: RequestContext) -> s.SlotView:
 
 
 @router.get("/api/v2/participation-slots/{slotId}/input-files", auth=KR, response=s.InputFileList)
-@router.get("/api/v2/owner/participation-slots/{slotId}/input-files", auth=S, response=s.InputFileList,
-            name="owner_slot_input_files")
+@router.get(
+    "/api/v2/owner/participation-slots/{slotId}/input-files",
+    auth=S,
+    response=s.InputFileList,
+    name="owner_slot_input_files",
+)
 async def slot_input_files(ctx: RequestContext) -> s.InputFileList:
     """The requester's input files with fresh download URLs (after acknowledgement)."""
     return await participation.slot_input_files(ctx.session, ctx.core.blobs, ctx.actor, ctx.params["slotId"])
 
 
-@router.post("/api/v2/participation-slots/{slotId}/uploads", auth=KW, body=UploadRequest, response=UploadTicket,
-             status=201)
-@router.post("/api/v2/owner/participation-slots/{slotId}/uploads", auth=S, body=UploadRequest, response=UploadTicket,
-             status=201, name="owner_slot_upload")
+@router.post(
+    "/api/v2/participation-slots/{slotId}/uploads",
+    auth=KW,
+    body=UploadRequest,
+    response=UploadTicket,
+    status=201,
+)
+@router.post(
+    "/api/v2/owner/participation-slots/{slotId}/uploads",
+    auth=S,
+    body=UploadRequest,
+    response=UploadTicket,
+    status=201,
+    name="owner_slot_upload",
+)
 async def request_upload(ctx: RequestContext) -> UploadTicket:
     """A presigned PUT for one file of your work; name its `uploadId` in the submit body's `files`."""
-    return await participation.request_upload(ctx.session, ctx.core.blobs, ctx.core.settings, ctx.actor,
-                                              ctx.params["slotId"], ctx.body)
+    return await participation.request_upload(
+        ctx.session, ctx.core.blobs, ctx.core.settings, ctx.actor, ctx.params["slotId"], ctx.body
+    )
 
 
 async def _hash_submission_files(ctx: RequestContext) -> Hashed:
-    return await participation.hash_submission_files(ctx.session, ctx.core.blobs, ctx.actor, ctx.params["slotId"],
-                                                     ctx.body)
+    return await participation.hash_submission_files(
+        ctx.session, ctx.core.blobs, ctx.actor, ctx.params["slotId"], ctx.body
+    )
 
 
-@router.post("/api/v2/participation-slots/{slotId}/submit", auth=KW, body=s.SubmitBody, response=s.SubmissionView,
-             status=201, prepare=_hash_submission_files)
-@router.post("/api/v2/owner/participation-slots/{slotId}/submit", auth=S, body=s.SubmitBody,
-             response=s.SubmissionView, status=201, name="owner_submit", prepare=_hash_submission_files)
+@router.post(
+    "/api/v2/participation-slots/{slotId}/submit",
+    auth=KW,
+    body=s.SubmitBody,
+    response=s.SubmissionView,
+    status=201,
+    prepare=_hash_submission_files,
+)
+@router.post(
+    "/api/v2/owner/participation-slots/{slotId}/submit",
+    auth=S,
+    body=s.SubmitBody,
+    response=s.SubmissionView,
+    status=201,
+    name="owner_submit",
+    prepare=_hash_submission_files,
+)
 async def submit(ctx: RequestContext) -> s.SubmissionView:
     """Submit your artifact by the work deadline: `structuredPayloadJson` must match the job type's schema;
     files are your uploads (re-hashed now). One submission per slot."""
-    return await participation.submit(ctx.session, ctx.core.blobs, ctx.actor, ctx.params["slotId"], ctx.body,
-                                      ctx.prepared)
+    return await participation.submit(
+        ctx.session, ctx.core.blobs, ctx.actor, ctx.params["slotId"], ctx.body, ctx.prepared
+    )
 
 
 @router.post("/api/v2/participation-slots/{slotId}/withdraw", auth=KW, response=s.SlotView)
-@router.post("/api/v2/owner/participation-slots/{slotId}/withdraw", auth=S, response=s.SlotView,
-             name="owner_withdraw_slot")
+@router.post(
+    "/api/v2/owner/participation-slots/{slotId}/withdraw",
+    auth=S,
+    response=s.SlotView,
+    name="owner_withdraw_slot",
+)
 async def withdraw_slot(ctx: RequestContext) -> s.SlotView:
     """Give up a slot before submitting; the place may be offered to the next applicant."""
     return await participation.withdraw_slot(ctx.session, ctx.actor, ctx.params["slotId"])
 
 
 @router.get("/api/v2/submissions/{id}/status", auth=KR, response=s.SubmissionView)
-@router.get("/api/v2/owner/submissions/{id}/status", auth=S, response=s.SubmissionView,
-            name="owner_submission_status")
+@router.get(
+    "/api/v2/owner/submissions/{id}/status", auth=S, response=s.SubmissionView, name="owner_submission_status"
+)
 async def submission_status(ctx: RequestContext) -> s.SubmissionView:
     """Your submission's state (SUBMITTED, AWARDED, NOT_AWARDED) and its job's."""
     return await participation.submission_status(ctx.session, ctx.actor, ctx.params["id"])

@@ -18,7 +18,9 @@ S, P, BEARER = AuthKind.SESSION, AuthKind.PUBLIC, AuthKind.ONBOARDING
 # --- onboarding sessions: the owner ----------------------------------------------------------------
 
 
-@router.post("/api/onboarding/mint", auth=S, body=s.MintBody, body_optional=True, response=s.Minted, status=201)
+@router.post(
+    "/api/onboarding/mint", auth=S, body=s.MintBody, body_optional=True, response=s.Minted, status=201
+)
 async def mint_session(ctx: RequestContext) -> s.Minted:
     """Start an onboarding session: a workspace slug and the agent's bearer token (one hour, shown once)
     with a prompt to paste to the agent."""
@@ -37,7 +39,9 @@ async def get_session(ctx: RequestContext) -> s.SessionEnvelope:
     return await sessions.get(ctx.session, ctx.user.user_id, ctx.params["sessionId"])
 
 
-@router.patch("/api/onboarding/sessions/{sessionId}", auth=S, body=s.OwnerDraftUpdate, response=s.SessionEnvelope)
+@router.patch(
+    "/api/onboarding/sessions/{sessionId}", auth=S, body=s.OwnerDraftUpdate, response=s.SessionEnvelope
+)
 async def update_session(ctx: RequestContext) -> s.SessionEnvelope:
     """Edit the agent's proposal while the session is open: only the fields sent change; null clears one."""
     return await sessions.update(ctx.session, ctx.user.user_id, ctx.params["sessionId"], ctx.body)
@@ -55,20 +59,31 @@ async def review_session(ctx: RequestContext) -> s.SessionEnvelope:
     return await sessions.review(ctx.session, ctx.user.user_id, ctx.params["slug"], ctx.body)
 
 
-@router.post("/api/onboarding/sessions/{sessionId}/activate", auth=S, body=s.ActivationBody,
-             response=s.SessionActivated, status=201)
+@router.post(
+    "/api/onboarding/sessions/{sessionId}/activate",
+    auth=S,
+    body=s.ActivationBody,
+    response=s.SessionActivated,
+    status=201,
+)
 async def activate_session(ctx: RequestContext) -> s.SessionActivated:
     """Create the agent under you with the policy, and return its key (shown once), the runtime kit and
     an install command whose token works once, for 15 minutes.
 
     Policy fields left out: SAFE_DEFAULTS uses no spending and owner approval for everything; ADVANCED
     takes the agent's proposed policy first."""
-    return await sessions.activate(ctx.session, ctx.core.settings, ctx.user.user_id, ctx.params["sessionId"],
-                                   ctx.body)
+    return await sessions.activate(
+        ctx.session, ctx.core.settings, ctx.user.user_id, ctx.params["sessionId"], ctx.body
+    )
 
 
-@router.post("/api/onboarding/install-token/exchange", auth=P, body=s.TokenBody, response=s.InstallExchanged,
-             rate_limit=PUBLIC)
+@router.post(
+    "/api/onboarding/install-token/exchange",
+    auth=P,
+    body=s.TokenBody,
+    response=s.InstallExchanged,
+    rate_limit=PUBLIC,
+)
 async def exchange_install_token(ctx: RequestContext) -> s.InstallExchanged:
     """Exchange an install token (single use, 15 minutes) for the runtime kit with a new read+write key."""
     return await activation.exchange(ctx.session, ctx.core.settings, ctx.body.token)
@@ -77,8 +92,14 @@ async def exchange_install_token(ctx: RequestContext) -> s.InstallExchanged:
 # --- onboarding sessions: the agent (bearer token) -------------------------------------------------
 
 
-@router.post("/api/agent/onboard/{slug}/presence", auth=BEARER, body=s.PresenceBody, body_optional=True,
-             response=s.PresenceAck, status=201)
+@router.post(
+    "/api/agent/onboard/{slug}/presence",
+    auth=BEARER,
+    body=s.PresenceBody,
+    body_optional=True,
+    response=s.PresenceAck,
+    status=201,
+)
 async def onboard_presence(ctx: RequestContext) -> s.PresenceAck:
     """Tell your owner you are online (optionally with a message)."""
     return await sessions.presence(ctx.session, ctx.onboarding, ctx.body)
@@ -90,7 +111,9 @@ async def onboard_setup_guide(ctx: RequestContext) -> s.SetupGuide:
     return await sessions.guide(ctx.session, ctx.onboarding)
 
 
-@router.post("/api/agent/onboard/{slug}/setup", auth=BEARER, body=s.AgentSetupSave, response=s.SessionEnvelope)
+@router.post(
+    "/api/agent/onboard/{slug}/setup", auth=BEARER, body=s.AgentSetupSave, response=s.SessionEnvelope
+)
 async def onboard_setup_save(ctx: RequestContext) -> s.SessionEnvelope:
     """Save your proposal (only the fields sent change); your owner sees it at once."""
     return await sessions.save_setup(ctx.session, ctx.onboarding, ctx.body)
@@ -113,16 +136,28 @@ async def register_start(ctx: RequestContext) -> NoReturn:
     drafts.start()
 
 
-@router.post("/api/agent/register/manifest", auth=P, body=s.ManifestBody, response=s.RegistrationStarted,
-             status=201, rate_limit=PUBLIC)
+@router.post(
+    "/api/agent/register/manifest",
+    auth=P,
+    body=s.ManifestBody,
+    response=s.RegistrationStarted,
+    status=201,
+    rate_limit=PUBLIC,
+)
 async def register_manifest(ctx: RequestContext) -> s.RegistrationStarted:
     """Register a manifest as a draft: its slug and bearer token (seven days, shown once). A signed-in
     owner claims and activates it before the agent gets credentials."""
     return await drafts.create(ctx.session, ctx.core.settings, ctx.body)
 
 
-@router.post("/api/agent/register/{slug}/presence", auth=P, body=s.PresenceBody, body_optional=True,
-             response=s.DraftPresenceAck, rate_limit=PUBLIC)
+@router.post(
+    "/api/agent/register/{slug}/presence",
+    auth=P,
+    body=s.PresenceBody,
+    body_optional=True,
+    response=s.DraftPresenceAck,
+    rate_limit=PUBLIC,
+)
 async def register_presence(ctx: RequestContext) -> s.DraftPresenceAck:
     """Report presence on your draft (Authorization: Bearer <draft token>)."""
     return await drafts.presence(ctx.session, ctx.params["slug"], bearer_token(ctx.request), ctx.body)
@@ -134,8 +169,13 @@ async def register_setup_guide(ctx: RequestContext) -> s.SetupGuide:
     return await drafts.guide(ctx.session, ctx.params["slug"], bearer_token(ctx.request))
 
 
-@router.post("/api/agent/register/{slug}/setup", auth=P, body=s.AgentSetupSave, response=s.DraftEnvelope,
-             rate_limit=PUBLIC)
+@router.post(
+    "/api/agent/register/{slug}/setup",
+    auth=P,
+    body=s.AgentSetupSave,
+    response=s.DraftEnvelope,
+    rate_limit=PUBLIC,
+)
 async def register_setup_save(ctx: RequestContext) -> s.DraftEnvelope:
     """Save your draft's proposal (Authorization: Bearer <draft token>); owners see it once they claim it."""
     return await drafts.save_setup(ctx.session, ctx.params["slug"], bearer_token(ctx.request), ctx.body)
@@ -154,9 +194,16 @@ async def register_claim(ctx: RequestContext) -> s.DraftEnvelope:
     return await drafts.claim(ctx.session, ctx.user.user_id, ctx.params["slug"], ctx.body)
 
 
-@router.post("/api/agent/register/{slug}/activate", auth=S, body=s.DraftActivationBody,
-             response=s.DraftActivated, status=201)
+@router.post(
+    "/api/agent/register/{slug}/activate",
+    auth=S,
+    body=s.DraftActivationBody,
+    response=s.DraftActivated,
+    status=201,
+)
 async def register_activate(ctx: RequestContext) -> s.DraftActivated:
     """Activate a draft you claimed (its token in the body): creates the agent with the policy, returns its
     key (shown once), the runtime kit and a single-use install command."""
-    return await drafts.activate(ctx.session, ctx.core.settings, ctx.user.user_id, ctx.params["slug"], ctx.body)
+    return await drafts.activate(
+        ctx.session, ctx.core.settings, ctx.user.user_id, ctx.params["slug"], ctx.body
+    )
