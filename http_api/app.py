@@ -19,13 +19,13 @@ from callboard_core import worker
 from callboard_core.config import Settings, load_settings
 from callboard_core.container import Core
 from http_api.blob_routes import blob_routes
+from http_api.dispatch import IndexedRouter
 from http_api.endpoint import build_endpoint
 from http_api.errors import EXCEPTION_HANDLERS
 from http_api.middleware import BodyLimitMiddleware, RequestIdMiddleware
 from http_api.openapi import build_openapi
-from http_api.router import IndexedRouter
+from http_api.route_table import RouteDef
 from http_api.routes import all_routes
-from http_api.routing import RouteDef
 from mcp_server.http import McpMount
 
 TEMPLATES = Jinja2Templates(directory=str(Path(__file__).parent / "templates"))

@@ -23,7 +23,7 @@ from callboard_core.principals import (
 )
 from callboard_core.security import tokens
 from callboard_core.security.permissions import Permission
-from http_api.routing import SAFE_METHODS, AuthKind
+from http_api.route_table import SAFE_METHODS, AuthKind
 
 API_KEY_HEADER = "x-api-key"
 _API_KEY_HEADER = API_KEY_HEADER.encode()

@@ -23,7 +23,7 @@ from callboard_core.errors import BadRequest, NotFound, Unauthenticated, Validat
 from callboard_core.idempotency import service as idempotency
 from callboard_core.principals import KeyPrincipal, Principal, UserPrincipal
 from http_api import auth
-from http_api.routing import SAFE_METHODS, AuthKind, RequestContext, RouteDef
+from http_api.route_table import SAFE_METHODS, AuthKind, RequestContext, RouteDef
 
 _background: set[asyncio.Task[None]] = set()
 _REPLAY_HEADERS = ("content-type", "location")

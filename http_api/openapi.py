@@ -7,7 +7,7 @@ from typing import Any, Literal
 from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
-from http_api.routing import AuthKind, RouteDef
+from http_api.route_table import AuthKind, RouteDef
 
 SECURITY = {
     AuthKind.PUBLIC: [],

@@ -57,7 +57,7 @@ from callboard_core.security.permissions import Role
 from callboard_core.waitlist.models import WaitlistSignup
 from http_api import endpoint
 from http_api.app import create_app
-from http_api.routing import AuthKind, RouteDef
+from http_api.route_table import AuthKind, RouteDef
 from tests import conftest
 from tests.conftest import BASE_URL, make_settings, make_user
 

@@ -15,8 +15,8 @@ import pytest
 
 from callboard_core.auth import sessions
 from callboard_core.security.permissions import Permission, Role
+from http_api.route_table import SAFE_METHODS, AuthKind, RouteDef
 from http_api.routes import all_routes
-from http_api.routing import SAFE_METHODS, AuthKind, RouteDef
 from tests.conftest import BASE_URL, _backends
 from tests.factories import (
     CREDENTIAL_CODES,

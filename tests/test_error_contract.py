@@ -16,8 +16,8 @@ import httpx
 import orjson
 import pytest
 
+from http_api.route_table import SAFE_METHODS, AuthKind, RouteDef
 from http_api.routes import all_routes
-from http_api.routing import SAFE_METHODS, AuthKind, RouteDef
 from tests.conftest import BASE_URL, _backends
 from tests.factories import (
     Unsampleable,

@@ -1,10 +1,10 @@
-"""Every route module of the HTTP API; each defines `router`."""
+"""Every route module of the HTTP API; each defines `routes`, its RouteGroup."""
 
 from __future__ import annotations
 
 import importlib
 
-from http_api.routing import RouteDef
+from http_api.route_table import RouteDef
 
 MODULES = [
     "http_api.routes.auth",
@@ -24,5 +24,5 @@ MODULES = [
 def all_routes() -> list[RouteDef]:
     table: list[RouteDef] = []
     for name in MODULES:
-        table.extend(importlib.import_module(name).router.routes)
+        table.extend(importlib.import_module(name).routes.declared)
     return table

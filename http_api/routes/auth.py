@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-from callboard_core.auth import schemas as s
+from callboard_core.auth import schemas as auth_schemas
 from callboard_core.auth import service as auth
 from callboard_core.auth.sessions import COOKIE_NAME
 from callboard_core.ratelimit import SIGNIN
 from callboard_core.schemas import StatusResponse
 from callboard_core.users.schemas import UserEnvelope
 from http_api.auth import check_origin
-from http_api.routing import AuthKind, Cookie, RequestContext, Router
+from http_api.route_table import AuthKind, Cookie, RequestContext, RouteGroup
 
-router = Router("auth")
+routes = RouteGroup("auth")
 
 
 def previous_token(ctx: RequestContext) -> str | None:
@@ -27,15 +27,15 @@ def refuse_foreign_origin(ctx: RequestContext) -> None:
     check_origin(ctx.request, ctx.core, required=False)
 
 
-@router.post(
+@routes.post(
     "/auth/register",
     auth=AuthKind.PUBLIC,
-    body=s.RegisterRequest,
-    response=s.Accepted,
+    body=auth_schemas.RegisterRequest,
+    response=auth_schemas.Accepted,
     status=202,
     rate_limit=SIGNIN,
 )
-async def register(ctx: RequestContext) -> s.Accepted:
+async def register(ctx: RequestContext) -> auth_schemas.Accepted:
     """Create an account if the email has none, and mail a sign-in link.
 
     The answer is 202 {status: "accepted"} whether or not the account existed."""
@@ -45,15 +45,15 @@ async def register(ctx: RequestContext) -> s.Accepted:
     )
 
 
-@router.post(
+@routes.post(
     "/auth/magic-link",
     auth=AuthKind.PUBLIC,
-    body=s.MagicLinkRequest,
-    response=s.Accepted,
+    body=auth_schemas.MagicLinkRequest,
+    response=auth_schemas.Accepted,
     status=202,
     rate_limit=SIGNIN,
 )
-async def magic_link(ctx: RequestContext) -> s.Accepted:
+async def magic_link(ctx: RequestContext) -> auth_schemas.Accepted:
     """Mail a single-use sign-in link (15 minutes).
 
     202 for any well-formed email. An unknown address gets a sign-up link only when legalAcceptance
@@ -64,15 +64,15 @@ async def magic_link(ctx: RequestContext) -> s.Accepted:
     )
 
 
-@router.post(
+@routes.post(
     "/auth/verify",
     auth=AuthKind.PUBLIC,
-    body=s.VerifyRequest,
-    response=s.SignedIn,
+    body=auth_schemas.VerifyRequest,
+    response=auth_schemas.SignedIn,
     rate_limit=SIGNIN,
     idempotent=False,
 )
-async def verify(ctx: RequestContext) -> s.SignedIn:
+async def verify(ctx: RequestContext) -> auth_schemas.SignedIn:
     """Consume a magic-link token: sets the svc_session cookie and returns the user and nextUrl.
 
     A used token is 410 magic_link_used, an expired one 410 magic_link_expired, an unknown one 401."""
@@ -89,15 +89,15 @@ async def verify(ctx: RequestContext) -> s.SignedIn:
     return signed_in.response()
 
 
-@router.post(
+@routes.post(
     "/auth/password-login",
     auth=AuthKind.PUBLIC,
-    body=s.PasswordLoginRequest,
-    response=s.SignedIn,
+    body=auth_schemas.PasswordLoginRequest,
+    response=auth_schemas.SignedIn,
     rate_limit=SIGNIN,
     idempotent=False,
 )
-async def password_login(ctx: RequestContext) -> s.SignedIn:
+async def password_login(ctx: RequestContext) -> auth_schemas.SignedIn:
     """Sign in with email or username and password; sets the svc_session cookie.
 
     With legalAcceptance, a first password can be set (a new email, or an account with no password and an
@@ -115,15 +115,15 @@ async def password_login(ctx: RequestContext) -> s.SignedIn:
     return signed_in.response()
 
 
-@router.post(
+@routes.post(
     "/auth/dev-login",
     auth=AuthKind.PUBLIC,
-    body=s.DevLoginRequest,
-    response=s.SignedIn,
+    body=auth_schemas.DevLoginRequest,
+    response=auth_schemas.SignedIn,
     rate_limit=SIGNIN,
     idempotent=False,
 )
-async def dev_login(ctx: RequestContext) -> s.SignedIn:
+async def dev_login(ctx: RequestContext) -> auth_schemas.SignedIn:
     """Development sign-in by email and password (creates a missing account). 403 in production."""
     refuse_foreign_origin(ctx)
     signed_in = await auth.dev_login(
@@ -138,33 +138,38 @@ async def dev_login(ctx: RequestContext) -> s.SignedIn:
     return signed_in.response()
 
 
-@router.get("/auth/legal-versions", auth=AuthKind.PUBLIC, response=s.LegalVersions)
-async def legal_versions(ctx: RequestContext) -> s.LegalVersions:
+@routes.get("/auth/legal-versions", auth=AuthKind.PUBLIC, response=auth_schemas.LegalVersions)
+async def legal_versions(ctx: RequestContext) -> auth_schemas.LegalVersions:
     """The current terms and privacy-notice versions a sign-up accepts."""
     return auth.legal_versions(ctx.core.settings)
 
 
-@router.get("/auth/me", auth=AuthKind.SESSION, response=UserEnvelope)
+@routes.get("/auth/me", auth=AuthKind.SESSION, response=UserEnvelope)
 async def me(ctx: RequestContext) -> UserEnvelope:
     """The signed-in user; 401 without a session."""
     return await auth.me(ctx.session, ctx.user.user_id)
 
 
-@router.post(
-    "/auth/onboarding-profile", auth=AuthKind.SESSION, body=s.OnboardingProfileUpdate, response=UserEnvelope
+@routes.post(
+    "/auth/onboarding-profile",
+    auth=AuthKind.SESSION,
+    body=auth_schemas.OnboardingProfileUpdate,
+    response=UserEnvelope,
 )
 async def onboarding_profile(ctx: RequestContext) -> UserEnvelope:
     """Set name and onboarding profile fields (only those sent change); returns the user."""
     return await auth.update_onboarding_profile(ctx.session, ctx.user.user_id, ctx.body)
 
 
-@router.post("/auth/password", auth=AuthKind.SESSION, body=s.PasswordChange, response=StatusResponse)
+@routes.post(
+    "/auth/password", auth=AuthKind.SESSION, body=auth_schemas.PasswordChange, response=StatusResponse
+)
 async def change_password(ctx: RequestContext) -> StatusResponse:
     """Set the signed-in user's password; the user's other sessions end."""
     return await auth.change_password(ctx.session, ctx.user, ctx.body.password)
 
 
-@router.post("/auth/logout", auth=AuthKind.SESSION, response=StatusResponse, idempotent=False)
+@routes.post("/auth/logout", auth=AuthKind.SESSION, response=StatusResponse, idempotent=False)
 async def logout(ctx: RequestContext) -> StatusResponse:
     """End every live session of the user and clear the cookie."""
     ctx.cookies.append(Cookie(COOKIE_NAME, delete=True))

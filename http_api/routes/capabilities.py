@@ -2,18 +2,23 @@
 
 from __future__ import annotations
 
-from callboard_core.capabilities import schemas as s
+from callboard_core.capabilities import schemas as capability_schemas
 from callboard_core.capabilities import service as capabilities
-from http_api.routing import AuthKind, RequestContext, Router
+from http_api.route_table import AuthKind, RequestContext, RouteGroup
 
-router = Router("capabilities")
+routes = RouteGroup("capabilities")
 
 
 # --- public --------------------------------------------------------------------------------------
 
 
-@router.get("/capabilities", auth=AuthKind.PUBLIC, query=s.TreeQuery, response=s.CapabilityTree)
-async def list_capabilities(ctx: RequestContext) -> s.CapabilityTree:
+@routes.get(
+    "/capabilities",
+    auth=AuthKind.PUBLIC,
+    query=capability_schemas.TreeQuery,
+    response=capability_schemas.CapabilityTree,
+)
+async def list_capabilities(ctx: RequestContext) -> capability_schemas.CapabilityTree:
     """Active categories with their active (canonical) tags, in sort order.
 
     `query` keeps the categories whose name matches, and elsewhere only the tags whose name, slug or alias
@@ -21,20 +26,25 @@ async def list_capabilities(ctx: RequestContext) -> s.CapabilityTree:
     return await capabilities.tree(ctx.session, ctx.query.query)
 
 
-@router.get("/capabilities/tags", auth=AuthKind.PUBLIC, query=s.TagQuery, response=s.TagList)
-async def search_tags(ctx: RequestContext) -> s.TagList:
+@routes.get(
+    "/capabilities/tags",
+    auth=AuthKind.PUBLIC,
+    query=capability_schemas.TagQuery,
+    response=capability_schemas.TagList,
+)
+async def search_tags(ctx: RequestContext) -> capability_schemas.TagList:
     """Search active tags by name, slug or alias (case-insensitive substring); exact matches first."""
     return await capabilities.search_tags(ctx.session, ctx.query.query, ctx.query.category_id)
 
 
-@router.post(
+@routes.post(
     "/capabilities/requests",
     auth=AuthKind.SESSION,
-    body=s.TagRequestCreate,
-    response=s.CapabilityTagRequest,
+    body=capability_schemas.TagRequestCreate,
+    response=capability_schemas.CapabilityTagRequest,
     status=201,
 )
-async def request_tag(ctx: RequestContext) -> s.CapabilityTagRequest:
+async def request_tag(ctx: RequestContext) -> capability_schemas.CapabilityTagRequest:
     """Request a custom capability tag; staff review it before it is used for matching.
 
     409 `tag_exists` (with the tag's slug) when an active tag already has this name, slug or alias."""
@@ -44,61 +54,81 @@ async def request_tag(ctx: RequestContext) -> s.CapabilityTagRequest:
 # --- staff ---------------------------------------------------------------------------------------
 
 
-@router.get("/admin/capabilities", auth=AuthKind.STAFF, query=s.TreeQuery, response=s.CapabilityTree)
-async def admin_list_capabilities(ctx: RequestContext) -> s.CapabilityTree:
+@routes.get(
+    "/admin/capabilities",
+    auth=AuthKind.STAFF,
+    query=capability_schemas.TreeQuery,
+    response=capability_schemas.CapabilityTree,
+)
+async def admin_list_capabilities(ctx: RequestContext) -> capability_schemas.CapabilityTree:
     """Every category, HIDDEN and DEPRECATED included, with every tag."""
     return await capabilities.admin_tree(ctx.session, ctx.query.query)
 
 
-@router.post(
+@routes.post(
     "/admin/capabilities/categories",
     auth=AuthKind.STAFF,
-    body=s.CategoryCreate,
-    response=s.CapabilityCategory,
+    body=capability_schemas.CategoryCreate,
+    response=capability_schemas.CapabilityCategory,
     status=201,
 )
-async def admin_create_category(ctx: RequestContext) -> s.CapabilityCategory:
+async def admin_create_category(ctx: RequestContext) -> capability_schemas.CapabilityCategory:
     """Create a category; the slug is made from the name when absent (409 when taken)."""
     return await capabilities.create_category(ctx.session, ctx.user, ctx.body)
 
 
-@router.patch(
+@routes.patch(
     "/admin/capabilities/categories/{categoryId}",
     auth=AuthKind.STAFF,
-    body=s.CategoryUpdate,
-    response=s.CapabilityCategory,
+    body=capability_schemas.CategoryUpdate,
+    response=capability_schemas.CapabilityCategory,
 )
-async def admin_update_category(ctx: RequestContext) -> s.CapabilityCategory:
+async def admin_update_category(ctx: RequestContext) -> capability_schemas.CapabilityCategory:
     """Update a category (slug, name, description, sortOrder, status)."""
     return await capabilities.update_category(ctx.session, ctx.user, ctx.params["categoryId"], ctx.body)
 
 
-@router.get("/admin/capabilities/tags", auth=AuthKind.STAFF, query=s.TagQuery, response=s.TagList)
-async def admin_search_tags(ctx: RequestContext) -> s.TagList:
+@routes.get(
+    "/admin/capabilities/tags",
+    auth=AuthKind.STAFF,
+    query=capability_schemas.TagQuery,
+    response=capability_schemas.TagList,
+)
+async def admin_search_tags(ctx: RequestContext) -> capability_schemas.TagList:
     """Search tags of every status by name, slug or alias."""
     return await capabilities.admin_search_tags(ctx.session, ctx.query.query, ctx.query.category_id)
 
 
-@router.post(
-    "/admin/capabilities/tags", auth=AuthKind.STAFF, body=s.TagCreate, response=s.CapabilityTag, status=201
+@routes.post(
+    "/admin/capabilities/tags",
+    auth=AuthKind.STAFF,
+    body=capability_schemas.TagCreate,
+    response=capability_schemas.CapabilityTag,
+    status=201,
 )
-async def admin_create_tag(ctx: RequestContext) -> s.CapabilityTag:
+async def admin_create_tag(ctx: RequestContext) -> capability_schemas.CapabilityTag:
     """Create a tag in a category; the slug is made from the name when absent (409 when taken)."""
     return await capabilities.create_tag(ctx.session, ctx.user, ctx.body)
 
 
-@router.patch(
-    "/admin/capabilities/tags/{tagId}", auth=AuthKind.STAFF, body=s.TagUpdate, response=s.CapabilityTag
+@routes.patch(
+    "/admin/capabilities/tags/{tagId}",
+    auth=AuthKind.STAFF,
+    body=capability_schemas.TagUpdate,
+    response=capability_schemas.CapabilityTag,
 )
-async def admin_update_tag(ctx: RequestContext) -> s.CapabilityTag:
+async def admin_update_tag(ctx: RequestContext) -> capability_schemas.CapabilityTag:
     """Update a tag; a new slug follows the tag onto the agents that hold it."""
     return await capabilities.update_tag(ctx.session, ctx.user, ctx.params["tagId"], ctx.body)
 
 
-@router.post(
-    "/admin/capabilities/tags/{tagId}/merge", auth=AuthKind.STAFF, body=s.TagMerge, response=s.CapabilityTag
+@routes.post(
+    "/admin/capabilities/tags/{tagId}/merge",
+    auth=AuthKind.STAFF,
+    body=capability_schemas.TagMerge,
+    response=capability_schemas.CapabilityTag,
 )
-async def admin_merge_tag(ctx: RequestContext) -> s.CapabilityTag:
+async def admin_merge_tag(ctx: RequestContext) -> capability_schemas.CapabilityTag:
     """Merge this tag into `intoTagId`; returns the target tag.
 
     The tag becomes DEPRECATED with mergedIntoTagId; its slug and aliases become aliases of the target;
@@ -106,21 +136,24 @@ async def admin_merge_tag(ctx: RequestContext) -> s.CapabilityTag:
     return await capabilities.merge_tag(ctx.session, ctx.user, ctx.params["tagId"], ctx.body.into_tag_id)
 
 
-@router.get(
-    "/admin/capabilities/requests", auth=AuthKind.STAFF, query=s.TagRequestQuery, response=s.TagRequestList
+@routes.get(
+    "/admin/capabilities/requests",
+    auth=AuthKind.STAFF,
+    query=capability_schemas.TagRequestQuery,
+    response=capability_schemas.TagRequestList,
 )
-async def admin_list_tag_requests(ctx: RequestContext) -> s.TagRequestList:
+async def admin_list_tag_requests(ctx: RequestContext) -> capability_schemas.TagRequestList:
     """Custom tag requests, newest first, with the number of similar pending requests."""
     return await capabilities.list_requests(ctx.session, ctx.query)
 
 
-@router.post(
+@routes.post(
     "/admin/capabilities/requests/{requestId}/review",
     auth=AuthKind.STAFF,
-    body=s.TagRequestReview,
-    response=s.CapabilityTagRequest,
+    body=capability_schemas.TagRequestReview,
+    response=capability_schemas.CapabilityTagRequest,
 )
-async def admin_review_tag_request(ctx: RequestContext) -> s.CapabilityTagRequest:
+async def admin_review_tag_request(ctx: RequestContext) -> capability_schemas.CapabilityTagRequest:
     """Review a PENDING or NEEDS_CLARIFICATION request: APPROVE_NEW, MAP_EXISTING, REJECT or NEEDS_CLARIFICATION.
 
     APPROVE_NEW creates a tag in `categoryId`; MAP_EXISTING adds the request's text as an alias of

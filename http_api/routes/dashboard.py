@@ -3,17 +3,21 @@
 from __future__ import annotations
 
 from callboard_core.agents import dashboard, lifecycle
-from callboard_core.agents import schemas as s
+from callboard_core.agents import schemas as agent_schemas
 from callboard_core.agents import service as agents
-from http_api.routing import AuthKind, RequestContext, Router
+from http_api.route_table import AuthKind, RequestContext, RouteGroup
 
-router = Router("dashboard")
+routes = RouteGroup("dashboard")
 
 
-@router.post(
-    "/agents/dashboard", auth=AuthKind.SESSION, body=s.AgentCreate, response=s.AgentCreated, status=201
+@routes.post(
+    "/agents/dashboard",
+    auth=AuthKind.SESSION,
+    body=agent_schemas.AgentCreate,
+    response=agent_schemas.AgentCreated,
+    status=201,
 )
-async def create_agent(ctx: RequestContext) -> s.AgentCreated:
+async def create_agent(ctx: RequestContext) -> agent_schemas.AgentCreated:
     """Create an agent you own (claimed at once) and its read+write runtime API key, shown once.
 
     `ownerId` in the body is ignored: the owner is the signed-in user."""
@@ -21,75 +25,89 @@ async def create_agent(ctx: RequestContext) -> s.AgentCreated:
 
 
 # Declared before /agents/dashboard/{agentId}, so "mine" is not taken for an agent id.
-@router.get("/agents/dashboard/mine", auth=AuthKind.SESSION, query=s.AgentListQuery, response=s.AgentList)
-async def list_my_agents(ctx: RequestContext) -> s.AgentList:
+@routes.get(
+    "/agents/dashboard/mine",
+    auth=AuthKind.SESSION,
+    query=agent_schemas.AgentListQuery,
+    response=agent_schemas.AgentList,
+)
+async def list_my_agents(ctx: RequestContext) -> agent_schemas.AgentList:
     """Your agents, newest first, filtered; archived ones only with includeArchived=true."""
     return await dashboard.list_mine(ctx.session, ctx.user.user_id, ctx.query)
 
 
-@router.get("/agents/dashboard/{agentId}", auth=AuthKind.SESSION, response=s.AgentDashboardResponse)
-async def get_agent(ctx: RequestContext) -> s.AgentDashboardResponse:
+@routes.get(
+    "/agents/dashboard/{agentId}", auth=AuthKind.SESSION, response=agent_schemas.AgentDashboardResponse
+)
+async def get_agent(ctx: RequestContext) -> agent_schemas.AgentDashboardResponse:
     """One of your agents, with the owner-only fields."""
     return await dashboard.get(ctx.session, ctx.params["agentId"], ctx.user.user_id)
 
 
-@router.put(
+@routes.put(
     "/agents/dashboard/{agentId}",
     auth=AuthKind.SESSION,
-    body=s.AgentUpdate,
-    response=s.AgentDashboardResponse,
+    body=agent_schemas.AgentUpdate,
+    response=agent_schemas.AgentDashboardResponse,
 )
-async def update_agent(ctx: RequestContext) -> s.AgentDashboardResponse:
+async def update_agent(ctx: RequestContext) -> agent_schemas.AgentDashboardResponse:
     """Edit one of your agents; only the fields sent change. A new handle must be free (409 handle_taken)."""
     return await dashboard.update(ctx.session, ctx.params["agentId"], ctx.user.user_id, ctx.body)
 
 
-@router.post(
+@routes.post(
     "/agents/dashboard/{agentId}/deactivate",
     auth=AuthKind.SESSION,
-    body=s.AgentLifecycleBody,
+    body=agent_schemas.AgentLifecycleBody,
     body_optional=True,
-    response=s.AgentDashboardResponse,
+    response=agent_schemas.AgentDashboardResponse,
 )
-async def deactivate_agent(ctx: RequestContext) -> s.AgentDashboardResponse:
+async def deactivate_agent(ctx: RequestContext) -> agent_schemas.AgentDashboardResponse:
     """ACTIVE -> INACTIVE: hidden from discovery and blocked from new work; its API keys stay valid."""
     return await lifecycle.deactivate(ctx.session, ctx.params["agentId"], ctx.user.user_id, ctx.body.reason)
 
 
-@router.post(
-    "/agents/dashboard/{agentId}/reactivate", auth=AuthKind.SESSION, response=s.AgentDashboardResponse
+@routes.post(
+    "/agents/dashboard/{agentId}/reactivate",
+    auth=AuthKind.SESSION,
+    response=agent_schemas.AgentDashboardResponse,
 )
-async def reactivate_agent(ctx: RequestContext) -> s.AgentDashboardResponse:
+async def reactivate_agent(ctx: RequestContext) -> agent_schemas.AgentDashboardResponse:
     """INACTIVE -> ACTIVE. Archived agents must be unarchived first; a suspension is lifted only by staff."""
     return await lifecycle.reactivate(ctx.session, ctx.params["agentId"], ctx.user.user_id)
 
 
-@router.post(
+@routes.post(
     "/agents/dashboard/{agentId}/archive",
     auth=AuthKind.SESSION,
-    body=s.AgentLifecycleBody,
+    body=agent_schemas.AgentLifecycleBody,
     body_optional=True,
-    response=s.AgentDashboardResponse,
+    response=agent_schemas.AgentDashboardResponse,
 )
-async def archive_agent(ctx: RequestContext) -> s.AgentDashboardResponse:
+async def archive_agent(ctx: RequestContext) -> agent_schemas.AgentDashboardResponse:
     """Archive: the agent becomes INACTIVE and every one of its API keys is revoked.
 
     Refused with 409 and a `blockers` list while work or money is in flight."""
     return await lifecycle.archive(ctx.session, ctx.params["agentId"], ctx.user.user_id, ctx.body.reason)
 
 
-@router.post(
-    "/agents/dashboard/{agentId}/unarchive", auth=AuthKind.SESSION, response=s.AgentDashboardResponse
+@routes.post(
+    "/agents/dashboard/{agentId}/unarchive",
+    auth=AuthKind.SESSION,
+    response=agent_schemas.AgentDashboardResponse,
 )
-async def unarchive_agent(ctx: RequestContext) -> s.AgentDashboardResponse:
+async def unarchive_agent(ctx: RequestContext) -> agent_schemas.AgentDashboardResponse:
     """Archived -> INACTIVE. Its keys stay revoked: mint a new one (POST /api-keys/dashboard)."""
     return await lifecycle.unarchive(ctx.session, ctx.params["agentId"], ctx.user.user_id)
 
 
-@router.delete(
-    "/agents/dashboard/{agentId}", auth=AuthKind.SESSION, body=s.AgentDeleteBody, response=s.AgentDeleted
+@routes.delete(
+    "/agents/dashboard/{agentId}",
+    auth=AuthKind.SESSION,
+    body=agent_schemas.AgentDeleteBody,
+    response=agent_schemas.AgentDeleted,
 )
-async def delete_agent(ctx: RequestContext) -> s.AgentDeleted:
+async def delete_agent(ctx: RequestContext) -> agent_schemas.AgentDeleted:
     """Delete an agent for good; confirmHandle must equal its handle.
 
     With marketplace history the mode is SOFT (a tombstone; the handle stays reserved); otherwise HARD
@@ -97,17 +115,22 @@ async def delete_agent(ctx: RequestContext) -> s.AgentDeleted:
     return await lifecycle.delete_agent(ctx.session, ctx.params["agentId"], ctx.user.user_id, ctx.body)
 
 
-@router.get(
-    "/agents/dashboard/{agentId}/lifecycle-blockers", auth=AuthKind.SESSION, response=s.LifecycleBlockers
+@routes.get(
+    "/agents/dashboard/{agentId}/lifecycle-blockers",
+    auth=AuthKind.SESSION,
+    response=agent_schemas.LifecycleBlockers,
 )
-async def lifecycle_blockers(ctx: RequestContext) -> s.LifecycleBlockers:
+async def lifecycle_blockers(ctx: RequestContext) -> agent_schemas.LifecycleBlockers:
     """What keeps this agent from being archived or deleted; empty means both would succeed."""
     return await lifecycle.lifecycle_blockers(ctx.session, ctx.params["agentId"], ctx.user.user_id)
 
 
-@router.get(
-    "/seller-workers/dashboard", auth=AuthKind.SESSION, query=s.SellerWorkersQuery, response=s.SellerWorkers
+@routes.get(
+    "/seller-workers/dashboard",
+    auth=AuthKind.SESSION,
+    query=agent_schemas.SellerWorkersQuery,
+    response=agent_schemas.SellerWorkers,
 )
-async def seller_workers(ctx: RequestContext) -> s.SellerWorkers:
+async def seller_workers(ctx: RequestContext) -> agent_schemas.SellerWorkers:
     """The latest heartbeat of each runtime (worker) of one of your agents."""
     return await agents.seller_workers(ctx.session, ctx.query.seller_agent_id, ctx.user.user_id)

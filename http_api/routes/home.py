@@ -5,14 +5,14 @@ from __future__ import annotations
 from callboard_core.agent_notifications import schemas as ns
 from callboard_core.agent_notifications import service as notifications
 from callboard_core.jobs import home, participation
-from callboard_core.jobs import schemas as s
-from http_api.routing import AuthKind, RequestContext, Router
+from callboard_core.jobs import schemas as job_schemas
+from http_api.route_table import AuthKind, RequestContext, RouteGroup
 
-router = Router("home")
+routes = RouteGroup("home")
 
 
-@router.get("/api/v2/home", auth=AuthKind.KEY_READ, response=home.Home)
-@router.get(
+@routes.get("/api/v2/home", auth=AuthKind.KEY_READ, response=home.Home)
+@routes.get(
     "/api/v2/owner/worker-agents/{agentId}/home",
     auth=AuthKind.SESSION,
     response=home.Home,
@@ -25,16 +25,18 @@ async def get_home(ctx: RequestContext) -> home.Home:
     return await home.home(ctx.session, ctx.actor, ctx.params.get("agentId"), ctx.core.read_cache)
 
 
-@router.get("/api/v2/owner/worker-agents/{agentId}/outcomes", auth=AuthKind.SESSION, response=s.OutcomeList)
-async def owner_worker_outcomes(ctx: RequestContext) -> s.OutcomeList:
+@routes.get(
+    "/api/v2/owner/worker-agents/{agentId}/outcomes", auth=AuthKind.SESSION, response=job_schemas.OutcomeList
+)
+async def owner_worker_outcomes(ctx: RequestContext) -> job_schemas.OutcomeList:
     """How each of your worker agent's slots ended."""
     return await participation.outcomes(ctx.session, ctx.actor, ctx.params["agentId"])
 
 
-@router.get(
+@routes.get(
     "/api/v2/agent-notifications",
     auth=AuthKind.KEY_READ,
-    query=s.NotificationsQuery,
+    query=job_schemas.NotificationsQuery,
     response=ns.AgentNotificationList,
 )
 async def list_notifications(ctx: RequestContext) -> ns.AgentNotificationList:
@@ -44,7 +46,7 @@ async def list_notifications(ctx: RequestContext) -> ns.AgentNotificationList:
     )
 
 
-@router.post(
+@routes.post(
     "/api/v2/agent-notifications/{id}/read", auth=AuthKind.KEY_WRITE, response=ns.AgentNotificationView
 )
 async def mark_notification_read(ctx: RequestContext) -> ns.AgentNotificationView:
@@ -52,8 +54,11 @@ async def mark_notification_read(ctx: RequestContext) -> ns.AgentNotificationVie
     return await notifications.mark_read(ctx.session, ctx.agent_id, ctx.params["id"])
 
 
-@router.post(
-    "/api/v2/agent-notifications/read", auth=AuthKind.KEY_WRITE, body=s.MarkReadBody, response=ns.MarkedRead
+@routes.post(
+    "/api/v2/agent-notifications/read",
+    auth=AuthKind.KEY_WRITE,
+    body=job_schemas.MarkReadBody,
+    response=ns.MarkedRead,
 )
 async def mark_notifications_read(ctx: RequestContext) -> ns.MarkedRead:
     """Mark up to 100 notifications read; ids that are not yours are ignored. Returns how many changed."""

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
-from callboard_core.job_types import schemas as s
+from callboard_core.job_types import schemas as job_type_schemas
 from callboard_core.job_types import service as job_types
-from http_api.routing import AuthKind, RequestContext, Router
+from http_api.route_table import AuthKind, RequestContext, RouteGroup
 
-router = Router("job-types")
+routes = RouteGroup("job-types")
 
 
-@router.get("/api/v2/job-types", "/api/v2/bounty-types", auth=AuthKind.PUBLIC, response=s.JobTypeList)
-async def list_job_types(ctx: RequestContext) -> s.JobTypeList:
+@routes.get(
+    "/api/v2/job-types", "/api/v2/bounty-types", auth=AuthKind.PUBLIC, response=job_type_schemas.JobTypeList
+)
+async def list_job_types(ctx: RequestContext) -> job_type_schemas.JobTypeList:
     """Active job types, by key.
 
     Use a `key` as jobTypeKey (bountyTypeKey) when creating a job. Each type carries the JSON Schema a

@@ -14,7 +14,7 @@ from pydantic import ValidationError
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
 from callboard_core.agents import service as agents
-from callboard_core.auth import schemas as s
+from callboard_core.auth import schemas as auth_schemas
 from callboard_core.auth import service as auth
 from callboard_core.auth import sessions
 from callboard_core.errors import CallboardError
@@ -23,10 +23,10 @@ from callboard_core.users import service as users
 from http_api.app import page
 from http_api.auth import check_origin, optional_user
 from http_api.errors import status_for
+from http_api.route_table import AuthKind, Cookie, RequestContext, RouteGroup
 from http_api.routes.auth import previous_token, set_session_cookie
-from http_api.routing import AuthKind, Cookie, RequestContext, Router
 
-router = Router("pages")
+routes = RouteGroup("pages")
 
 T = TypeVar("T")
 
@@ -93,7 +93,7 @@ def _validation_message(exc: ValidationError) -> str:
 # --- home ----------------------------------------------------------------------------------------
 
 
-@router.get("/", auth=AuthKind.PUBLIC, page=True)
+@routes.get("/", auth=AuthKind.PUBLIC, page=True)
 async def home_page(ctx: RequestContext) -> Response:
     """Home: who is signed in."""
     principal = await optional_user(ctx.request, ctx.session)
@@ -101,7 +101,7 @@ async def home_page(ctx: RequestContext) -> Response:
     return render(ctx, "home.html", user=user)
 
 
-@router.post("/logout", auth=AuthKind.PUBLIC, page=True, idempotent=False)
+@routes.post("/logout", auth=AuthKind.PUBLIC, page=True, idempotent=False)
 async def logout_page(ctx: RequestContext) -> Response:
     """Sign out of every browser."""
     principal = await optional_user(ctx.request, ctx.session)
@@ -131,7 +131,7 @@ def _login_page(ctx: RequestContext, status: int = 200, **context: Any) -> HTMLR
     )
 
 
-@router.get("/login", auth=AuthKind.PUBLIC, page=True)
+@routes.get("/login", auth=AuthKind.PUBLIC, page=True)
 async def login_page(ctx: RequestContext) -> Response:
     """Sign in by email link or password."""
     next_url = auth.safe_next_url(ctx.core.settings, ctx.request.query_params.get("next"))
@@ -139,7 +139,7 @@ async def login_page(ctx: RequestContext) -> Response:
     return _login_page(ctx, next_url=next_url, signed_in_as=principal.email if principal else None)
 
 
-@router.post("/login", auth=AuthKind.PUBLIC, page=True, rate_limit=SIGNIN, idempotent=False)
+@routes.post("/login", auth=AuthKind.PUBLIC, page=True, rate_limit=SIGNIN, idempotent=False)
 async def login_submit(ctx: RequestContext) -> Response:
     """The sign-in forms: mail a link (action=magic) or sign in with a password (action=password)."""
     form = await read_form(ctx)
@@ -152,7 +152,7 @@ async def login_submit(ctx: RequestContext) -> Response:
 
     if form.get("action") == "password":
         try:
-            body = s.PasswordLoginRequest.model_validate(
+            body = auth_schemas.PasswordLoginRequest.model_validate(
                 {
                     "identifier": form.get("identifier", ""),
                     "password": form.get("password", ""),
@@ -187,7 +187,7 @@ async def login_submit(ctx: RequestContext) -> Response:
         return redirect(next_url)
 
     try:
-        link_body = s.MagicLinkRequest.model_validate(
+        link_body = auth_schemas.MagicLinkRequest.model_validate(
             {"email": form.get("email", "").strip(), "nextUrl": next_url, "legalAcceptance": _legal(form)}
         )
     except ValidationError as exc:
@@ -210,7 +210,7 @@ async def login_submit(ctx: RequestContext) -> Response:
 # --- magic-link landing --------------------------------------------------------------------------
 
 
-@router.get("/auth/magic", auth=AuthKind.PUBLIC, page=True)
+@routes.get("/auth/magic", auth=AuthKind.PUBLIC, page=True)
 async def magic_landing(ctx: RequestContext) -> Response:
     """The link in the mail lands here. Nothing is consumed until the person presses Continue."""
     token = ctx.request.query_params.get("token", "")
@@ -220,7 +220,7 @@ async def magic_landing(ctx: RequestContext) -> Response:
     return render(ctx, "magic.html", token=token)
 
 
-@router.post("/auth/magic", auth=AuthKind.PUBLIC, page=True, rate_limit=SIGNIN, idempotent=False)
+@routes.post("/auth/magic", auth=AuthKind.PUBLIC, page=True, rate_limit=SIGNIN, idempotent=False)
 async def magic_continue(ctx: RequestContext) -> Response:
     """Consume the link: sets the session cookie and redirects to where the link was asked from."""
     form = await read_form(ctx)
@@ -249,7 +249,7 @@ async def magic_continue(ctx: RequestContext) -> Response:
 # --- claim ---------------------------------------------------------------------------------------
 
 
-@router.get("/claim/{code}", auth=AuthKind.PUBLIC, page=True)
+@routes.get("/claim/{code}", auth=AuthKind.PUBLIC, page=True)
 async def claim_page(ctx: RequestContext) -> Response:
     """The claim link an agent hands its owner: shows the agent and offers a one-click claim."""
     code = ctx.params["code"]
@@ -268,7 +268,7 @@ async def claim_page(ctx: RequestContext) -> Response:
     )
 
 
-@router.post("/claim/{code}", auth=AuthKind.PUBLIC, page=True, idempotent=False)
+@routes.post("/claim/{code}", auth=AuthKind.PUBLIC, page=True, idempotent=False)
 async def claim_submit(ctx: RequestContext) -> Response:
     """Claim the agent for the signed-in person."""
     code = ctx.params["code"]

@@ -1,4 +1,4 @@
-"""A Starlette Router that finds a route by index instead of trying every route in turn.
+"""Request dispatch: a Starlette Router that finds a route by index instead of trying every route in turn.
 
 Starlette matches routes one by one; with a few hundred routes (two namings, owner mirrors) that scan
 cost more than the rest of a cached request. Routes are bucketed by segment count and leading literal

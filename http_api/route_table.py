@@ -138,12 +138,12 @@ class RouteDef:
         return re.findall(r"{(\w+)}", self.path)
 
 
-class Router:
+class RouteGroup:
     """Collects routes for one area of the API. `paths` may hold aliases (the bounty naming)."""
 
     def __init__(self, tag: str) -> None:
         self.tag = tag
-        self.routes: list[RouteDef] = []
+        self.declared: list[RouteDef] = []
 
     def route(
         self,
@@ -171,7 +171,7 @@ class Router:
             first, _, rest = doc.partition("\n")
             for index, path in enumerate(paths):
                 suffix = "" if index == 0 else f"_{index}"
-                self.routes.append(
+                self.declared.append(
                     RouteDef(
                         method=method.upper(),
                         path=path,
