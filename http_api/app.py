@@ -5,15 +5,13 @@ from __future__ import annotations
 import contextlib
 import gc
 from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import orjson
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, Response
+from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
-from starlette.templating import Jinja2Templates
 
 from callboard_core import worker
 from callboard_core.config import Settings, load_settings
@@ -24,11 +22,10 @@ from http_api.endpoint import build_endpoint
 from http_api.errors import EXCEPTION_HANDLERS
 from http_api.middleware import BodyLimitMiddleware, RequestIdMiddleware
 from http_api.openapi import build_openapi
+from http_api.pages_support import TEMPLATES
 from http_api.route_table import RouteDef
 from http_api.routes import all_routes
 from mcp_server.http import McpMount
-
-TEMPLATES = Jinja2Templates(directory=str(Path(__file__).parent / "templates"))
 
 
 def create_app(settings: Settings | None = None, *, core: Core | None = None) -> Starlette:
@@ -105,10 +102,3 @@ def _groups(table: list[RouteDef]) -> dict[str, list[RouteDef]]:
         if not route.page:
             groups.setdefault(route.tag, []).append(route)
     return groups
-
-
-def page(request: Request, template: str, status: int = 200, **context: Any) -> HTMLResponse:
-    """Render a server-side page (sign-in, magic-link landing, claim)."""
-    response = TEMPLATES.TemplateResponse(request, template, context, status_code=status)
-    assert isinstance(response, HTMLResponse)
-    return response

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import urlencode, urlsplit
 
 from pydantic import EmailStr, TypeAdapter, ValidationError
@@ -33,10 +33,11 @@ from callboard_core.errors import (
     Unauthenticated,
     ValidationFailed,
     field_error,
+    from_pydantic,
 )
 from callboard_core.mail.service import Mail, Mailer
 from callboard_core.principals import UserPrincipal
-from callboard_core.schemas import StatusResponse
+from callboard_core.schemas import ApiModel, StatusResponse
 from callboard_core.security import passwords, tokens
 from callboard_core.users import service as users
 from callboard_core.users.models import LegalConsent, User, UserStatus
@@ -48,6 +49,7 @@ VERIFY_EMAIL = "verify_email"
 PROFILE_FIELDS = ("company", "industry", "role_title", "signup_intent", "use_case")
 
 _email_adapter: TypeAdapter[str] = TypeAdapter(EmailStr)
+ApiModelT = TypeVar("ApiModelT", bound=ApiModel)
 
 
 def _invalid_credentials() -> Unauthenticated:
@@ -528,3 +530,69 @@ async def logout(session: AsyncSession, user_id: str) -> StatusResponse:
 
 def legal_versions(settings: Settings) -> s.LegalVersions:
     return s.LegalVersions(terms_version=settings.terms_version, privacy_version=settings.privacy_version)
+
+
+# --- the sign-in page ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SignInForm:
+    """The sign-in page's two forms as posted: a password sign-in (action "password") or a request for a
+    link (any other action). One checkbox accepts the current terms and privacy notice."""
+
+    action: str = ""
+    identifier: str = ""
+    password: str = ""
+    email: str = ""
+    accept_legal: bool = False
+    next: str | None = None
+
+
+@dataclass(frozen=True)
+class FormSignIn:
+    """What the sign-in page does next: start `signed_in` and go to `next_url`, or say a link went to
+    `sent_to` (if that address can sign in: the answer is the same either way)."""
+
+    next_url: str
+    signed_in: SignIn | None = None
+    sent_to: str | None = None
+
+
+def _form_body(model: type[ApiModelT], data: dict[str, Any]) -> ApiModelT:
+    """The form as the JSON routes' body; a form that does not fit is one plain 422 message."""
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        fields = {str(err["loc"][0]) for err in exc.errors() if err["loc"]}
+        message = "Enter a valid email address." if "email" in fields else "Please fill in every field."
+        raise ValidationFailed(message, errors=from_pydantic(exc).errors) from None
+
+
+async def sign_in_with_form(
+    session: AsyncSession,
+    settings: Settings,
+    mailer: Mailer,
+    form: SignInForm,
+    *,
+    previous_token: str | None = None,
+    ip: str | None = None,
+    user_agent: str | None = None,
+) -> FormSignIn:
+    """The sign-in page: the same rules as the JSON routes (password_login, request_magic_link). A bad or
+    missing next URL becomes "/" instead of an error."""
+    next_url = safe_next_url(settings, form.next)
+    legal = {"acceptedTerms": True, "acceptedPrivacy": True} if form.accept_legal else None
+    if form.action == "password":
+        login = _form_body(
+            s.PasswordLoginRequest,
+            {"identifier": form.identifier, "password": form.password, "legalAcceptance": legal},
+        )
+        signed_in = await password_login(
+            session, settings, login, previous_token=previous_token, ip=ip, user_agent=user_agent
+        )
+        return FormSignIn(next_url=next_url, signed_in=signed_in)
+    link = _form_body(
+        s.MagicLinkRequest, {"email": form.email.strip(), "nextUrl": next_url, "legalAcceptance": legal}
+    )
+    await request_magic_link(session, settings, mailer, link, ip=ip, user_agent=user_agent)
+    return FormSignIn(next_url=next_url, sent_to=link.email)
