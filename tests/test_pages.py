@@ -177,3 +177,60 @@ async def test_logout_page(app, core):
         assert (await owner.get("/auth/me")).status_code == 401
     async with new_client(app) as anonymous:
         assert (await anonymous.get("/")).status_code == 200
+
+
+# --- error pages: a refused request is a page, never problem+json --------------------------------
+
+
+def assert_page(response, status: int, *texts: str) -> None:
+    assert response.status_code == status, response.text
+    assert response.headers["content-type"].startswith("text/html")
+    assert response.headers["x-frame-options"] == "DENY"
+    assert response.headers["cache-control"] == "no-store"
+    for text in texts:
+        assert text in response.text
+
+
+async def test_login_form_errors_keep_next_and_what_was_typed(client, core):
+    email = await password_user(core)
+    wrong = await client.post(
+        "/login",
+        data={"action": "password", "identifier": email, "password": "wrong one!", "next": "/claim/abc"},
+        headers=ORIGIN,
+    )
+    assert_page(wrong, 401, "not right", f'value="{email}"', 'value="/claim/abc"')
+    assert "wrong one!" not in wrong.text
+    empty = await client.post("/login", data={"action": "password", "identifier": "grace"}, headers=ORIGIN)
+    assert_page(empty, 422, "Please fill in every field.", 'value="grace"')
+    bad = await client.post("/login", data={"action": "magic", "email": " nope "}, headers=ORIGIN)
+    assert_page(bad, 422, "Enter a valid email address.", 'value=" nope "')
+    # A post from another site is refused before anything it sent is shown back.
+    foreign = await client.post(
+        "/login",
+        data={"action": "password", "identifier": email, "password": PASSWORD, "next": "/claim/abc"},
+        headers=EVIL,
+    )
+    assert_page(foreign, 403, "trusted origin", 'value="/claim/abc"')
+    assert f'value="{email}"' not in foreign.text
+
+
+async def test_page_posts_from_a_foreign_origin_are_refused_as_pages(client, app, core):
+    email = new_email()
+    await make_user(core, email=email)
+    await client.post("/auth/magic-link", json={"email": email})
+    token = await last_token(core, email)
+    magic = await client.post("/auth/magic", data={"token": token}, headers=EVIL)
+    assert_page(magic, 403, "trusted origin", "This link cannot be used")
+    assert await link_used_at(core, email) is None
+
+    reg = await register_agent(client)
+    owner, _ = await owner_client(app, core)
+    async with owner:
+        claim = await owner.post(f"/claim/{claim_code(reg)}", headers=EVIL)
+        assert_page(claim, 403, "trusted origin")
+        out = await owner.post("/logout", headers=EVIL)
+        assert_page(out, 403, "Not signed out", "trusted origin")
+        assert (await owner.get("/auth/me")).status_code == 200
+    async with core.uow(write=False) as uow:
+        agent = await uow.session.get(Agent, reg["agent"]["id"])
+        assert agent is not None and agent.owner_id is None
