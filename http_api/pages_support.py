@@ -1,8 +1,9 @@
 """What the server-rendered pages share: the template environment, page rendering with the pages' security
 headers, form reading, and the one error-to-page map.
 
-A page route answers with HTML, never problem+json: a `CallboardError` its handler raises becomes the
-route's `ErrorPage` (its template, the error's message, the status from `http_api.errors.status_for`).
+A `CallboardError` a page handler raises becomes the route's `ErrorPage` (its template, the error's
+message, the status from `http_api.errors.status_for`) instead of problem+json; what the endpoint refuses
+before the handler runs (rate limit, path checks) stays problem+json.
 Its own module so that `http_api.app` (the docs page) and `http_api.routes.pages` both import it without
 the routes importing the app.
 """

@@ -1,8 +1,8 @@
 """Server-rendered pages for people: sign in, the magic-link landing, the claim page, a small home page.
 
 Forms post back to these routes on the same origin. A GET never consumes anything (mail scanners
-prefetch links); the POSTs call the same service functions as the JSON routes. A refused request is
-shown as the route's error page (http_api/pages_support.py), never as problem+json.
+prefetch links); the POSTs call the same service functions as the JSON routes. An error a handler raises
+is shown as the route's error page (http_api/pages_support.py), not as problem+json.
 """
 
 from __future__ import annotations
