@@ -2,15 +2,16 @@
 needs, whether it takes an `idempotency_key`, and its optional `parse` and `prepare` steps (as
 http_api/route_table.py declares routes). The runner (runner.py) does the rest the same way for every tool.
 
-A tool body takes a ToolCall and the tool's own arguments and calls one service:
+A tool body takes a ToolCall and the tool's own arguments and calls one service; its docstring is the tool's
+description (its contract for the agent):
 
     @tools.write()
     async def apply(call: ToolCall, job_id: JobId) -> job_schemas.ApplicationView:
-        \"\"\"Docstring = the tool's description, its contract for the agent.\"\"\"
         return await participation.apply(call.session, call.actor, job_id)
 
 The SDK reads the input schema from the body's parameters (after `call`) plus `idempotency_key` for an
-idempotent write, and the output schema from its return annotation.
+idempotent write, and the output schema from its return annotation. An idempotent call's fingerprint is made
+from those arguments (runner.fingerprint), so no tool restates them.
 """
 
 from __future__ import annotations
