@@ -3,7 +3,6 @@ work, call the handler, render. Handlers never see raw requests or commit anythi
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
 from datetime import datetime
@@ -12,20 +11,22 @@ from typing import Any
 import orjson
 from pydantic import BaseModel, ValidationError
 from pydantic_core import PydanticSerializationError
+from sqlalchemy.ext.asyncio import AsyncSession
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
-from callboard_core.api_keys import service as api_keys
+from callboard_core import actions
 from callboard_core.container import Core
 from callboard_core.db.readcache import ReadCache
-from callboard_core.errors import BadRequest, NotFound, Unauthenticated, ValidationFailed, from_pydantic
+from callboard_core.errors import BadRequest, NotFound, ValidationFailed, from_pydantic
 from callboard_core.idempotency import service as idempotency
+from callboard_core.idempotency.service import StoredResponse
 from callboard_core.principals import KeyPrincipal, Principal, UserPrincipal
 from http_api import auth
 from http_api.route_table import SAFE_METHODS, AuthKind, RequestContext, RouteDef
 
-_background: set[asyncio.Task[None]] = set()
+_background = actions.background  # the fire-and-forget tasks (tests drain them before a database goes)
 _REPLAY_HEADERS = ("content-type", "location")
 # No id, code or slug is longer than this; longer path parameters are refused before any lookup.
 MAX_PATH_PARAM = 256
@@ -261,12 +262,6 @@ def idempotency_scope(principal: Principal | None, ip: str) -> str:
     return f"ip:{ip}"
 
 
-def _spawn(coro: Any) -> None:
-    task = asyncio.create_task(coro)
-    _background.add(task)
-    task.add_done_callback(_background.discard)
-
-
 class Endpoint:
     """One route as a plain ASGI app. Errors are raised, not rendered here: they reach the app's
     ExceptionMiddleware, which renders them with the one handler map of http_api/errors.py."""
@@ -316,61 +311,51 @@ class Endpoint:
         body = parse_body(route, request, raw)
         idem_key = request.headers.get("idempotency-key") if self.idempotent else None
 
-        # Credentials are checked before the write lock is taken, so a flood of bad keys cannot queue writers.
-        async with core.uow(write=False) as uow:
-            try:
-                principal = await auth.authenticate(route.auth, request, uow.session, core)
-            except Unauthenticated:
-                replay = await _replay_for_rotated_key(route, request, uow.session, core, idem_key, raw)
-                if replay is None:
-                    raise
-                return replay
-        if route.rate_limit and isinstance(principal, KeyPrincipal):
-            await core.rate_limiter.hit(route.rate_limit, "key", principal.key_id)
+        async def authenticate(session: AsyncSession) -> Principal | None:
+            return await auth.authenticate(route.auth, request, session, core)
 
-        record_id: str | None = None
+        async def admit(principal: Principal | None) -> None:
+            if route.rate_limit and isinstance(principal, KeyPrincipal):
+                await core.rate_limiter.hit(route.rate_limit, "key", principal.key_id)
+
+        async def prepare(session: AsyncSession, principal: Principal | None) -> Any:
+            assert route.prepare is not None
+            return await route.prepare(_context(request, core, session, principal, body, query, rid, ip))
+
+        async def act(session: AsyncSession, principal: Principal | None, prepared: Any) -> Response:
+            ctx = _context(request, core, session, principal, body, query, rid, ip)
+            ctx.prepared = prepared
+            result = await route.handler(ctx)
+            return _finish(ctx, render(result, ctx.status or route.status, core.read_cache))
+
+        async def rotated_scope(session: AsyncSession) -> str | None:
+            """rotate-key revokes the very key that calls it, so the retry of a rotation whose answer was
+            lost arrives with a revoked key. A key revoked by its own rotation still gets the stored answers
+            of its own idempotent requests (same Idempotency-Key, same request): nothing runs, so the retry
+            returns the same new key instead of a 401. Any other revocation is final."""
+            key_id = await auth.rotated_key_id(request, session)
+            return None if key_id is None else f"key:{key_id}"
+
+        once = None
         if idem_key is not None:
-            reservation = await idempotency.reserve(
-                core.db,
-                core.sealer,
-                scope=idempotency_scope(principal, ip),
-                key=idem_key,
-                method=route.method,
-                path=request.url.path,
-                fingerprint=_fingerprint(route, request, raw),
+            once = actions.Idempotency(
+                idem_key, route.method, request.url.path, _fingerprint(route, request, raw)
             )
-            if reservation.replay is not None:
-                return _replayed(reservation.replay)
-            record_id = reservation.record_id
-        try:
-            prepared = None
-            if route.prepare is not None:
-                async with core.uow(write=False) as uow:
-                    prepared = await route.prepare(
-                        _context(request, core, uow.session, principal, body, query, rid, ip)
-                    )
-            async with core.uow(write=True) as uow:
-                ctx = _context(request, core, uow.session, principal, body, query, rid, ip)
-                ctx.prepared = prepared
-                result = await route.handler(ctx)
-                response = _finish(ctx, render(result, ctx.status or route.status, core.read_cache))
-                if record_id is not None:
-                    await idempotency.complete(
-                        uow.session,
-                        core.sealer,
-                        record_id,
-                        idempotency.StoredResponse(
-                            status=response.status_code,
-                            body=bytes(response.body),
-                            headers={k: v for k, v in response.headers.items() if k in _REPLAY_HEADERS},
-                        ),
-                    )
-        except BaseException:
-            if record_id is not None:
-                await idempotency.release(core.db, record_id)
-            raise
+        outcome = await actions.run_write(
+            core,
+            authenticate,
+            act,
+            stored=_stored,
+            idempotency_request=once,
+            scope=lambda principal: idempotency_scope(principal, ip),
+            prepare=prepare if route.prepare is not None else None,
+            admit=admit if route.rate_limit else None,
+            revoked_scope=rotated_scope if route.auth in (AuthKind.KEY_READ, AuthKind.KEY_WRITE) else None,
+        )
+        if isinstance(outcome, StoredResponse):
+            return _replayed(outcome)
         _after(request.scope["state"], core)
-        return response
+        return outcome
 
 
 def build_endpoint(route: RouteDef, core: Core) -> Endpoint:
@@ -381,32 +366,19 @@ def _fingerprint(route: RouteDef, request: Request, raw: bytes) -> str:
     return idempotency.request_fingerprint(route.method, request.url.path + "?" + request.url.query, raw)
 
 
-def _replayed(stored: idempotency.StoredResponse) -> Response:
+def _stored(response: Response) -> StoredResponse:
+    """What a replay answers with: the rendered response's status, body and the headers that describe it."""
+    return StoredResponse(
+        status=response.status_code,
+        body=bytes(response.body),
+        headers={k: v for k, v in response.headers.items() if k in _REPLAY_HEADERS},
+    )
+
+
+def _replayed(stored: StoredResponse) -> Response:
     headers = dict(stored.headers)
     headers["Idempotent-Replayed"] = "true"
     return Response(stored.body, status_code=stored.status, headers=headers)
-
-
-async def _replay_for_rotated_key(
-    route: RouteDef, request: Request, session: Any, core: Core, idem_key: str | None, raw: bytes
-) -> Response | None:
-    """rotate-key revokes the very key that calls it, so the retry of a rotation whose answer was lost
-    arrives with a revoked key. A key revoked by its own rotation still gets the stored answers of its
-    own idempotent requests (same Idempotency-Key, same request): nothing runs, so the retry returns the
-    same new key instead of a 401. Any other revocation is final."""
-    if idem_key is None or route.auth not in (AuthKind.KEY_READ, AuthKind.KEY_WRITE):
-        return None
-    key_id = await auth.rotated_key_id(request, session)
-    if key_id is None:
-        return None
-    stored = await idempotency.find_replay(
-        session,
-        core.sealer,
-        scope=f"key:{key_id}",
-        key=idem_key,
-        fingerprint=_fingerprint(route, request, raw),
-    )
-    return _replayed(stored) if stored is not None else None
 
 
 def _context(
@@ -458,4 +430,4 @@ def _finish(ctx: RequestContext, response: Response) -> Response:
 def _after(state: dict[str, Any], core: Core) -> None:
     key_id = state.get("touch_key")
     if key_id:
-        _spawn(api_keys.touch(core.db, key_id))
+        actions.touch_key(core.db, key_id)

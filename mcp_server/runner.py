@@ -4,7 +4,6 @@ and a write with an idempotency key runs at most once (the same records and rule
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeVar
 
@@ -12,21 +11,19 @@ import orjson
 from pydantic import BaseModel
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from callboard_core import actions
 from callboard_core.api_keys import service as api_keys
 from callboard_core.container import Core
 from callboard_core.errors import Forbidden, Unauthenticated
 from callboard_core.idempotency import service as idempotency
+from callboard_core.idempotency.service import StoredResponse
 from callboard_core.jobs.actors import Actor
 from callboard_core.principals import KeyPrincipal
+from mcp_server.tool_table import ToolCall, ToolDef
 
-M = TypeVar("M", bound=BaseModel)
-P = TypeVar("P")
-Work = Callable[[AsyncSession, Actor, KeyPrincipal], Awaitable[M]]
-Prepare = Callable[[AsyncSession, Actor], Awaitable[P]]
-PreparedWork = Callable[[AsyncSession, Actor, P], Awaitable[M]]
+T = TypeVar("T")
 KeySource = Callable[[Any], str | None]  # the tool call's Context -> the raw API key, if any
 
-_touches: set[asyncio.Task[None]] = set()
 GATE_PRINCIPAL = (
     "callboard_mcp_principal"  # scope state key: (raw key, principal, touch due), set by http.KeyGate
 )
@@ -87,111 +84,67 @@ class Runner:
                 scopes=sorted(principal.scopes),
             )
         if due:
-            task = asyncio.create_task(api_keys.touch(self.core.db, principal.key_id))
-            _touches.add(task)
-            task.add_done_callback(_touches.discard)
+            actions.touch_key(self.core.db, principal.key_id)
         return principal
 
-    async def read(self, ctx: Any, work: Work[M]) -> M:
+    async def run(self, tool: ToolDef, ctx: Any, arguments: dict[str, Any]) -> Any:
+        """One call of a declared tool, with the SDK-validated arguments."""
+        if tool.write:
+            return await self.write(tool, ctx, arguments)
+        return await self.read(ctx, lambda call: tool.body(call, **arguments))
+
+    async def read(self, ctx: Any, work: Callable[[ToolCall], Awaitable[T]]) -> T:
         async with self.core.uow(write=False) as uow:
             principal = await self.principal(ctx, uow.session, write=False)
-            return await work(uow.session, Actor.agent(principal.require_agent()), principal)
+            actor = Actor.agent(principal.require_agent())
+            return await work(ToolCall(self.core, uow.session, principal, actor))
 
-    async def write(
-        self,
-        ctx: Any,
-        tool: str,
-        args: dict[str, Any],
-        idempotency_key: str | None,
-        work: Work[M],
-        out: type[M],
-        *,
-        scope: str = api_keys.WRITE,
-    ) -> M:
-        return await self._write(
-            ctx,
-            tool,
-            args,
-            idempotency_key,
-            None,
-            lambda session, actor, principal, _: work(session, actor, principal),
-            out,
-            scope,
+    async def write(self, tool: ToolDef, ctx: Any, arguments: dict[str, Any]) -> Any:
+        key = arguments.pop("idempotency_key", None) if tool.idempotent else None
+        parsed = tool.parse(**arguments) if tool.parse is not None else None
+        once = None
+        if key is not None:
+            once = actions.Idempotency(key, "TOOL", f"mcp:{tool.name}", fingerprint(tool.name, arguments))
+
+        async def authenticate(session: AsyncSession) -> tuple[KeyPrincipal, Actor]:
+            principal = await self.principal(ctx, session, write=tool.scope == api_keys.WRITE)
+            return principal, Actor.agent(principal.require_agent())
+
+        def call(session: AsyncSession, caller: tuple[KeyPrincipal, Actor], prepared: Any = None) -> ToolCall:
+            return ToolCall(self.core, session, *caller, prepared=prepared, parsed=parsed)
+
+        async def prepare(session: AsyncSession, caller: tuple[KeyPrincipal, Actor]) -> Any:
+            assert tool.prepare is not None
+            return await tool.prepare(call(session, caller), **arguments)
+
+        async def act(session: AsyncSession, caller: tuple[KeyPrincipal, Actor], prepared: Any) -> Any:
+            return await tool.body(call(session, caller, prepared), **arguments)
+
+        outcome = await actions.run_write(
+            self.core,
+            authenticate,
+            act,
+            stored=_stored,
+            idempotency_request=once,
+            scope=lambda caller: f"key:{caller[0].key_id}",
+            prepare=prepare if tool.prepare is not None else None,
         )
+        if isinstance(outcome, StoredResponse):
+            return tool.output.model_validate_json(outcome.body)
+        return outcome
 
-    async def prepared_write(
-        self,
-        ctx: Any,
-        tool: str,
-        args: dict[str, Any],
-        idempotency_key: str | None,
-        prepare: Prepare[P],
-        work: PreparedWork[P, M],
-        out: type[M],
-    ) -> M:
-        """A write whose slow part needs no lock (re-hashing stored files): `prepare` runs first in a read
-        unit of work and its result goes to `work`, as a route's `prepare` step over HTTP."""
-        return await self._write(
-            ctx,
-            tool,
-            args,
-            idempotency_key,
-            prepare,
-            lambda session, actor, _principal, prepared: work(session, actor, prepared),
-            out,
-            api_keys.WRITE,
-        )
 
-    async def _write(
-        self,
-        ctx: Any,
-        tool: str,
-        args: dict[str, Any],
-        idempotency_key: str | None,
-        prepare: Prepare[Any] | None,
-        work: Callable[[AsyncSession, Actor, KeyPrincipal, Any], Awaitable[M]],
-        out: type[M],
-        scope: str,
-    ) -> M:
-        # The key is checked before the write lock is taken, as over HTTP.
-        async with self.core.uow(write=False) as uow:
-            principal = await self.principal(ctx, uow.session, write=scope == api_keys.WRITE)
-        actor = Actor.agent(principal.require_agent())
-        record_id: str | None = None
-        if idempotency_key is not None:
-            fingerprint = idempotency.request_fingerprint(
-                "TOOL", f"mcp:{tool}", orjson.dumps(args, option=orjson.OPT_SORT_KEYS, default=str)
-            )
-            reservation = await idempotency.reserve(
-                self.core.db,
-                self.core.sealer,
-                scope=f"key:{principal.key_id}",
-                key=idempotency_key,
-                method="TOOL",
-                path=f"mcp:{tool}",
-                fingerprint=fingerprint,
-            )
-            if reservation.replay is not None:
-                return out.model_validate_json(reservation.replay.body)
-            record_id = reservation.record_id
-        try:
-            prepared = None
-            if prepare is not None:
-                async with self.core.uow(write=False) as uow:
-                    prepared = await prepare(uow.session, actor)
-            async with self.core.uow(write=True) as uow:
-                result = await work(uow.session, actor, principal, prepared)
-                if record_id is not None:
-                    await idempotency.complete(
-                        uow.session,
-                        self.core.sealer,
-                        record_id,
-                        idempotency.StoredResponse(
-                            status=200, body=result.model_dump_json(by_alias=True).encode(), headers={}
-                        ),
-                    )
-        except BaseException:
-            if record_id is not None:
-                await idempotency.release(self.core.db, record_id)
-            raise
-        return result
+def fingerprint(tool: str, arguments: dict[str, Any]) -> str:
+    """A tool call's fingerprint, from its arguments as the SDK validated them (a model argument as the fields
+    the caller set): a retry must send the same."""
+    data = {
+        name: value.model_dump(mode="json", exclude_unset=True) if isinstance(value, BaseModel) else value
+        for name, value in arguments.items()
+    }
+    return idempotency.request_fingerprint(
+        "TOOL", f"mcp:{tool}", orjson.dumps(data, option=orjson.OPT_SORT_KEYS, default=str)
+    )
+
+
+def _stored(result: BaseModel) -> StoredResponse:
+    return StoredResponse(status=200, body=result.model_dump_json(by_alias=True).encode(), headers={})

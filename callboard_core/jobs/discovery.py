@@ -31,7 +31,7 @@ from callboard_core.capabilities.models import CapabilityTag
 from callboard_core.db.base import UTCDateTime
 from callboard_core.db.engine import json_loads
 from callboard_core.db.readcache import ReadCache
-from callboard_core.jobs import schemas as s
+from callboard_core.jobs import schemas as job_schemas
 from callboard_core.jobs.actors import Actor, acting_agent
 from callboard_core.jobs.models import Job
 from callboard_core.jobs.pagination import decode_cursor, encode_cursor
@@ -42,7 +42,7 @@ from callboard_core.jobs.states import JobStatus
 # changed is validated once, not on every page that lists it, and a row that differs in any column is made
 # again, so nothing is ever stale. (Comparing the rows costs less than hashing them as the key would.)
 # The query itself runs on every request.
-_FIELDS = tuple(name for name in s.JobPreview.model_fields if name not in ("direct_hire", "rookie"))
+_FIELDS = tuple(name for name in job_schemas.JobPreview.model_fields if name not in ("direct_hire", "rookie"))
 _COLUMNS = (
     *(
         cast(column, Text).label(name)
@@ -54,10 +54,10 @@ _COLUMNS = (
     ),
     Job.__table__.c.capability_tag_id,
 )
-_MEMO: dict[tuple[str, bool], tuple[tuple[Any, ...], s.JobPreview]] = {}
+_MEMO: dict[tuple[str, bool], tuple[tuple[Any, ...], job_schemas.JobPreview]] = {}
 _MEMO_MAX = 2048  # a few MB: the newest open jobs, which is what discovery shows
 _JSON: dict[
-    int, tuple[s.JobPreview, bytes]
+    int, tuple[job_schemas.JobPreview, bytes]
 ] = {}  # id(memoised preview) -> (it, its JSON), dropped with _MEMO
 
 
@@ -79,7 +79,7 @@ def _converters(dialect: Dialect) -> tuple[Callable[[Any], Any] | None, ...]:
     )
 
 
-def _preview(row: tuple[Any, ...], rookie: bool, dialect: Dialect) -> s.JobPreview:
+def _preview(row: tuple[Any, ...], rookie: bool, dialect: Dialect) -> job_schemas.JobPreview:
     key = (row[0], rookie)
     hit = _MEMO.get(key)
     if hit is not None and hit[0] == row:
@@ -88,7 +88,7 @@ def _preview(row: tuple[Any, ...], rookie: bool, dialect: Dialect) -> s.JobPrevi
         name: value if convert is None else convert(value)
         for name, convert, value in zip(_FIELDS, _converters(dialect), row, strict=False)
     }
-    preview = s.JobPreview.model_validate(
+    preview = job_schemas.JobPreview.model_validate(
         item | {"rookie": rookie, "direct_hire": False}
     )  # no Direct Hire here
     if len(_MEMO) >= _MEMO_MAX:
@@ -98,18 +98,18 @@ def _preview(row: tuple[Any, ...], rookie: bool, dialect: Dialect) -> s.JobPrevi
     return preview
 
 
-def preview_json(preview: s.JobPreview) -> bytes:
+def preview_json(preview: job_schemas.JobPreview) -> bytes:
     """A preview's JSON (camelCase, as the page's serializer writes it), once per memoised preview."""
     hit = _JSON.get(id(preview))
     if hit is not None and hit[0] is preview:
         return hit[1]
-    data = s.JobPreview.__pydantic_serializer__.to_json(preview, by_alias=True)
+    data = job_schemas.JobPreview.__pydantic_serializer__.to_json(preview, by_alias=True)
     if len(_JSON) < _MEMO_MAX:  # holds the preview, so its id cannot be reused meanwhile
         _JSON[id(preview)] = (preview, data)
     return data
 
 
-def page_json(page: s.JobList) -> bytes:
+def page_json(page: job_schemas.JobList) -> bytes:
     """The page's JSON, byte for byte what serializing the JobList gives, from the previews' memoised JSON:
     past the query, serializing twenty previews was the biggest cost left in a discovery request."""
     return (
@@ -220,7 +220,7 @@ async def list_open(
     include: str | None,
     cursor: str | None,
     payment_mode: str | None = None,
-) -> s.JobList:
+) -> job_schemas.JobList:
     """Open jobs for this worker, newest first. Jobs with no capability tag are open to every worker.
 
     Never the worker's own owner's jobs, Direct Hires or starter jobs (those reach their worker directly)."""
@@ -237,7 +237,7 @@ async def list_open(
             )
         ).one_or_none()
         if tag_id is None or (tag_id not in tags and not rookie_mode):
-            return s.JobList(jobs=[], next_cursor=None)
+            return job_schemas.JobList(jobs=[], next_cursor=None)
         ranges, params["tag"] = "tag", tag_id
     elif rookie_mode:
         ranges = "all"
@@ -259,9 +259,27 @@ async def list_open(
         _preview(tuple(row), row[-1] is not None and row[-1] not in tags, connection.dialect) for row in rows
     ]
     last = jobs[-1] if jobs else None
-    return s.JobList(
+    return job_schemas.JobList(
         jobs=jobs,
         next_cursor=encode_cursor(last.published_at, last.id)
         if more and last is not None and last.published_at is not None
         else None,
+    )
+
+
+async def discover(
+    session: AsyncSession,
+    actor: Actor,
+    *,
+    capability: str | None,
+    q: str | None,
+    limit: int,
+    include: str | None,
+    cursor: str | None,
+    cache: ReadCache | None = None,
+) -> job_schemas.JobList:
+    """The acting worker's own discovery page (GET /api/v2/jobs, the list_jobs tool)."""
+    who = await seeker(session, actor, cache=cache)
+    return await list_open(
+        session, who, capability=capability, q=q, limit=limit, include=include, cursor=cursor
     )

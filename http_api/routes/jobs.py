@@ -398,10 +398,16 @@ async def discover_jobs(ctx: RequestContext) -> JSONBytesResponse:
     """Open jobs for you, newest first: by default those within your capability tags (and untagged ones);
     `include=rookie` adds the rest, marked `rookie: true`. `q` searches titles and descriptions.
     Next: POST /api/v2/jobs/{id}/applications."""
-    who = await discovery.seeker(ctx.session, ctx.actor, cache=ctx.core.read_cache)
     q = ctx.query
-    page = await discovery.list_open(
-        ctx.session, who, capability=q.capability, q=q.q, limit=q.limit, include=q.include, cursor=q.cursor
+    page = await discovery.discover(
+        ctx.session,
+        ctx.actor,
+        capability=q.capability,
+        q=q.q,
+        limit=q.limit,
+        include=q.include,
+        cursor=q.cursor,
+        cache=ctx.core.read_cache,
     )
     return JSONBytesResponse(discovery.page_json(page))
 

@@ -1,0 +1,137 @@
+"""One write action, run the same way for every front end (the HTTP API and the MCP tools).
+
+The sequence: the credential is checked in a read unit of work before the write lock is taken (a flood of
+bad keys cannot queue writers); an Idempotency-Key is reserved (a completed one replays its stored answer
+instead); the optional `prepare` step (the slow part that needs no lock, such as re-hashing stored files)
+runs in a read unit of work; then the write unit of work runs the action and stores its answer with it.
+Any exception releases the reservation, so a failed action can be retried.
+
+A front end brings only what is its own: how it authenticates, what its answer looks like stored (the HTTP
+response bytes, a tool result's JSON) and how a replay is rendered.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Coroutine
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from callboard_core.api_keys import service as api_keys
+from callboard_core.container import Core
+from callboard_core.db import Database
+from callboard_core.errors import Unauthenticated
+from callboard_core.idempotency import service as idempotency
+from callboard_core.idempotency.service import StoredResponse
+
+C = TypeVar("C")  # the authenticated caller, as the front end describes it
+R = TypeVar("R")  # the action's answer
+
+# Fire-and-forget work (an API key's lastUsedAt): referenced until done, so no task is collected early.
+background: set[asyncio.Task[None]] = set()
+
+
+@dataclass(frozen=True, slots=True)
+class Idempotency:
+    """An idempotency key and the request it was sent with. `method` and `path` are kept for operators;
+    the fingerprint (idempotency.request_fingerprint) is what a retry must match."""
+
+    key: str
+    method: str
+    path: str
+    fingerprint: str
+
+
+def spawn(coro: Coroutine[Any, Any, None]) -> None:
+    task = asyncio.create_task(coro)
+    background.add(task)
+    task.add_done_callback(background.discard)
+
+
+def touch_key(db: Database, key_id: str) -> None:
+    """Refresh an API key's lastUsedAt in the background: the caller's answer never waits for it."""
+    spawn(api_keys.touch(db, key_id))
+
+
+async def run_write(
+    core: Core,
+    authenticate: Callable[[AsyncSession], Awaitable[C]],
+    write: Callable[[AsyncSession, C, Any], Awaitable[R]],
+    *,
+    stored: Callable[[R], StoredResponse],
+    idempotency_request: Idempotency | None = None,
+    scope: Callable[[C], str] | None = None,
+    prepare: Callable[[AsyncSession, C], Awaitable[Any]] | None = None,
+    admit: Callable[[C], Awaitable[None]] | None = None,
+    revoked_scope: Callable[[AsyncSession], Awaitable[str | None]] | None = None,
+) -> R | StoredResponse:
+    """Run one write action; returns its answer, or the StoredResponse of the earlier request it repeats.
+
+    - `authenticate(session)`: the caller, or an error (runs in a read unit of work).
+    - `admit(caller)`: checks made once the caller is known, outside any unit of work (a rate limit).
+    - `scope(caller)`: whose idempotency keys these are (required with `idempotency_request`).
+    - `prepare(session, caller)`: the optional lock-free step; its result is `write`'s third argument.
+    - `write(session, caller, prepared)`: the action, in the write unit of work.
+    - `stored(answer)`: the answer as it is kept for replays.
+    - `revoked_scope(session)`: for a caller refused as unauthenticated, the scope whose stored answers it may
+      still get (a key revoked by its own rotation retrying that rotation), or None.
+    """
+    async with core.uow(write=False) as uow:
+        try:
+            caller = await authenticate(uow.session)
+        except Unauthenticated:
+            if idempotency_request is None or revoked_scope is None:
+                raise
+            replay = await _revoked_replay(core, uow.session, idempotency_request, revoked_scope)
+            if replay is None:
+                raise
+            return replay
+    if admit is not None:
+        await admit(caller)
+
+    record_id: str | None = None
+    if idempotency_request is not None:
+        assert scope is not None, "an idempotent write names its scope"
+        reservation = await idempotency.reserve(
+            core.db,
+            core.sealer,
+            scope=scope(caller),
+            key=idempotency_request.key,
+            method=idempotency_request.method,
+            path=idempotency_request.path,
+            fingerprint=idempotency_request.fingerprint,
+        )
+        if reservation.replay is not None:
+            return reservation.replay
+        record_id = reservation.record_id
+    try:
+        prepared = None
+        if prepare is not None:
+            async with core.uow(write=False) as uow:
+                prepared = await prepare(uow.session, caller)
+        async with core.uow(write=True) as uow:
+            answer = await write(uow.session, caller, prepared)
+            if record_id is not None:
+                # In the action's own transaction: the answer is kept exactly when its effects are.
+                await idempotency.complete(uow.session, core.sealer, record_id, stored(answer))
+    except BaseException:
+        if record_id is not None:
+            await idempotency.release(core.db, record_id)
+        raise
+    return answer
+
+
+async def _revoked_replay(
+    core: Core,
+    session: AsyncSession,
+    request: Idempotency,
+    revoked_scope: Callable[[AsyncSession], Awaitable[str | None]],
+) -> StoredResponse | None:
+    scope = await revoked_scope(session)
+    if scope is None:
+        return None
+    return await idempotency.find_replay(
+        session, core.sealer, scope=scope, key=request.key, fingerprint=request.fingerprint
+    )

@@ -1,0 +1,105 @@
+"""Requesting work: drafts, publishing, admission, invitations, clarifications and the review."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from callboard_core.files.schemas import UploadRequest, UploadTicket
+from callboard_core.files.service import Hashed
+from callboard_core.jobs import admission, invitations, review
+from callboard_core.jobs import schemas as job_schemas
+from callboard_core.jobs import service as jobs
+from mcp_server.tool_table import Ident, JobId, ToolCall, ToolGroup
+
+tools = ToolGroup()
+
+
+@tools.write()
+async def create_job(call: ToolCall, job: job_schemas.JobCreate) -> job_schemas.JobView:
+    """Create a draft job: title, description, jobTypeKey, capabilitySlug, the admission window, work
+    duration and deadlines (admission close < latest submission <= review deadline), caps, previewJson
+    (what every worker sees) and workBriefJson (only admitted workers, after acknowledging). Next:
+    stage_input_file for input files, then publish_job. Paid jobs need a card on file first."""
+    return await jobs.create(call.session, call.actor, job)
+
+
+@tools.write()
+async def update_job(call: ToolCall, job_id: JobId, changes: job_schemas.JobUpdate) -> job_schemas.JobView:
+    """Change a draft (only the fields you send)."""
+    return await jobs.update_draft(call.session, call.actor, job_id, changes)
+
+
+@tools.write()
+async def stage_input_file(call: ToolCall, job_id: JobId, file: UploadRequest) -> UploadTicket:
+    """Stage an input file on a draft: returns a presigned URL to PUT the bytes to. Publishing verifies
+    every staged file."""
+    return await review.stage_input_file(
+        call.session, call.core.blobs, call.core.settings, call.actor, job_id, file
+    )
+
+
+async def _hash_inputs(call: ToolCall, job_id: str) -> Hashed:
+    return await jobs.hash_inputs(call.session, call.core.blobs, call.actor, job_id)
+
+
+@tools.write(prepare=_hash_inputs)
+async def publish_job(call: ToolCall, job_id: JobId) -> job_schemas.JobView:
+    """Publish a draft: admission opens; workers can apply until admissionClosesAt."""
+    return await jobs.publish(call.session, call.core.blobs, call.actor, job_id, call.prepared)
+
+
+@tools.write()
+async def run_admission(call: ToolCall, job_id: JobId) -> job_schemas.JobView:
+    """Close admission now instead of at admissionClosesAt: applicants are ranked and slots granted."""
+    return await admission.run_now(call.session, call.actor, job_id)
+
+
+@tools.write()
+async def invite_worker(
+    call: ToolCall, job_id: JobId, invitation: job_schemas.InvitationCreate
+) -> job_schemas.InvitationView:
+    """Invite a worker agent to your open job (a pending invitation holds a participant place)."""
+    return await invitations.invite(call.session, call.actor, job_id, invitation)
+
+
+@tools.write()
+async def post_clarification(
+    call: ToolCall, job_id: JobId, clarification: job_schemas.ClarificationBody
+) -> job_schemas.ClarificationView:
+    """Post a clarification on your job: every admitted worker sees it with the brief."""
+    return await review.clarify(call.session, call.actor, job_id, clarification)
+
+
+@tools.read()
+async def job_events(call: ToolCall, job_id: JobId) -> job_schemas.EventList:
+    """The job's event log (created, published, applications, admission, submissions, award...)."""
+    return await review.job_events(call.session, call.actor, job_id)
+
+
+@tools.read()
+async def review_packets(call: ToolCall, job_id: JobId) -> job_schemas.ReviewPacketList:
+    """The submissions to your job as review packets: previews and payload summaries (deliverables are
+    withheld until you award). Next: award one, or no_award."""
+    return await review.review_packets(call.session, call.core.blobs, call.actor, job_id)
+
+
+def _award_body(*, submission_id: str, **_: Any) -> job_schemas.AwardBody:
+    return job_schemas.AwardBody(submission_id=submission_id)
+
+
+@tools.write(parse=_award_body)
+async def award(call: ToolCall, job_id: JobId, submission_id: Ident) -> job_schemas.AwardResult:
+    """Award one submission (exactly once per job). Its full artifact is then released to you."""
+    return await review.award(call.session, call.actor, job_id, call.parsed)
+
+
+@tools.write()
+async def no_award(call: ToolCall, job_id: JobId, decision: job_schemas.NoAwardBody) -> job_schemas.JobView:
+    """Close the review without a winner, with a reason code."""
+    return await review.no_award(call.session, call.actor, job_id, decision)
+
+
+@tools.read()
+async def released_artifact(call: ToolCall, award_id: Ident) -> job_schemas.ReleasedArtifact:
+    """The awarded submission in full (payload and file download URLs), for the requester."""
+    return await review.released_artifact(call.session, call.core.blobs, call.actor, award_id)
