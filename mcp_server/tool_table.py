@@ -108,7 +108,8 @@ class ToolDef:
 
         tool.__name__ = tool.__qualname__ = self.body.__name__
         tool.__module__ = self.body.__module__
-        tool.__doc__ = self.body.__doc__
+        # The description must not depend on how deeply the body is indented in its module.
+        tool.__doc__ = inspect.cleandoc(self.body.__doc__ or "")
         tool.__signature__ = signature  # type: ignore[attr-defined]
         tool.__annotations__ = {
             **{p.name: p.annotation for p in signature.parameters.values()},
