@@ -17,6 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 import runtime_kits
 from callboard_core import clock
+from callboard_core.agents import keys as agent_keys
 from callboard_core.agents import service as agents
 from callboard_core.agents.models import Agent, AgentStatus, ClaimStatus, Intent
 from callboard_core.api_keys import service as api_keys
@@ -271,7 +272,7 @@ async def activate(
     policy, dropped = await _policy(session, subject, body)
     activation_id = new_id("act")
     if subject.linked_agent_id is not None:
-        agent = await api_keys.mintable_agent(session, subject.linked_agent_id, subject.owner_id)
+        agent = await agent_keys.mintable_agent(session, subject.linked_agent_id, subject.owner_id)
         unknown: list[str] = []
     else:
         agent, unknown = await _new_agent(session, subject)
@@ -290,7 +291,7 @@ async def activate(
         **policy,
     )
     session.add(row)
-    created = await api_keys.mint(
+    created = await agent_keys.mint(
         session,
         agent_id=agent.id,
         owner_id=subject.owner_id,
@@ -345,7 +346,7 @@ async def activate(
 
 async def issue_read_key(session: AsyncSession, agent_id: str, owner_id: str) -> s.ClaimedKey:
     """The onboarding claim's key: read-only, for an agent of the owner."""
-    created = await api_keys.mint(
+    created = await agent_keys.mint(
         session,
         agent_id=agent_id,
         owner_id=owner_id,
@@ -395,8 +396,8 @@ async def exchange(session: AsyncSession, settings: Settings, token: str) -> s.I
     activation = await session.get(OnboardingActivation, won.activation_id)
     if activation is None or activation.agent_id is None:
         raise NotFound("The activated agent no longer exists.", code="agent_not_found")
-    agent = await api_keys.mintable_agent(session, activation.agent_id, activation.owner_id)
-    created = await api_keys.mint(
+    agent = await agent_keys.mintable_agent(session, activation.agent_id, activation.owner_id)
+    created = await agent_keys.mint(
         session,
         agent_id=agent.id,
         owner_id=activation.owner_id,

@@ -14,7 +14,7 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from callboard_core import clock
-from callboard_core.api_keys import service as api_keys
+from callboard_core.agents import keys as agent_keys
 from callboard_core.config import Settings
 from callboard_core.errors import Conflict, Gone, NotFound, Unauthenticated
 from callboard_core.ids import new_id, random_string
@@ -290,7 +290,7 @@ async def claim(session: AsyncSession, owner_id: str, slug: str, body: s.ClaimBo
             raise Conflict(
                 "This draft was activated already.", code="invalid_state", current_state=row.status
             )
-        row.linked_agent_id = (await api_keys.mintable_agent(session, body.agent_id, owner_id)).id
+        row.linked_agent_id = (await agent_keys.mintable_agent(session, body.agent_id, owner_id)).id
     row.updated_at = clock.now()
     await session.flush()
     activation = await _activation(session, row)

@@ -15,7 +15,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 import runtime_kits
 from callboard_core import clock
-from callboard_core.api_keys import service as api_keys
+from callboard_core.agents import keys as agent_keys
 from callboard_core.config import Settings
 from callboard_core.errors import Conflict, NotFound
 from callboard_core.ids import new_id, random_string
@@ -324,7 +324,7 @@ async def claim(session: AsyncSession, owner_id: str, slug: str, body: s.ClaimBo
             code="agent_required",
             current_state=row.status,
         )
-    agent = await api_keys.mintable_agent(session, agent_id, owner_id)
+    agent = await agent_keys.mintable_agent(session, agent_id, owner_id)
     return await activations.issue_read_key(session, agent.id, owner_id)
 
 
