@@ -7,7 +7,7 @@ and the server's memory, on SQLite and on PostgreSQL in one run.
 
 For each database:
   1. a fresh database (a temporary SQLite file, or a `callboard_bench_<random>` PostgreSQL database created
-     through --postgres-url and dropped afterwards), migrated with callboard_core.db.migrate.upgrade (the
+     through --postgres-url and dropped afterwards), migrated with callboard_core.seed.migrate_and_seed (the
      code behind `callboard migrate`);
   2. owners and claimed agents with read+write keys through the core's own services (dashboard.create): a
      worker with two capability tags, requesters, and a "home" agent;
@@ -137,11 +137,11 @@ async def migrate_and_create_agents(settings: Any) -> Fixtures:
     from callboard_core.agents.schemas import AgentCreate
     from callboard_core.capabilities.models import CapabilityTag
     from callboard_core.container import Core
-    from callboard_core.db.migrate import upgrade
     from callboard_core.job_types.models import JobType
+    from callboard_core.seed import migrate_and_seed
     from callboard_core.users import service as users
 
-    await upgrade(settings)
+    await migrate_and_seed(settings)
     core = Core.build(settings)
     try:
         async with core.uow() as uow:

@@ -36,7 +36,7 @@ async def main(args: argparse.Namespace) -> None:
     import httpx
 
     from callboard_core.config import load_settings
-    from callboard_core.db.migrate import upgrade
+    from callboard_core.seed import migrate_and_seed
     from http_api.app import create_app
 
     tmp = Path(tempfile.mkdtemp(prefix="callboard-profile-"))
@@ -45,7 +45,7 @@ async def main(args: argparse.Namespace) -> None:
         settings = load_settings(
             database_url=url, env="development", secret_key="x" * 48, rate_limit_enabled=False, var_dir=tmp
         )
-        await upgrade(settings)
+        await migrate_and_seed(settings)
         app = create_app(settings)
         async with httpx.AsyncClient(
             transport=httpx.ASGITransport(app=app), base_url="http://bench.local"

@@ -13,11 +13,11 @@ def _serve(args: argparse.Namespace) -> None:
     import uvicorn
 
     from callboard_core.config import get_settings
-    from callboard_core.db.migrate import upgrade
+    from callboard_core.seed import migrate_and_seed
 
     settings = get_settings()
     if not args.no_migrate:
-        asyncio.run(upgrade(settings))
+        asyncio.run(migrate_and_seed(settings))
     uvicorn.run(
         "http_api.app:create_app",
         factory=True,
@@ -31,9 +31,9 @@ def _serve(args: argparse.Namespace) -> None:
 
 def _migrate(_: argparse.Namespace) -> None:
     from callboard_core.config import get_settings
-    from callboard_core.db.migrate import upgrade
+    from callboard_core.seed import migrate_and_seed
 
-    asyncio.run(upgrade(get_settings()))
+    asyncio.run(migrate_and_seed(get_settings()))
     print("database is at the latest schema; seed data applied")
 
 

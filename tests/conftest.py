@@ -23,9 +23,9 @@ from callboard_core import clock
 from callboard_core.auth import sessions
 from callboard_core.config import Environment, Settings
 from callboard_core.container import Core
-from callboard_core.db.migrate import upgrade
 from callboard_core.models import metadata
 from callboard_core.security.permissions import Role
+from callboard_core.seed import migrate_and_seed
 from callboard_core.users import service as users
 from http_api.app import create_app
 
@@ -122,7 +122,7 @@ def database_url(request: pytest.FixtureRequest, tmp_root: Path) -> str:
 async def core(database_url: str, tmp_root: Path) -> AsyncIterator[Core]:
     settings = make_settings(database_url, tmp_root)
     if database_url not in _migrated:
-        await upgrade(settings)
+        await migrate_and_seed(settings)
         _migrated.add(database_url)
         # The seeded taxonomy is written just now; only rows newer than this are a test's to wipe.
         global _SEEDED_BEFORE

@@ -45,7 +45,6 @@ from callboard_core.agents import service as agents
 from callboard_core.api_keys import service as api_keys
 from callboard_core.capabilities.models import CapabilityCategory, CapabilityTag, CapabilityTagRequest
 from callboard_core.container import Core
-from callboard_core.db.migrate import upgrade
 from callboard_core.files.schemas import UploadRequest
 from callboard_core.jobs import admission, invitations, participation, review
 from callboard_core.jobs import schemas as job_schemas
@@ -54,6 +53,7 @@ from callboard_core.jobs.actors import Actor as JobActor
 from callboard_core.onboarding.models import DraftStatus, OnboardingSession, RegistrationDraft
 from callboard_core.security import tokens
 from callboard_core.security.permissions import Role
+from callboard_core.seed import migrate_and_seed
 from callboard_core.waitlist.models import WaitlistSignup
 from http_api import endpoint
 from http_api.app import create_app
@@ -949,7 +949,7 @@ async def open_world(
 ) -> AsyncIterator[World]:
     settings = make_settings(database_url, tmp_root, machine_token=MACHINE_TOKEN, **overrides)
     if database_url not in conftest._migrated:
-        await upgrade(settings)
+        await migrate_and_seed(settings)
         conftest._migrated.add(database_url)
         # As conftest.core does: the seeded taxonomy was written just now, so only newer rows get wiped.
         conftest._SEEDED_BEFORE = clock.now().replace(tzinfo=None)

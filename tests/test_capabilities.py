@@ -251,7 +251,7 @@ async def test_approve_new_makes_the_tag_public(app, core, client):
         # a reviewed request cannot be reviewed again
         r = await admin.post(f"/admin/capabilities/requests/{req['id']}/review", json={"action": "REJECT"})
         assert r.status_code == 409 and r.json()["code"] == "tag_request_already_reviewed"
-        assert r.json()["currentStatus"] == "APPROVED"
+        assert r.json()["currentState"] == "APPROVED"
         # and the text now names an existing tag
         r = await owner.post("/capabilities/requests", json={"rawText": text})
         assert r.status_code == 409 and r.json()["code"] == "tag_exists"

@@ -219,12 +219,12 @@ async def test_deactivate_keeps_keys_and_reactivate(client, app, core):
 
         again = await owner.post(f"/agents/dashboard/{agent_id}/deactivate")
         assert again.status_code == 409
-        assert again.json()["code"] == "invalid_agent_state" and again.json()["currentStatus"] == "INACTIVE"
+        assert again.json()["code"] == "invalid_agent_state" and again.json()["currentState"] == "INACTIVE"
 
         on = await owner.post(f"/agents/dashboard/{agent_id}/reactivate")
         assert on.status_code == 200 and on.json()["status"] == "ACTIVE"
         again = await owner.post(f"/agents/dashboard/{agent_id}/reactivate")
-        assert again.status_code == 409 and again.json()["currentStatus"] == "ACTIVE"
+        assert again.status_code == 409 and again.json()["currentState"] == "ACTIVE"
         assert (
             await owner.post(f"/agents/dashboard/{agent_id}/reactivate", json={"x": 1})
         ).status_code == 422
@@ -238,7 +238,7 @@ async def test_suspended_agent_stays_suspended(app, core):
         await set_status(core, agent_id, "SUSPENDED")
         for action in ("reactivate", "deactivate"):
             refused = await owner.post(f"/agents/dashboard/{agent_id}/{action}")
-            assert refused.status_code == 409 and refused.json()["currentStatus"] == "SUSPENDED", action
+            assert refused.status_code == 409 and refused.json()["currentState"] == "SUSPENDED", action
         # Archive and unarchive cannot launder a suspension.
         assert (await owner.post(f"/agents/dashboard/{agent_id}/archive")).json()["status"] == "SUSPENDED"
         assert (await owner.post(f"/agents/dashboard/{agent_id}/unarchive")).json()["status"] == "SUSPENDED"

@@ -217,7 +217,7 @@ async def test_convert_creates_user_and_mails_welcome(app, core, client):
     async with admin:
         r = await admin.post(f"/admin/waitlist/{signup['id']}/convert")
         assert r.status_code == 409 and r.json()["code"] == "waitlist_not_approved"
-        assert r.json()["currentStatus"] == "PENDING"
+        assert r.json()["currentState"] == "PENDING"
         assert (
             await admin.patch(f"/admin/waitlist/{signup['id']}", json={"status": "APPROVED"})
         ).status_code == 200

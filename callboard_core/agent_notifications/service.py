@@ -9,7 +9,7 @@ from sqlalchemy import Table, func, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from callboard_core import clock
-from callboard_core.agent_notifications import schemas as s
+from callboard_core.agent_notifications import schemas as notification_schemas
 from callboard_core.agent_notifications.models import AgentNotification
 from callboard_core.errors import NotFound
 from callboard_core.ids import new_id
@@ -50,8 +50,8 @@ async def notify(
 TABLE = cast(Table, AgentNotification.__table__)
 
 
-def _view(n: AgentNotification) -> s.AgentNotificationView:
-    return s.AgentNotificationView(
+def _view(n: AgentNotification) -> notification_schemas.AgentNotificationView:
+    return notification_schemas.AgentNotificationView(
         id=n.id,
         type=n.type,
         title=n.title,
@@ -78,7 +78,7 @@ async def unread_count(session: AsyncSession, agent_id: str) -> int:
 
 async def list_for(
     session: AsyncSession, agent_id: str, *, include_read: bool, limit: int
-) -> s.AgentNotificationList:
+) -> notification_schemas.AgentNotificationList:
     stmt = select(AgentNotification).where(AgentNotification.agent_id == agent_id)
     if not include_read:
         stmt = stmt.where(AgentNotification.read_at.is_(None))
@@ -87,12 +87,14 @@ async def list_for(
             stmt.order_by(AgentNotification.created_at.desc(), AgentNotification.id.desc()).limit(limit)
         )
     ).all()
-    return s.AgentNotificationList(
+    return notification_schemas.AgentNotificationList(
         notifications=[_view(n) for n in rows], unread_count=await unread_count(session, agent_id)
     )
 
 
-async def mark_read(session: AsyncSession, agent_id: str, notification_id: str) -> s.AgentNotificationView:
+async def mark_read(
+    session: AsyncSession, agent_id: str, notification_id: str
+) -> notification_schemas.AgentNotificationView:
     n = await session.get(AgentNotification, notification_id)
     if n is None or n.agent_id != agent_id:
         raise NotFound("No such notification.", code="notification_not_found")
@@ -102,10 +104,12 @@ async def mark_read(session: AsyncSession, agent_id: str, notification_id: str) 
     return _view(n)
 
 
-async def mark_read_batch(session: AsyncSession, agent_id: str, ids: Sequence[str]) -> s.MarkedRead:
+async def mark_read_batch(
+    session: AsyncSession, agent_id: str, ids: Sequence[str]
+) -> notification_schemas.MarkedRead:
     """Marks the caller's unread notifications among ids; others' ids are ignored. Returns how many changed."""
     if not ids:
-        return s.MarkedRead(updated=0)
+        return notification_schemas.MarkedRead(updated=0)
     result = await session.execute(
         update(AgentNotification)
         .where(
@@ -116,4 +120,4 @@ async def mark_read_batch(session: AsyncSession, agent_id: str, ids: Sequence[st
         .values(read_at=clock.now())
         .execution_options(synchronize_session=False)
     )
-    return s.MarkedRead(updated=int(result.rowcount or 0))  # type: ignore[attr-defined]
+    return notification_schemas.MarkedRead(updated=int(result.rowcount or 0))  # type: ignore[attr-defined]

@@ -8,11 +8,11 @@ from sqlalchemy import exists, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from callboard_core import clock
-from callboard_core.agents import schemas as s
+from callboard_core.agents import keys as agent_keys
+from callboard_core.agents import schemas as agent_schemas
 from callboard_core.agents import service as agents
 from callboard_core.agents.models import Agent, AgentCapability, AgentHeartbeat, AgentStatus, ClaimStatus
 from callboard_core.api_keys import service as api_keys
-from callboard_core.api_keys.models import ApiKey
 from callboard_core.errors import Conflict, ValidationFailed
 
 # Body field -> model column, where they differ.
@@ -32,7 +32,9 @@ _OPTIONAL_ON_CREATE = (
 )
 
 
-async def create(session: AsyncSession, owner_id: str, body: s.AgentCreate) -> s.AgentCreated:
+async def create(
+    session: AsyncSession, owner_id: str, body: agent_schemas.AgentCreate
+) -> agent_schemas.AgentCreated:
     """A new agent owned by the session user, claimed at once, with a read+write runtime key (shown once).
     `ownerId` in the body is ignored."""
     now = clock.now()
@@ -58,20 +60,20 @@ async def create(session: AsyncSession, owner_id: str, body: s.AgentCreate) -> s
     plaintext, key = await api_keys.issue(
         session, agent_id=agent.id, owner_id=owner_id, scopes=api_keys.READ_WRITE, label="runtime"
     )
-    return s.AgentCreated(
+    return agent_schemas.AgentCreated(
         agent=await agents.to_dashboard(session, agent),
         api_key=plaintext,
-        key_info=await api_keys.info_one(session, key),
+        key_info=await agent_keys.info_one(session, key),
     )
 
 
-async def get(session: AsyncSession, agent_id: str, owner_id: str) -> s.AgentDashboardResponse:
+async def get(session: AsyncSession, agent_id: str, owner_id: str) -> agent_schemas.AgentDashboardResponse:
     return await agents.to_dashboard(session, await agents.get_owned(session, agent_id, owner_id))
 
 
 async def update(
-    session: AsyncSession, agent_id: str, owner_id: str, body: s.AgentUpdate
-) -> s.AgentDashboardResponse:
+    session: AsyncSession, agent_id: str, owner_id: str, body: agent_schemas.AgentUpdate
+) -> agent_schemas.AgentDashboardResponse:
     """Change the fields sent; a handle change must stay unique (409 handle_taken)."""
     agent = await agents.get_owned(session, agent_id, owner_id)
     data = body.model_dump(exclude_unset=True)
@@ -95,7 +97,9 @@ async def update(
     return await agents.to_dashboard(session, agent)
 
 
-async def list_mine(session: AsyncSession, owner_id: str, query: s.AgentListQuery) -> s.AgentList:
+async def list_mine(
+    session: AsyncSession, owner_id: str, query: agent_schemas.AgentListQuery
+) -> agent_schemas.AgentList:
     """The owner's agents, newest first. Deleted agents never show; archived ones only when asked."""
     conditions = [Agent.owner_id == owner_id, Agent.deleted_at.is_(None)]
     if not query.include_archived:
@@ -127,12 +131,14 @@ async def list_mine(session: AsyncSession, owner_id: str, query: s.AgentListQuer
             )
         ).scalars()
     )
-    return s.AgentList(
+    return agent_schemas.AgentList(
         agents=await dashboard_many(session, rows), total=int(total), limit=query.limit, offset=query.offset
     )
 
 
-async def dashboard_many(session: AsyncSession, rows: Sequence[Agent]) -> list[s.AgentDashboardResponse]:
+async def dashboard_many(
+    session: AsyncSession, rows: Sequence[Agent]
+) -> list[agent_schemas.AgentDashboardResponse]:
     """agents.service.to_dashboard for many agents, in two queries rather than two per agent."""
     ids = [a.id for a in rows]
     if not ids:
@@ -146,24 +152,16 @@ async def dashboard_many(session: AsyncSession, rows: Sequence[Agent]) -> list[s
             )
         ).all()
     )
-    keys = dict(
-        (
-            await session.execute(
-                select(ApiKey.agent_id, func.count())
-                .where(ApiKey.agent_id.in_(ids), ApiKey.revoked_at.is_(None))
-                .group_by(ApiKey.agent_id)
-            )
-        ).all()
-    )
+    keys = await api_keys.count_active(session, ids)
     return [
-        s.AgentDashboardResponse(
+        agent_schemas.AgentDashboardResponse(
             **agents.to_response(a).model_dump(),
             intent=a.intent,
             archived=a.archived_at is not None,
             archived_at=a.archived_at,
             is_house=a.is_house,
             last_heartbeat_at=beats.get(a.id),
-            active_key_count=int(keys.get(a.id, 0)),
+            active_key_count=keys.get(a.id, 0),
         )
         for a in rows
     ]

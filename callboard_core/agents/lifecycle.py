@@ -1,7 +1,8 @@
 """An owner's agent lifecycle: deactivate, reactivate, archive, unarchive, delete.
 
-Every move is compare-and-set on the agent row (`UPDATE ... WHERE <expected state> RETURNING`); a lost race
-or a wrong state is a 409 `invalid_agent_state` carrying the current state.
+Every move is compare-and-set on the agent row, driven by its table in agents/states.py
+(`UPDATE ... WHERE status IN <sources> RETURNING`); a lost race or a wrong state is a 409
+`invalid_agent_state` carrying the current state (`currentState`) and whether the agent is archived.
 
 What blocks archive and delete (work or money in flight) and what counts as marketplace history (which
 makes a delete SOFT rather than HARD) belong to other modules (jobs, money). They plug in here:
@@ -19,18 +20,19 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from sqlalchemy import case, delete, select, update
+from sqlalchemy import delete, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from callboard_core import clock
-from callboard_core.agents import schemas as s
+from callboard_core import clock, states
+from callboard_core.agents import schemas as agent_schemas
 from callboard_core.agents import service as agents
 from callboard_core.agents.models import Agent, AgentStatus
+from callboard_core.agents.states import AGENT_MOVES, ARCHIVED_BEFORE
 from callboard_core.api_keys import service as api_keys
 from callboard_core.audit import service as audit
 from callboard_core.errors import Conflict, NotFound, ValidationFailed
 
-BlockerProvider = Callable[[AsyncSession, str], Awaitable[list[s.LifecycleBlocker]]]
+BlockerProvider = Callable[[AsyncSession, str], Awaitable[list[agent_schemas.LifecycleBlocker]]]
 HistoryProvider = Callable[[AsyncSession, str], Awaitable[bool]]
 
 _blocker_providers: list[BlockerProvider] = []
@@ -64,8 +66,8 @@ def unregister_history_provider(provider: HistoryProvider) -> None:
         _history_providers.remove(provider)
 
 
-async def find_blockers(session: AsyncSession, agent_id: str) -> list[s.LifecycleBlocker]:
-    found: list[s.LifecycleBlocker] = []
+async def find_blockers(session: AsyncSession, agent_id: str) -> list[agent_schemas.LifecycleBlocker]:
+    found: list[agent_schemas.LifecycleBlocker] = []
     for provider in list(_blocker_providers):
         found.extend(await provider(session, agent_id))
     return found
@@ -90,11 +92,6 @@ async def _recorded_history(session: AsyncSession, agent_id: str) -> bool:
 # --- helpers -------------------------------------------------------------------------------------
 
 
-def _state(agent: Agent) -> dict[str, Any]:
-    """The current state, for a 409's body ("status" is taken by the problem document itself)."""
-    return {"currentStatus": agent.status, "archived": agent.archived_at is not None}
-
-
 async def _reload(session: AsyncSession, agent_id: str, owner_id: str) -> Agent:
     agent = (
         await session.execute(
@@ -106,26 +103,31 @@ async def _reload(session: AsyncSession, agent_id: str, owner_id: str) -> Agent:
     return agent
 
 
-async def _cas(session: AsyncSession, agent_id: str, owner_id: str, *where: Any, **values: Any) -> bool:
-    """Compare-and-set on one live agent of this owner; True when this call won."""
-    won = (
-        await session.execute(
-            update(Agent)
-            .where(Agent.id == agent_id, Agent.owner_id == owner_id, Agent.deleted_at.is_(None), *where)
-            .values(**values, updated_at=clock.now())
-            .returning(Agent.id)
-            .execution_options(synchronize_session=False)
-        )
-    ).first()
-    return won is not None
+async def _move(
+    session: AsyncSession, agent_id: str, owner_id: str, move: str, **values: Any
+) -> Agent | None:
+    """One owner move on a live agent of this owner, by compare-and-set driven by its table; None: lost."""
+    where = [Agent.owner_id == owner_id, Agent.deleted_at.is_(None)]
+    archived = ARCHIVED_BEFORE[move]
+    if archived is not None:
+        where.append(Agent.archived_at.is_not(None) if archived else Agent.archived_at.is_(None))
+    return await states.compare_and_set(
+        session, Agent, agent_id, AGENT_MOVES[move], None, *where, **values, updated_at=clock.now()
+    )
 
 
 async def _conflict(session: AsyncSession, agent_id: str, owner_id: str, action: str, why: str) -> Conflict:
     agent = await _reload(session, agent_id, owner_id)
-    return Conflict(f"Cannot {action} this agent: {why}", code="invalid_agent_state", **_state(agent))
+    # "status" is taken by the problem document itself, hence currentState.
+    return states.conflict(
+        f"Cannot {action} this agent: {why}",
+        code="invalid_agent_state",
+        current=agent.status,
+        archived=agent.archived_at is not None,
+    )
 
 
-def _blocked(action: str, blockers: list[s.LifecycleBlocker]) -> Conflict:
+def _blocked(action: str, blockers: list[agent_schemas.LifecycleBlocker]) -> Conflict:
     return Conflict(
         f"Cannot {action} this agent while work or money is in flight; see blockers.",
         code="agent_lifecycle_blocked",
@@ -148,24 +150,19 @@ def _audit(session: AsyncSession, owner_id: str, action: str, agent_id: str, **d
 # --- the moves -----------------------------------------------------------------------------------
 
 
-async def lifecycle_blockers(session: AsyncSession, agent_id: str, owner_id: str) -> s.LifecycleBlockers:
+async def lifecycle_blockers(
+    session: AsyncSession, agent_id: str, owner_id: str
+) -> agent_schemas.LifecycleBlockers:
     await agents.get_owned(session, agent_id, owner_id)
-    return s.LifecycleBlockers(agent_id=agent_id, blockers=await find_blockers(session, agent_id))
+    return agent_schemas.LifecycleBlockers(agent_id=agent_id, blockers=await find_blockers(session, agent_id))
 
 
 async def deactivate(
     session: AsyncSession, agent_id: str, owner_id: str, reason: str | None = None
-) -> s.AgentDashboardResponse:
+) -> agent_schemas.AgentDashboardResponse:
     """ACTIVE -> INACTIVE: hidden from discovery, no new work; in-flight work may finish; keys stay valid."""
     await agents.get_owned(session, agent_id, owner_id)
-    if not await _cas(
-        session,
-        agent_id,
-        owner_id,
-        Agent.status == AgentStatus.ACTIVE,
-        Agent.archived_at.is_(None),
-        status=AgentStatus.INACTIVE,
-    ):
+    if await _move(session, agent_id, owner_id, "deactivate") is None:
         raise await _conflict(
             session, agent_id, owner_id, "deactivate", "only an ACTIVE agent can be deactivated."
         )
@@ -173,17 +170,12 @@ async def deactivate(
     return await agents.to_dashboard(session, await _reload(session, agent_id, owner_id))
 
 
-async def reactivate(session: AsyncSession, agent_id: str, owner_id: str) -> s.AgentDashboardResponse:
+async def reactivate(
+    session: AsyncSession, agent_id: str, owner_id: str
+) -> agent_schemas.AgentDashboardResponse:
     """INACTIVE (not archived) -> ACTIVE. A SUSPENDED agent stays suspended until staff lift it."""
     await agents.get_owned(session, agent_id, owner_id)
-    if not await _cas(
-        session,
-        agent_id,
-        owner_id,
-        Agent.status == AgentStatus.INACTIVE,
-        Agent.archived_at.is_(None),
-        status=AgentStatus.ACTIVE,
-    ):
+    if await _move(session, agent_id, owner_id, "reactivate") is None:
         raise await _conflict(
             session,
             agent_id,
@@ -195,27 +187,13 @@ async def reactivate(session: AsyncSession, agent_id: str, owner_id: str) -> s.A
     return await agents.to_dashboard(session, await _reload(session, agent_id, owner_id))
 
 
-def _inactive_unless_suspended() -> Any:
-    return case(
-        (Agent.status == AgentStatus.SUSPENDED, AgentStatus.SUSPENDED.value), else_=AgentStatus.INACTIVE.value
-    )
-
-
 async def archive(
     session: AsyncSession, agent_id: str, owner_id: str, reason: str | None = None
-) -> s.AgentDashboardResponse:
+) -> agent_schemas.AgentDashboardResponse:
     """Set aside: INACTIVE (a suspension stays), every key of the agent revoked. Refused (409 with
     `blockers`) while work or money is in flight."""
     await agents.get_owned(session, agent_id, owner_id)
-    now = clock.now()
-    if not await _cas(
-        session,
-        agent_id,
-        owner_id,
-        Agent.archived_at.is_(None),
-        archived_at=now,
-        status=_inactive_unless_suspended(),
-    ):
+    if await _move(session, agent_id, owner_id, "archive", archived_at=clock.now()) is None:
         raise await _conflict(session, agent_id, owner_id, "archive", "it is archived already.")
     blockers = await find_blockers(session, agent_id)
     if blockers:
@@ -225,25 +203,20 @@ async def archive(
     return await agents.to_dashboard(session, await _reload(session, agent_id, owner_id))
 
 
-async def unarchive(session: AsyncSession, agent_id: str, owner_id: str) -> s.AgentDashboardResponse:
+async def unarchive(
+    session: AsyncSession, agent_id: str, owner_id: str
+) -> agent_schemas.AgentDashboardResponse:
     """Archived -> INACTIVE (a suspension stays). The revoked keys stay revoked: mint a new one."""
     await agents.get_owned(session, agent_id, owner_id)
-    if not await _cas(
-        session,
-        agent_id,
-        owner_id,
-        Agent.archived_at.is_not(None),
-        archived_at=None,
-        status=_inactive_unless_suspended(),
-    ):
+    if await _move(session, agent_id, owner_id, "unarchive", archived_at=None) is None:
         raise await _conflict(session, agent_id, owner_id, "unarchive", "it is not archived.")
     _audit(session, owner_id, "agent.unarchived", agent_id)
     return await agents.to_dashboard(session, await _reload(session, agent_id, owner_id))
 
 
 async def delete_agent(
-    session: AsyncSession, agent_id: str, owner_id: str, body: s.AgentDeleteBody
-) -> s.AgentDeleted:
+    session: AsyncSession, agent_id: str, owner_id: str, body: agent_schemas.AgentDeleteBody
+) -> agent_schemas.AgentDeleted:
     """Delete for good. With marketplace history: SOFT (a tombstone; the handle stays reserved, keys revoked).
     Without: HARD (the row and everything hanging off it go). Refused (409) while work or money is in flight."""
     agent = await agents.get_owned(session, agent_id, owner_id)
@@ -261,21 +234,8 @@ async def delete_agent(
         )
     now = clock.now()
     # Take the row first (one winner among concurrent deletes), then ask the providers.
-    won = (
-        await session.execute(
-            update(Agent)
-            .where(Agent.id == agent_id, Agent.owner_id == owner_id, Agent.deleted_at.is_(None))
-            .values(
-                deleted_at=now,
-                archived_at=agent.archived_at or now,
-                status=_inactive_unless_suspended(),
-                updated_at=now,
-            )
-            .returning(Agent.id)
-            .execution_options(synchronize_session=False)
-        )
-    ).first()
-    if won is None:
+    archived_at = agent.archived_at or now
+    if await _move(session, agent_id, owner_id, "delete", deleted_at=now, archived_at=archived_at) is None:
         raise NotFound("No such agent.", code="agent_not_found")
     blockers = await find_blockers(session, agent_id)
     if blockers:
@@ -291,4 +251,4 @@ async def delete_agent(
             delete(Agent).where(Agent.id == agent_id).execution_options(synchronize_session=False)
         )
     _audit(session, owner_id, "agent.deleted", agent_id, mode=mode, handle=agent.handle, revoked_keys=revoked)
-    return s.AgentDeleted(agent_id=agent_id, mode=mode)
+    return agent_schemas.AgentDeleted(agent_id=agent_id, mode=mode)

@@ -13,7 +13,8 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from callboard_core import clock
-from callboard_core.agents import schemas as s
+from callboard_core.agents import keys as agent_keys
+from callboard_core.agents import schemas as agent_schemas
 from callboard_core.agents.models import (
     Agent,
     AgentCapability,
@@ -25,7 +26,6 @@ from callboard_core.agents.models import (
     ClaimStatus,
 )
 from callboard_core.api_keys import service as api_keys
-from callboard_core.api_keys.models import ApiKey
 from callboard_core.capabilities.models import CapabilityTag, TaxonomyStatus
 from callboard_core.config import Settings
 from callboard_core.db.readcache import MISSING, ReadCache
@@ -40,8 +40,8 @@ ENROLL_TOKEN_TTL = timedelta(hours=1)
 # --- views ---------------------------------------------------------------------------------------
 
 
-def to_response(agent: Agent) -> s.AgentResponse:
-    return s.AgentResponse(**_fields(agent))
+def to_response(agent: Agent) -> agent_schemas.AgentResponse:
+    return agent_schemas.AgentResponse(**_fields(agent))
 
 
 def _fields(agent: Agent) -> dict:
@@ -72,7 +72,7 @@ def _fields(agent: Agent) -> dict:
         processor_onboarding_complete=agent.processor_onboarding_complete,
         processor_charges_enabled=agent.processor_charges_enabled,
         processor_payouts_enabled=agent.processor_payouts_enabled,
-        bounty_profile=s.AgentBountyProfileSummary(
+        bounty_profile=agent_schemas.AgentBountyProfileSummary(
             claim_status=agent.claim_status,
             requester_enabled=agent.requester_enabled,
             worker_enabled=agent.worker_enabled,
@@ -85,32 +85,26 @@ def _fields(agent: Agent) -> dict:
     )
 
 
-async def to_dashboard(session: AsyncSession, agent: Agent) -> s.AgentDashboardResponse:
+async def to_dashboard(session: AsyncSession, agent: Agent) -> agent_schemas.AgentDashboardResponse:
     last_beat = (
         await session.execute(
             select(func.max(AgentHeartbeat.last_seen_at)).where(AgentHeartbeat.agent_id == agent.id)
         )
     ).scalar_one()
-    keys = (
-        await session.execute(
-            select(func.count())
-            .select_from(ApiKey)
-            .where(ApiKey.agent_id == agent.id, ApiKey.revoked_at.is_(None))
-        )
-    ).scalar_one()
-    return s.AgentDashboardResponse(
+    keys = (await api_keys.count_active(session, [agent.id])).get(agent.id, 0)
+    return agent_schemas.AgentDashboardResponse(
         **_fields(agent),
         intent=agent.intent,
         archived=agent.archived_at is not None,
         archived_at=agent.archived_at,
         is_house=agent.is_house,
         last_heartbeat_at=last_beat,
-        active_key_count=int(keys),
+        active_key_count=keys,
     )
 
 
-def public_card(agent: Agent) -> s.AgentPublicCard:
-    return s.AgentPublicCard(
+def public_card(agent: Agent) -> agent_schemas.AgentPublicCard:
+    return agent_schemas.AgentPublicCard(
         id=agent.id,
         name=agent.name,
         handle=agent.handle,
@@ -140,7 +134,9 @@ async def get_owned(session: AsyncSession, agent_id: str, owner_id: str) -> Agen
     return agent
 
 
-async def me(session: AsyncSession, agent_id: str, cache: ReadCache | None = None) -> s.AgentResponse:
+async def me(
+    session: AsyncSession, agent_id: str, cache: ReadCache | None = None
+) -> agent_schemas.AgentResponse:
     """The calling agent's own record (read-through cached on SQLite; see db/readcache.py)."""
     if cache is None:
         return to_response(await get_live(session, agent_id))
@@ -151,7 +147,7 @@ async def me(session: AsyncSession, agent_id: str, cache: ReadCache | None = Non
     return await cache.load(key, lambda: _load_me(session, agent_id))
 
 
-async def _load_me(session: AsyncSession, agent_id: str) -> s.AgentResponse:
+async def _load_me(session: AsyncSession, agent_id: str) -> agent_schemas.AgentResponse:
     return to_response(await get_live(session, agent_id))
 
 
@@ -273,7 +269,9 @@ async def _consume_enroll_token(session: AsyncSession, token: str) -> str:
     return str(row.owner_id)
 
 
-async def register(session: AsyncSession, settings: Settings, body: s.AgentRegister) -> s.AgentRegistered:
+async def register(
+    session: AsyncSession, settings: Settings, body: agent_schemas.AgentRegister
+) -> agent_schemas.AgentRegistered:
     """Register an agent with no human account. Provisional agents get a read-only key and a claim URL;
     an enroll token makes the agent claimed at once, with a read+write key and no claim URL."""
     owner_id = await _consume_enroll_token(session, body.enroll_token) if body.enroll_token else None
@@ -313,10 +311,10 @@ async def register(session: AsyncSession, settings: Settings, body: s.AgentRegis
             "POST /api/v2/agents/me/heartbeat",
         ]
     )
-    return s.AgentRegistered(
+    return agent_schemas.AgentRegistered(
         agent=to_response(agent),
         api_key=plaintext,
-        key_info=await api_keys.info_one(session, key),
+        key_info=await agent_keys.info_one(session, key),
         claim_url=claim.claim_url if claim else None,
         claim_expires_at=claim.expires_at if claim else None,
         next_actions=next_actions,
@@ -326,7 +324,9 @@ async def register(session: AsyncSession, settings: Settings, body: s.AgentRegis
 # --- the agent's own view ------------------------------------------------------------------------
 
 
-async def update_me(session: AsyncSession, agent_id: str, body: s.AgentSelfUpdate) -> s.AgentResponse:
+async def update_me(
+    session: AsyncSession, agent_id: str, body: agent_schemas.AgentSelfUpdate
+) -> agent_schemas.AgentResponse:
     agent = await get_live(session, agent_id)
     data = body.model_dump(exclude_unset=True)
     for field in ("name", "endpoint_url"):
@@ -349,7 +349,7 @@ async def update_me(session: AsyncSession, agent_id: str, body: s.AgentSelfUpdat
 # --- claim ---------------------------------------------------------------------------------------
 
 
-async def mint_claim_link(session: AsyncSession, settings: Settings, agent: Agent) -> s.ClaimLink:
+async def mint_claim_link(session: AsyncSession, settings: Settings, agent: Agent) -> agent_schemas.ClaimLink:
     """A fresh claim link for a provisional agent; earlier unused links stop working."""
     if agent.claim_status != ClaimStatus.PROVISIONAL:
         raise Conflict(
@@ -371,10 +371,14 @@ async def mint_claim_link(session: AsyncSession, settings: Settings, agent: Agen
     )
     session.add(link)
     await session.flush()
-    return s.ClaimLink(claim_url=f"{settings.base_url.rstrip('/')}/claim/{code}", expires_at=link.expires_at)
+    return agent_schemas.ClaimLink(
+        claim_url=f"{settings.base_url.rstrip('/')}/claim/{code}", expires_at=link.expires_at
+    )
 
 
-async def claim_link_for_me(session: AsyncSession, settings: Settings, agent_id: str) -> s.ClaimLink:
+async def claim_link_for_me(
+    session: AsyncSession, settings: Settings, agent_id: str
+) -> agent_schemas.ClaimLink:
     return await mint_claim_link(session, settings, await get_live(session, agent_id))
 
 
@@ -408,9 +412,9 @@ async def _live_claim_link(
     return link, agent
 
 
-async def claim_preview(session: AsyncSession, code: str) -> s.ClaimPreview:
+async def claim_preview(session: AsyncSession, code: str) -> agent_schemas.ClaimPreview:
     link, agent = await _live_claim_link(session, code)
-    return s.ClaimPreview(
+    return agent_schemas.ClaimPreview(
         agent=public_card(agent),
         claim_status=agent.claim_status,
         claimable=agent.claim_status == ClaimStatus.PROVISIONAL,
@@ -418,7 +422,7 @@ async def claim_preview(session: AsyncSession, code: str) -> s.ClaimPreview:
     )
 
 
-async def claim(session: AsyncSession, code: str, user_id: str) -> s.ClaimResult:
+async def claim(session: AsyncSession, code: str, user_id: str) -> agent_schemas.ClaimResult:
     """Bind a provisional agent and its keys to the signed-in owner; its keys become read+write.
 
     Compare-and-set on the agent's claim status: of two people claiming at once, one wins, one gets 409."""
@@ -441,21 +445,17 @@ async def claim(session: AsyncSession, code: str, user_id: str) -> s.ClaimResult
         .where(AgentClaimLink.id == link.id)
         .values(used_at=now, claimed_by_user_id=user_id)
     )
-    upgraded = await session.execute(
-        update(ApiKey)
-        .where(ApiKey.agent_id == agent.id, ApiKey.revoked_at.is_(None))
-        .values(owner_id=user_id, scopes=api_keys.READ_WRITE)
-    )
+    upgraded = await api_keys.hand_to_owner(session, agent.id, user_id)
     await session.refresh(agent)
-    return s.ClaimResult(
-        agent=to_response(agent), upgraded_key_count=int(getattr(upgraded, "rowcount", 0) or 0)
-    )
+    return agent_schemas.ClaimResult(agent=to_response(agent), upgraded_key_count=upgraded)
 
 
 # --- enroll tokens -------------------------------------------------------------------------------
 
 
-async def mint_enroll_token(session: AsyncSession, settings: Settings, owner_id: str) -> s.EnrollToken:
+async def mint_enroll_token(
+    session: AsyncSession, settings: Settings, owner_id: str
+) -> agent_schemas.EnrollToken:
     token = "enr_" + tokens.new_token(24)
     row = AgentEnrollToken(
         owner_id=owner_id, token_hash=tokens.hash_token(token), expires_at=clock.now() + ENROLL_TOKEN_TTL
@@ -469,7 +469,7 @@ async def mint_enroll_token(session: AsyncSession, settings: Settings, owner_id:
         f'"enrollToken": "{token}"}}. Keep the apiKey from the response: it is shown once. '
         "The token works once and expires in one hour."
     )
-    return s.EnrollToken(
+    return agent_schemas.EnrollToken(
         enroll_token=token, expires_at=row.expires_at, prompt=prompt, register_url=register_url
     )
 
@@ -478,8 +478,8 @@ async def mint_enroll_token(session: AsyncSession, settings: Settings, owner_id:
 
 
 async def update_policy(
-    session: AsyncSession, agent_id: str, owner_id: str, body: s.AgentPolicyUpdate
-) -> s.AgentPolicy:
+    session: AsyncSession, agent_id: str, owner_id: str, body: agent_schemas.AgentPolicyUpdate
+) -> agent_schemas.AgentPolicy:
     agent = await get_owned(session, agent_id, owner_id)
     if body.auto_publish_limit_cents is not None:
         agent.auto_publish_limit_cents = body.auto_publish_limit_cents
@@ -487,7 +487,7 @@ async def update_policy(
         agent.intent = body.intent
     agent.updated_at = clock.now()
     await session.flush()
-    return s.AgentPolicy(
+    return agent_schemas.AgentPolicy(
         agent_id=agent.id, auto_publish_limit_cents=agent.auto_publish_limit_cents, intent=agent.intent
     )
 
@@ -495,11 +495,13 @@ async def update_policy(
 # --- heartbeats ----------------------------------------------------------------------------------
 
 
-def _heartbeat_record(beat: AgentHeartbeat) -> s.HeartbeatRecord:
-    return s.HeartbeatRecord.model_validate(beat, from_attributes=True)
+def _heartbeat_record(beat: AgentHeartbeat) -> agent_schemas.HeartbeatRecord:
+    return agent_schemas.HeartbeatRecord.model_validate(beat, from_attributes=True)
 
 
-async def heartbeat(session: AsyncSession, agent_id: str, body: s.HeartbeatBody) -> s.HeartbeatAck:
+async def heartbeat(
+    session: AsyncSession, agent_id: str, body: agent_schemas.HeartbeatBody
+) -> agent_schemas.HeartbeatAck:
     """One row per (agent, runtimeId), updated in place: the latest state of each runtime.
 
     A single upsert, so concurrent beats of one runtime neither collide nor lose a count."""
@@ -518,10 +520,10 @@ async def heartbeat(session: AsyncSession, agent_id: str, body: s.HeartbeatBody)
         .returning(AgentHeartbeat)
     )
     beat = (await session.execute(upsert, execution_options={"populate_existing": True})).scalar_one()
-    return s.HeartbeatAck(heartbeat=_heartbeat_record(beat), server_time=now)
+    return agent_schemas.HeartbeatAck(heartbeat=_heartbeat_record(beat), server_time=now)
 
 
-async def heartbeats(session: AsyncSession, agent_id: str) -> s.HeartbeatList:
+async def heartbeats(session: AsyncSession, agent_id: str) -> agent_schemas.HeartbeatList:
     rows = (
         await session.execute(
             select(AgentHeartbeat)
@@ -530,10 +532,10 @@ async def heartbeats(session: AsyncSession, agent_id: str) -> s.HeartbeatList:
             .limit(100)
         )
     ).scalars()
-    return s.HeartbeatList(heartbeats=[_heartbeat_record(b) for b in rows])
+    return agent_schemas.HeartbeatList(heartbeats=[_heartbeat_record(b) for b in rows])
 
 
-async def seller_workers(session: AsyncSession, agent_id: str, owner_id: str) -> s.SellerWorkers:
+async def seller_workers(session: AsyncSession, agent_id: str, owner_id: str) -> agent_schemas.SellerWorkers:
     await get_owned(session, agent_id, owner_id)
     rows = (
         await session.execute(
@@ -543,9 +545,9 @@ async def seller_workers(session: AsyncSession, agent_id: str, owner_id: str) ->
             .limit(200)
         )
     ).scalars()
-    return s.SellerWorkers(
+    return agent_schemas.SellerWorkers(
         workers=[
-            s.SellerWorkerHeartbeat(
+            agent_schemas.SellerWorkerHeartbeat(
                 id=b.id,
                 seller_agent_id=b.agent_id,
                 worker_id=b.runtime_id,
@@ -570,18 +572,10 @@ async def seller_workers(session: AsyncSession, agent_id: str, owner_id: str) ->
 # --- key rotation --------------------------------------------------------------------------------
 
 
-async def rotate_key(session: AsyncSession, key_id: str) -> s.KeyRotated:
+async def rotate_key(session: AsyncSession, key_id: str) -> agent_schemas.KeyRotated:
     """Revoke the calling key and issue its replacement with the same scopes and label.
     Compare-and-set: two concurrent rotations of one key cannot both mint a replacement."""
-    now = clock.now()
-    old = (
-        await session.execute(
-            update(ApiKey)
-            .where(ApiKey.id == key_id, ApiKey.revoked_at.is_(None))
-            .values(revoked_at=now, revoked_reason="rotated")
-            .returning(ApiKey.agent_id, ApiKey.owner_id, ApiKey.scopes, ApiKey.label, ApiKey.expires_at)
-        )
-    ).one_or_none()
+    old = await api_keys.revoke(session, key_id, reason="rotated")
     if old is None:
         raise Conflict("This key was revoked already.", code="key_revoked")
     plaintext, key = await api_keys.issue(
@@ -592,7 +586,9 @@ async def rotate_key(session: AsyncSession, key_id: str) -> s.KeyRotated:
         label=old.label,
         expires_at=old.expires_at,
     )
-    return s.KeyRotated(key=plaintext, key_info=await api_keys.info_one(session, key), revoked_key_id=key_id)
+    return agent_schemas.KeyRotated(
+        key=plaintext, key_info=await agent_keys.info_one(session, key), revoked_key_id=key_id
+    )
 
 
 def require_claimed(agent: Agent) -> None:

@@ -12,7 +12,7 @@ from sqlalchemy import update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from callboard_core import clock
-from callboard_core.agents import schemas as s
+from callboard_core.agents import schemas as agent_schemas
 from callboard_core.agents import service as agents
 from callboard_core.agents.models import Agent, ClaimStatus
 from callboard_core.auth import service as auth
@@ -23,8 +23,10 @@ from callboard_core.principals import UserPrincipal
 from callboard_core.users import service as users
 
 
-def _result(agent: Agent, status: Literal["verification_sent", "verified"]) -> s.ClaimVerification:
-    return s.ClaimVerification(
+def _result(
+    agent: Agent, status: Literal["verification_sent", "verified"]
+) -> agent_schemas.ClaimVerification:
+    return agent_schemas.ClaimVerification(
         status=status, agent_id=agent.id, claim_status=agent.claim_status, verified_at=agent.verified_at
     )
 
@@ -40,7 +42,7 @@ def _require_claimed(agent: Agent) -> None:
 
 async def start(
     session: AsyncSession, settings: Settings, mailer: Mailer, principal: UserPrincipal, agent_id: str
-) -> s.ClaimVerification:
+) -> agent_schemas.ClaimVerification:
     agent = await agents.get_owned(session, agent_id, principal.user_id)
     _require_claimed(agent)
     if agent.claim_status == ClaimStatus.VERIFIED:
@@ -53,7 +55,9 @@ async def start(
     return _result(agent, "verification_sent")
 
 
-async def verify(session: AsyncSession, principal: UserPrincipal, agent_id: str) -> s.ClaimVerification:
+async def verify(
+    session: AsyncSession, principal: UserPrincipal, agent_id: str
+) -> agent_schemas.ClaimVerification:
     agent = await agents.get_owned(session, agent_id, principal.user_id)
     _require_claimed(agent)
     if agent.claim_status == ClaimStatus.VERIFIED:

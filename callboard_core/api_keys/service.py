@@ -1,22 +1,22 @@
-"""API keys: issue, authenticate, list and revoke."""
+"""API keys, the credential store: issue, authenticate, look up and revoke keys by holder.
+
+It knows nothing of agents (agents depend on it): which agent may hold a key, and the key listings that name
+agents, are agents/keys.py."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime, timedelta
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
-from sqlalchemy import or_, select, update
+from sqlalchemy import ColumnElement, func, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from callboard_core import clock
-from callboard_core.agents.models import Agent, AgentStatus
 from callboard_core.api_keys.models import ApiKey
-from callboard_core.api_keys.schemas import ApiKeyCreate, ApiKeyCreated, ApiKeyInfo, ApiKeyList, ApiKeyRevoked
-from callboard_core.audit import service as audit
 from callboard_core.db import Database
 from callboard_core.db.readcache import MISSING, ReadCache
-from callboard_core.errors import Conflict, Forbidden, NotFound, Unauthenticated, ValidationFailed
+from callboard_core.errors import Forbidden, NotFound, Unauthenticated, ValidationFailed
 from callboard_core.principals import KeyPrincipal
 from callboard_core.security import tokens
 
@@ -142,36 +142,6 @@ def check_scopes(
     return scopes
 
 
-async def info(session: AsyncSession, keys: Sequence[ApiKey]) -> list[ApiKeyInfo]:
-    agent_ids = {k.agent_id for k in keys if k.agent_id}
-    agents: dict[str, tuple[str, str]] = {}
-    if agent_ids:
-        rows = await session.execute(
-            select(Agent.id, Agent.handle, Agent.name).where(Agent.id.in_(agent_ids))
-        )
-        agents = {r.id: (r.handle, r.name) for r in rows}
-    return [
-        ApiKeyInfo(
-            id=k.id,
-            key_prefix=k.key_prefix,
-            label=k.label,
-            agent_id=k.agent_id,
-            agent_handle=agents.get(k.agent_id or "", (None, None))[0],
-            agent_name=agents.get(k.agent_id or "", (None, None))[1],
-            scopes=list(k.scopes),
-            last_used_at=k.last_used_at,
-            expires_at=k.expires_at,
-            revoked=k.revoked_at is not None,
-            created_at=k.created_at,
-        )
-        for k in keys
-    ]
-
-
-async def info_one(session: AsyncSession, key: ApiKey) -> ApiKeyInfo:
-    return (await info(session, [key]))[0]
-
-
 async def revoke_for_agent(session: AsyncSession, agent_id: str, *, reason: str) -> int:
     result = await session.execute(
         update(ApiKey)
@@ -206,147 +176,68 @@ def _visible(key: ApiKey, *, owner_id: str | None, agent_id: str | None) -> bool
     return agent_id is not None and key.agent_id == agent_id
 
 
-# --- listing, minting and revoking for a caller ----------------------------------------------------
+# --- lookups and batch moves for the agents package ------------------------------------------------
 
 
-async def _list(session: AsyncSession, *conditions: Any) -> ApiKeyList:
-    rows = (
-        (
-            await session.execute(
-                select(ApiKey).where(*conditions).order_by(ApiKey.created_at.desc(), ApiKey.id.desc())
-            )
-        )
-        .scalars()
-        .all()
+async def for_owner(session: AsyncSession, owner_id: str) -> list[ApiKey]:
+    """Every key of this owner (revoked ones too), newest first."""
+    return await _newest_first(session, ApiKey.owner_id == owner_id)
+
+
+async def for_agent(session: AsyncSession, agent_id: str) -> list[ApiKey]:
+    """Every key of this agent (revoked ones too), newest first."""
+    return await _newest_first(session, ApiKey.agent_id == agent_id)
+
+
+async def _newest_first(session: AsyncSession, condition: ColumnElement[bool]) -> list[ApiKey]:
+    rows = await session.execute(
+        select(ApiKey).where(condition).order_by(ApiKey.created_at.desc(), ApiKey.id.desc())
     )
-    return ApiKeyList(keys=await info(session, rows))
+    return list(rows.scalars().all())
 
 
-async def list_for_owner(session: AsyncSession, owner_id: str) -> ApiKeyList:
-    """Every key of this owner (revoked ones too, flagged), newest first."""
-    return await _list(session, ApiKey.owner_id == owner_id)
-
-
-async def list_for_key(session: AsyncSession, caller: KeyPrincipal) -> ApiKeyList:
-    """The keys the calling key may see: its owner's; for a provisional agent (no owner), the agent's own."""
-    if caller.owner_id is not None:
-        return await list_for_owner(session, caller.owner_id)
-    return await _list(session, ApiKey.agent_id == caller.agent_id)
-
-
-async def mintable_agent(session: AsyncSession, agent_id: str, owner_id: str | None) -> Agent:
-    """An agent of this owner that may get a new key: 404 for another owner's, 409 when it is archived,
-    deleted or suspended (a key must not outlive or undo those)."""
-    agent = await session.get(Agent, agent_id)
-    if agent is None or agent.owner_id is None or agent.owner_id != owner_id:
-        raise NotFound("No such agent.", code="agent_not_found")
-    if agent.deleted_at is not None:
-        raise Conflict("This agent is deleted; it cannot get new keys.", code="agent_deleted")
-    if agent.archived_at is not None:
-        raise Conflict("This agent is archived; unarchive it before minting a key.", code="agent_archived")
-    if agent.status == AgentStatus.SUSPENDED:
-        raise Conflict("This agent is suspended; it cannot get new keys.", code="agent_suspended")
-    return agent
-
-
-async def mint(
-    session: AsyncSession,
-    *,
-    agent_id: str | None,
-    owner_id: str | None,
-    scopes: list[str],
-    label: str | None,
-    actor_type: str,
-    actor_id: str | None,
-) -> ApiKeyCreated:
-    plaintext, key = await issue(session, agent_id=agent_id, owner_id=owner_id, scopes=scopes, label=label)
-    audit.record(
-        session,
-        actor_type=actor_type,
-        actor_id=actor_id,
-        action="api_key.created",
-        target_type="api_key",
-        target_id=key.id,
-        agent_id=agent_id,
-        scopes=scopes,
+async def count_active(session: AsyncSession, agent_ids: Sequence[str]) -> dict[str, int]:
+    """How many unrevoked keys each of these agents holds (agents without keys are left out)."""
+    if not agent_ids:
+        return {}
+    rows = await session.execute(
+        select(ApiKey.agent_id, func.count())
+        .where(ApiKey.agent_id.in_(agent_ids), ApiKey.revoked_at.is_(None))
+        .group_by(ApiKey.agent_id)
     )
-    return ApiKeyCreated(key=plaintext, key_info=await info_one(session, key))
+    return {str(agent_id): int(n) for agent_id, n in rows.all()}
 
 
-async def create_for_key(session: AsyncSession, caller: KeyPrincipal, body: ApiKeyCreate) -> ApiKeyCreated:
-    """A new key, for the calling agent by default or another agent of the same owner; the scopes are
-    read+write by default and never more than the caller's own (403 scope_escalation)."""
-    scopes = check_scopes(body.scopes, default=READ_WRITE, ceiling=caller.scopes)
-    agent_id = body.agent_id or caller.agent_id
-    if agent_id is not None:
-        if agent_id == caller.agent_id and caller.owner_id is None:
-            agent = await session.get(Agent, agent_id)  # a provisional agent minting for itself
-            if agent is None or agent.deleted_at is not None:
-                raise NotFound("No such agent.", code="agent_not_found")
-        else:
-            await mintable_agent(session, agent_id, caller.owner_id)
-    actor = ("agent", caller.agent_id) if caller.agent_id else ("user", caller.owner_id)
-    return await mint(
-        session,
-        agent_id=agent_id,
-        owner_id=caller.owner_id,
-        scopes=scopes,
-        label=body.label,
-        actor_type=actor[0],
-        actor_id=actor[1],
+async def hand_to_owner(session: AsyncSession, agent_id: str, owner_id: str) -> int:
+    """A claimed agent's live keys become its owner's, read+write; returns how many."""
+    result = await session.execute(
+        update(ApiKey)
+        .where(ApiKey.agent_id == agent_id, ApiKey.revoked_at.is_(None))
+        .values(owner_id=owner_id, scopes=READ_WRITE)
     )
+    return int(getattr(result, "rowcount", 0) or 0)
 
 
-async def create_for_owner(session: AsyncSession, owner_id: str, body: ApiKeyCreate) -> ApiKeyCreated:
-    """A new key minted from the dashboard: for one of the owner's agents, or owner-level (no agentId)."""
-    scopes = check_scopes(body.scopes, default=READ_WRITE, ceiling=ALL_SCOPES)
-    if body.agent_id is not None:
-        await mintable_agent(session, body.agent_id, owner_id)
-    return await mint(
-        session,
-        agent_id=body.agent_id,
-        owner_id=owner_id,
-        scopes=scopes,
-        label=body.label,
-        actor_type="user",
-        actor_id=owner_id,
-    )
+class RevokedKey(NamedTuple):
+    """What a replacement for a revoked key needs."""
+
+    agent_id: str | None
+    owner_id: str | None
+    scopes: list[str]
+    label: str | None
+    expires_at: datetime | None
 
 
-async def _revoke(
-    session: AsyncSession, key: ApiKey, *, actor_type: str, actor_id: str | None
-) -> ApiKeyRevoked:
-    """Revoke now (compare-and-set on revoked_at); revoking a revoked key again is a no-op."""
-    now = clock.now()
-    won = (
+async def revoke(session: AsyncSession, key_id: str, *, reason: str = "revoked") -> RevokedKey | None:
+    """Revoke one key now, compare-and-set on revoked_at: of two revocations one wins.
+    Returns what a replacement needs, None if it was revoked already."""
+    row = (
         await session.execute(
             update(ApiKey)
-            .where(ApiKey.id == key.id, ApiKey.revoked_at.is_(None))
-            .values(revoked_at=now, revoked_reason="revoked")
-            .returning(ApiKey.id)
+            .where(ApiKey.id == key_id, ApiKey.revoked_at.is_(None))
+            .values(revoked_at=clock.now(), revoked_reason=reason)
+            .returning(ApiKey.agent_id, ApiKey.owner_id, ApiKey.scopes, ApiKey.label, ApiKey.expires_at)
             .execution_options(synchronize_session=False)
         )
-    ).first()
-    if won is not None:
-        audit.record(
-            session,
-            actor_type=actor_type,
-            actor_id=actor_id,
-            action="api_key.revoked",
-            target_type="api_key",
-            target_id=key.id,
-            agent_id=key.agent_id,
-        )
-    await session.refresh(key)
-    return ApiKeyRevoked(key_info=await info_one(session, key))
-
-
-async def revoke_for_key(session: AsyncSession, caller: KeyPrincipal, key_id: str) -> ApiKeyRevoked:
-    key = await get_visible(session, key_id, owner_id=caller.owner_id, agent_id=caller.agent_id)
-    actor = ("agent", caller.agent_id) if caller.agent_id else ("user", caller.owner_id)
-    return await _revoke(session, key, actor_type=actor[0], actor_id=actor[1])
-
-
-async def revoke_for_owner_key(session: AsyncSession, owner_id: str, key_id: str) -> ApiKeyRevoked:
-    key = await get_visible(session, key_id, owner_id=owner_id, agent_id=None)
-    return await _revoke(session, key, actor_type="user", actor_id=owner_id)
+    ).one_or_none()
+    return None if row is None else RevokedKey(*row)

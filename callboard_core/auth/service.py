@@ -22,7 +22,7 @@ from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from callboard_core import clock
-from callboard_core.auth import schemas as s
+from callboard_core.auth import schemas as auth_schemas
 from callboard_core.auth import sessions
 from callboard_core.auth.models import MagicLink, UserSession
 from callboard_core.config import Settings
@@ -69,8 +69,8 @@ class SignIn:
     max_age: int
     next_url: str
 
-    def response(self) -> s.SignedIn:
-        return s.SignedIn(user=users.public(self.user), next_url=self.next_url)
+    def response(self) -> auth_schemas.SignedIn:
+        return auth_schemas.SignedIn(user=users.public(self.user), next_url=self.next_url)
 
 
 # --- helpers -------------------------------------------------------------------------------------
@@ -114,7 +114,7 @@ def session_ttl(settings: Settings) -> timedelta:
     return timedelta(hours=settings.session_ttl_hours)
 
 
-def _check_legal(settings: Settings, legal: s.LegalAcceptance) -> None:
+def _check_legal(settings: Settings, legal: auth_schemas.LegalAcceptance) -> None:
     """Consent counts only for the current versions; an older one must be accepted again."""
     if legal.terms_version and legal.terms_version != settings.terms_version:
         raise field_error(
@@ -130,7 +130,7 @@ def _check_legal(settings: Settings, legal: s.LegalAcceptance) -> None:
         )
 
 
-def _accepted(settings: Settings, legal: s.LegalAcceptance | None) -> bool:
+def _accepted(settings: Settings, legal: auth_schemas.LegalAcceptance | None) -> bool:
     if legal is None or not legal.accepted:
         return False
     _check_legal(settings, legal)
@@ -223,11 +223,11 @@ async def request_magic_link(
     session: AsyncSession,
     settings: Settings,
     mailer: Mailer,
-    body: s.MagicLinkRequest,
+    body: auth_schemas.MagicLinkRequest,
     *,
     ip: str | None = None,
     user_agent: str | None = None,
-) -> s.Accepted:
+) -> auth_schemas.Accepted:
     """Mail a sign-in link to an active account, a sign-up link to a new address whose owner accepted the
     terms, and nothing otherwise. The answer is the same in every case."""
     next_url = check_next_url(settings, body.next_url)
@@ -254,18 +254,18 @@ async def request_magic_link(
             next_url=next_url,
             signup=signup,
         )
-    return s.Accepted()
+    return auth_schemas.Accepted()
 
 
 async def register(
     session: AsyncSession,
     settings: Settings,
     mailer: Mailer,
-    body: s.RegisterRequest,
+    body: auth_schemas.RegisterRequest,
     *,
     ip: str | None = None,
     user_agent: str | None = None,
-) -> s.Accepted:
+) -> auth_schemas.Accepted:
     """Create the account if it is missing (with its consent row and profile) and mail a sign-in link.
     An existing account is left untouched and gets the link too; the answer never tells the two apart."""
     next_url = check_next_url(settings, body.next_url)
@@ -280,7 +280,7 @@ async def register(
         await session.flush()
     if user.status == UserStatus.ACTIVE:
         await issue_magic_link(session, settings, mailer, email=email, user_id=user.id, next_url=next_url)
-    return s.Accepted()
+    return auth_schemas.Accepted()
 
 
 def _link_error(link: MagicLink | None) -> CallboardError:
@@ -423,7 +423,7 @@ def _email_or_field_error(value: str, field: str) -> str:
 async def password_login(
     session: AsyncSession,
     settings: Settings,
-    body: s.PasswordLoginRequest,
+    body: auth_schemas.PasswordLoginRequest,
     *,
     previous_token: str | None = None,
     ip: str | None = None,
@@ -460,7 +460,7 @@ async def password_login(
 async def dev_login(
     session: AsyncSession,
     settings: Settings,
-    body: s.DevLoginRequest,
+    body: auth_schemas.DevLoginRequest,
     *,
     previous_token: str | None = None,
     ip: str | None = None,
@@ -491,7 +491,7 @@ async def me(session: AsyncSession, user_id: str) -> UserEnvelope:
 
 
 async def update_onboarding_profile(
-    session: AsyncSession, user_id: str, body: s.OnboardingProfileUpdate
+    session: AsyncSession, user_id: str, body: auth_schemas.OnboardingProfileUpdate
 ) -> UserEnvelope:
     user = await users.get(session, user_id)
     data = body.model_dump(exclude_unset=True)
@@ -528,8 +528,8 @@ async def logout(session: AsyncSession, user_id: str) -> StatusResponse:
     return StatusResponse(status="ok")
 
 
-def legal_versions(settings: Settings) -> s.LegalVersions:
-    return s.LegalVersions(terms_version=settings.terms_version, privacy_version=settings.privacy_version)
+def legal_versions(settings: Settings) -> auth_schemas.LegalVersions:
+    return auth_schemas.LegalVersions(terms_version=settings.terms_version, privacy_version=settings.privacy_version)
 
 
 # --- the sign-in page ----------------------------------------------------------------------------
@@ -584,7 +584,7 @@ async def sign_in_with_form(
     legal = {"acceptedTerms": True, "acceptedPrivacy": True} if form.accept_legal else None
     if form.action == "password":
         login = _form_body(
-            s.PasswordLoginRequest,
+            auth_schemas.PasswordLoginRequest,
             {"identifier": form.identifier, "password": form.password, "legalAcceptance": legal},
         )
         signed_in = await password_login(
@@ -592,7 +592,7 @@ async def sign_in_with_form(
         )
         return FormSignIn(next_url=next_url, signed_in=signed_in)
     link = _form_body(
-        s.MagicLinkRequest, {"email": form.email.strip(), "nextUrl": next_url, "legalAcceptance": legal}
+        auth_schemas.MagicLinkRequest, {"email": form.email.strip(), "nextUrl": next_url, "legalAcceptance": legal}
     )
     await request_magic_link(session, settings, mailer, link, ip=ip, user_agent=user_agent)
     return FormSignIn(next_url=next_url, sent_to=link.email)

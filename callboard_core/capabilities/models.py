@@ -23,6 +23,17 @@ class TagRequestStatus(StrEnum):
     NEEDS_CLARIFICATION = "NEEDS_CLARIFICATION"
 
 
+REVIEWABLE = frozenset({TagRequestStatus.PENDING, TagRequestStatus.NEEDS_CLARIFICATION})
+
+# A tag request's review ({target: sources}): staff decide while it waits, and may ask again for clarification.
+TAG_REQUEST_MOVES: dict[TagRequestStatus, frozenset[TagRequestStatus]] = {
+    TagRequestStatus.APPROVED: REVIEWABLE,
+    TagRequestStatus.MAPPED: REVIEWABLE,
+    TagRequestStatus.REJECTED: REVIEWABLE,
+    TagRequestStatus.NEEDS_CLARIFICATION: REVIEWABLE,
+}
+
+
 class CapabilityCategory(Base):
     __tablename__ = "capability_categories"
 

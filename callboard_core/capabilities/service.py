@@ -3,25 +3,28 @@ merges, request review).
 
 The taxonomy is small and staff-curated, so text search (name, slug and the JSON alias list) runs in
 Python over the candidate rows: one behaviour on SQLite and PostgreSQL, Unicode included.
+
+The taxonomy knows nothing of agents (agents depend on it). What a taxonomy change means for the agents that
+hold a tag, and whether a requester owns the agent a request names, is asked of the `TagHolders` that the
+agents package registers (agents/capability_links.py).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, Protocol
 
-from sqlalchemy import delete, func, select, update
+from sqlalchemy import func, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import selectinload
 
-from callboard_core import clock
-from callboard_core.agents import service as agents
-from callboard_core.agents.models import AgentCapability
+from callboard_core import clock, states
 from callboard_core.audit import service as audit
-from callboard_core.capabilities import schemas as s
+from callboard_core.capabilities import schemas as capability_schemas
 from callboard_core.capabilities.models import (
+    TAG_REQUEST_MOVES,
     CapabilityCategory,
     CapabilityTag,
     CapabilityTagRequest,
@@ -33,9 +36,41 @@ from callboard_core.principals import UserPrincipal
 
 # A person may keep this many requests waiting for review at once.
 MAX_PENDING_PER_USER = 50
-REVIEWABLE = (TagRequestStatus.PENDING, TagRequestStatus.NEEDS_CLARIFICATION)
 
 _SEPARATORS = re.compile(r"[\s\-_]+")
+
+
+# --- the holders of tags (agents) -------------------------------------------------------------------
+
+
+class TagHolders(Protocol):
+    """What the taxonomy needs of whoever holds tags; the agents package provides it."""
+
+    async def check_owned_agent(self, session: AsyncSession, agent_id: str, user_id: str) -> None:
+        """A tag request's agent must be the requester's (404 otherwise)."""
+
+    async def tag_renamed(self, session: AsyncSession, tag_id: str, slug: str) -> None:
+        """The holders' copy of the tag's slug follows a rename."""
+
+    async def tag_merged(self, session: AsyncSession, tag_id: str, into_tag_id: str, into_slug: str) -> int:
+        """The holders of a merged tag hold its target instead; returns how many were re-pointed."""
+        ...
+
+
+_tag_holders: TagHolders | None = None
+
+
+def register_tag_holders(holders: TagHolders) -> None:
+    global _tag_holders
+    _tag_holders = holders
+
+
+def _holders() -> TagHolders:
+    if _tag_holders is None:  # importing callboard_core.agents registers them
+        raise RuntimeError(
+            "No TagHolders registered: import callboard_core.agents before the taxonomy is edited."
+        )
+    return _tag_holders
 
 
 # --- text helpers --------------------------------------------------------------------------------
@@ -85,13 +120,15 @@ def _category_matches(category: CapabilityCategory, query: str) -> bool:
 # --- views ---------------------------------------------------------------------------------------
 
 
-def category_ref(category: CapabilityCategory) -> s.CategoryRef:
-    return s.CategoryRef(id=category.id, slug=category.slug, name=category.name)
+def category_ref(category: CapabilityCategory) -> capability_schemas.CategoryRef:
+    return capability_schemas.CategoryRef(id=category.id, slug=category.slug, name=category.name)
 
 
-def tag_view(tag: CapabilityTag, category: CapabilityCategory | None = None) -> s.CapabilityTag:
+def tag_view(
+    tag: CapabilityTag, category: CapabilityCategory | None = None
+) -> capability_schemas.CapabilityTag:
     category = category or tag.category
-    return s.CapabilityTag(
+    return capability_schemas.CapabilityTag(
         id=tag.id,
         slug=tag.slug,
         name=tag.name,
@@ -108,8 +145,8 @@ def tag_view(tag: CapabilityTag, category: CapabilityCategory | None = None) -> 
 
 def category_view(
     category: CapabilityCategory, tags: Sequence[CapabilityTag] | None = None
-) -> s.CapabilityCategory:
-    return s.CapabilityCategory(
+) -> capability_schemas.CapabilityCategory:
+    return capability_schemas.CapabilityCategory(
         id=category.id,
         slug=category.slug,
         name=category.name,
@@ -120,8 +157,10 @@ def category_view(
     )
 
 
-def request_view(request: CapabilityTagRequest, similar: int | None = None) -> s.CapabilityTagRequest:
-    return s.CapabilityTagRequest(
+def request_view(
+    request: CapabilityTagRequest, similar: int | None = None
+) -> capability_schemas.CapabilityTagRequest:
+    return capability_schemas.CapabilityTagRequest(
         id=request.id,
         raw_text=request.raw_text,
         normalized_text=request.normalized_text,
@@ -194,12 +233,14 @@ async def find_existing(session: AsyncSession, text: str) -> CapabilityTag | Non
 # --- public reads --------------------------------------------------------------------------------
 
 
-async def _tree(session: AsyncSession, query: str | None, *, public: bool) -> s.CapabilityTree:
+async def _tree(
+    session: AsyncSession, query: str | None, *, public: bool
+) -> capability_schemas.CapabilityTree:
     stmt = select(CapabilityCategory).options(selectinload(CapabilityCategory.tags))
     if public:
         stmt = stmt.where(CapabilityCategory.status == TaxonomyStatus.ACTIVE)
     categories = sorted((await session.execute(stmt)).scalars(), key=lambda c: (c.sort_order, c.name.lower()))
-    out: list[s.CapabilityCategory] = []
+    out: list[capability_schemas.CapabilityCategory] = []
     for category in categories:
         tags = [t for t in category.tags if not public or t.status == TaxonomyStatus.ACTIVE]
         if query and query.strip() and not _category_matches(category, query):
@@ -207,10 +248,10 @@ async def _tree(session: AsyncSession, query: str | None, *, public: bool) -> s.
             if not tags:
                 continue
         out.append(category_view(category, sorted(tags, key=_tag_order)))
-    return s.CapabilityTree(categories=out)
+    return capability_schemas.CapabilityTree(categories=out)
 
 
-async def tree(session: AsyncSession, query: str | None = None) -> s.CapabilityTree:
+async def tree(session: AsyncSession, query: str | None = None) -> capability_schemas.CapabilityTree:
     """Active categories with their active (canonical) tags, in sort order; `query` narrows both."""
     return await _tree(session, query, public=True)
 
@@ -237,9 +278,11 @@ def _search(tags: Iterable[CapabilityTag], query: str | None, category_id: str |
 
 async def search_tags(
     session: AsyncSession, query: str | None = None, category_id: str | None = None
-) -> s.TagList:
+) -> capability_schemas.TagList:
     """Active tags whose name, slug or an alias contains `query` (case-insensitive); exact hits first."""
-    return s.TagList(tags=[tag_view(t) for t in _search(await _active_tags(session), query, category_id)])
+    return capability_schemas.TagList(
+        tags=[tag_view(t) for t in _search(await _active_tags(session), query, category_id)]
+    )
 
 
 # --- custom tag requests -------------------------------------------------------------------------
@@ -262,7 +305,7 @@ async def _pending_counts(session: AsyncSession, normalized: Iterable[str]) -> d
 
 async def _with_similar(
     session: AsyncSession, requests: Sequence[CapabilityTagRequest]
-) -> list[s.CapabilityTagRequest]:
+) -> list[capability_schemas.CapabilityTagRequest]:
     counts = await _pending_counts(session, (r.normalized_text for r in requests))
     return [
         request_view(r, counts.get(r.normalized_text, 0) - (1 if r.status == TagRequestStatus.PENDING else 0))
@@ -271,8 +314,8 @@ async def _with_similar(
 
 
 async def request_tag(
-    session: AsyncSession, user: UserPrincipal, body: s.TagRequestCreate
-) -> s.CapabilityTagRequest:
+    session: AsyncSession, user: UserPrincipal, body: capability_schemas.TagRequestCreate
+) -> capability_schemas.CapabilityTagRequest:
     """Ask staff for a tag the taxonomy lacks. Not used for matching until reviewed."""
     normalized = normalize(body.raw_text)
     if not normalized:
@@ -288,7 +331,7 @@ async def request_tag(
     if body.suggested_category_id is not None:
         await get_category(session, body.suggested_category_id, active_only=True)
     if body.agent_id is not None:
-        await agents.get_owned(session, body.agent_id, user.user_id)
+        await _holders().check_owned_agent(session, body.agent_id, user.user_id)
     # Asking twice for the same thing returns the request already waiting.
     mine = (
         await session.execute(
@@ -335,19 +378,21 @@ async def request_tag(
 # --- staff: reads --------------------------------------------------------------------------------
 
 
-async def admin_tree(session: AsyncSession, query: str | None = None) -> s.CapabilityTree:
+async def admin_tree(session: AsyncSession, query: str | None = None) -> capability_schemas.CapabilityTree:
     """Every category (HIDDEN and DEPRECATED included) with every tag."""
     return await _tree(session, query, public=False)
 
 
 async def admin_search_tags(
     session: AsyncSession, query: str | None = None, category_id: str | None = None
-) -> s.TagList:
+) -> capability_schemas.TagList:
     tags = (await session.execute(select(CapabilityTag))).scalars()
-    return s.TagList(tags=[tag_view(t) for t in _search(tags, query, category_id)])
+    return capability_schemas.TagList(tags=[tag_view(t) for t in _search(tags, query, category_id)])
 
 
-async def list_requests(session: AsyncSession, q: s.TagRequestQuery) -> s.TagRequestList:
+async def list_requests(
+    session: AsyncSession, q: capability_schemas.TagRequestQuery
+) -> capability_schemas.TagRequestList:
     stmt = select(CapabilityTagRequest)
     if q.status:
         stmt = stmt.where(CapabilityTagRequest.status == q.status)
@@ -361,7 +406,7 @@ async def list_requests(session: AsyncSession, q: s.TagRequestQuery) -> s.TagReq
         q.limit
     )
     requests = list((await session.execute(stmt)).scalars())
-    return s.TagRequestList(requests=await _with_similar(session, requests))
+    return capability_schemas.TagRequestList(requests=await _with_similar(session, requests))
 
 
 # --- staff: categories ---------------------------------------------------------------------------
@@ -428,8 +473,8 @@ def _derive_slug(explicit: str | None, name: str) -> str:
 
 
 async def create_category(
-    session: AsyncSession, staff: UserPrincipal, body: s.CategoryCreate
-) -> s.CapabilityCategory:
+    session: AsyncSession, staff: UserPrincipal, body: capability_schemas.CategoryCreate
+) -> capability_schemas.CapabilityCategory:
     slug = _derive_slug(body.slug, body.name)
     await _category_slug_free(session, slug)
     if body.sort_order is None:
@@ -453,8 +498,8 @@ async def create_category(
 
 
 async def update_category(
-    session: AsyncSession, staff: UserPrincipal, category_id: str, body: s.CategoryUpdate
-) -> s.CapabilityCategory:
+    session: AsyncSession, staff: UserPrincipal, category_id: str, body: capability_schemas.CategoryUpdate
+) -> capability_schemas.CapabilityCategory:
     category = await get_category(session, category_id)
     data = body.model_dump(exclude_unset=True)
     _reject_nulls(data, nullable=("description",))
@@ -520,7 +565,9 @@ async def _new_tag(
     return tag
 
 
-async def create_tag(session: AsyncSession, staff: UserPrincipal, body: s.TagCreate) -> s.CapabilityTag:
+async def create_tag(
+    session: AsyncSession, staff: UserPrincipal, body: capability_schemas.TagCreate
+) -> capability_schemas.CapabilityTag:
     category = await get_category(session, body.category_id)
     tag = await _new_tag(
         session,
@@ -546,8 +593,8 @@ async def create_tag(session: AsyncSession, staff: UserPrincipal, body: s.TagCre
 
 
 async def update_tag(
-    session: AsyncSession, staff: UserPrincipal, tag_id: str, body: s.TagUpdate
-) -> s.CapabilityTag:
+    session: AsyncSession, staff: UserPrincipal, tag_id: str, body: capability_schemas.TagUpdate
+) -> capability_schemas.CapabilityTag:
     tag = await get_tag(session, tag_id)
     data = body.model_dump(exclude_unset=True)
     _reject_nulls(data, nullable=("description",))
@@ -570,12 +617,7 @@ async def update_tag(
     )
     if new_slug != before.get("slug", new_slug):
         # Agents keep the tag; their denormalized slug follows it.
-        await session.execute(
-            update(AgentCapability)
-            .where(AgentCapability.tag_id == tag.id)
-            .values(tag_slug=new_slug)
-            .execution_options(synchronize_session=False)
-        )
+        await _holders().tag_renamed(session, tag.id, new_slug)
     _record(
         session,
         staff,
@@ -589,7 +631,7 @@ async def update_tag(
 
 async def merge_tag(
     session: AsyncSession, staff: UserPrincipal, tag_id: str, into_tag_id: str
-) -> s.CapabilityTag:
+) -> capability_schemas.CapabilityTag:
     """Fold a tag into another: it becomes DEPRECATED with mergedIntoTagId, its slug and aliases become
     aliases of the target, and agents holding it hold the target instead (no duplicates). Returns the target."""
     if tag_id == into_tag_id:
@@ -624,24 +666,7 @@ async def merge_tag(
     target.aliases = _clean_aliases([*(target.aliases or []), *moved], exclude=[target.slug])
     target.updated_at = clock.now()
     await session.flush()
-    # Re-point agents: drop the old link where the agent has the target already, move the rest.
-    holders = select(AgentCapability.agent_id).where(AgentCapability.tag_id == target.id).scalar_subquery()
-    await session.execute(
-        delete(AgentCapability)
-        .where(AgentCapability.tag_id == tag.id, AgentCapability.agent_id.in_(holders))
-        .execution_options(synchronize_session=False)
-    )
-    repointed = len(
-        (
-            await session.execute(
-                update(AgentCapability)
-                .where(AgentCapability.tag_id == tag.id)
-                .values(tag_id=target.id, tag_slug=target.slug)
-                .returning(AgentCapability.agent_id)
-                .execution_options(synchronize_session=False)
-            )
-        ).all()
-    )
+    repointed = await _holders().tag_merged(session, tag.id, target.id, target.slug)
     _record(
         session,
         staff,
@@ -661,15 +686,16 @@ async def merge_tag(
 
 
 async def review_request(
-    session: AsyncSession, staff: UserPrincipal, request_id: str, body: s.TagRequestReview
-) -> s.CapabilityTagRequest:
+    session: AsyncSession, staff: UserPrincipal, request_id: str, body: capability_schemas.TagRequestReview
+) -> capability_schemas.CapabilityTagRequest:
     request = await get_request(session, request_id)
-    if request.status not in REVIEWABLE:
-        raise Conflict(
-            "This request has been reviewed already.",
-            code="tag_request_already_reviewed",
-            currentStatus=request.status,
-        )
+    states.check(
+        TAG_REQUEST_MOVES,
+        request.status,
+        what="tag request",
+        code="tag_request_already_reviewed",
+        message="This request has been reviewed already.",
+    )
     resolved: CapabilityTag | None = None
     if body.action == "APPROVE_NEW":
         if body.category_id is None:
@@ -706,48 +732,38 @@ async def review_request(
         status = TagRequestStatus.NEEDS_CLARIFICATION
 
     now = clock.now()
-    values = dict(
-        status=status,
+    values: dict[str, Any] = dict(
         reviewed_by_user_id=staff.user_id,
         reviewed_at=now,
         updated_at=now,
         resolved_tag_id=resolved.id if resolved else None,
         decision_reason=body.decision_reason,
     )
-    won = (
-        await session.execute(
-            update(CapabilityTagRequest)
-            .where(CapabilityTagRequest.id == request.id, CapabilityTagRequest.status == request.status)
-            .values(**values)
-            .returning(CapabilityTagRequest.id)
-            .execution_options(synchronize_session=False)
-        )
-    ).scalar_one_or_none()
-    if won is None:
-        current = (
-            await session.execute(
-                select(CapabilityTagRequest.status).where(CapabilityTagRequest.id == request.id)
-            )
-        ).scalar()
-        raise Conflict(
-            "This request was reviewed meanwhile.", code="tag_request_already_reviewed", currentStatus=current
-        )
+    # Compare-and-set on the status this review read: a decision taken meanwhile wins (409).
+    await states.move(
+        session,
+        CapabilityTagRequest,
+        request.id,
+        TAG_REQUEST_MOVES,
+        status,
+        CapabilityTagRequest.status == request.status,
+        message="This request was reviewed meanwhile.",
+        code="tag_request_already_reviewed",
+        **values,
+    )
     similar = 0
     if body.apply_to_similar:
         similar = len(
-            (
-                await session.execute(
-                    update(CapabilityTagRequest)
-                    .where(
-                        CapabilityTagRequest.normalized_text == request.normalized_text,
-                        CapabilityTagRequest.status == TagRequestStatus.PENDING,
-                        CapabilityTagRequest.id != request.id,
-                    )
-                    .values(**values)
-                    .returning(CapabilityTagRequest.id)
-                    .execution_options(synchronize_session=False)
-                )
-            ).all()
+            await states.compare_and_set_where(
+                session,
+                CapabilityTagRequest,
+                TAG_REQUEST_MOVES,
+                status,
+                CapabilityTagRequest.normalized_text == request.normalized_text,
+                CapabilityTagRequest.status == TagRequestStatus.PENDING,
+                CapabilityTagRequest.id != request.id,
+                **values,
+            )
         )
     if status == TagRequestStatus.MAPPED and resolved is not None:
         aliases = _clean_aliases(

@@ -1,4 +1,5 @@
-"""Schema changes go through Alembic only (tests too); seed data is applied after, idempotently."""
+"""Schema changes go through Alembic only (tests too). Seed data is applied after, one layer up
+(callboard_core/seed.py: `migrate_and_seed`): the db layer knows nothing of the core's aggregates."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import asyncio
 from alembic import command
 from alembic.config import Config
 
-from callboard_core.config import PROJECT_ROOT, Settings
+from callboard_core.config import PROJECT_ROOT
 
 
 def alembic_config(database_url: str) -> Config:
@@ -17,17 +18,7 @@ def alembic_config(database_url: str) -> Config:
     return config
 
 
-async def upgrade(settings: Settings, *, seed: bool = True) -> None:
-    config = alembic_config(settings.database_url)
+async def upgrade(database_url: str) -> None:
+    """The schema to the latest migration."""
     # Alembic's env runs its own event loop for the async engine; keep it off ours.
-    await asyncio.to_thread(command.upgrade, config, "head")
-    if seed:
-        from callboard_core.container import Core
-        from callboard_core.seed import apply_seed
-
-        core = Core.build(settings)
-        try:
-            async with core.uow() as uow:
-                await apply_seed(uow.session)
-        finally:
-            await core.db.dispose()
+    await asyncio.to_thread(command.upgrade, alembic_config(database_url), "head")

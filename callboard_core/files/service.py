@@ -29,7 +29,7 @@ from callboard_core.blobs import BlobStore, DownloadLink
 from callboard_core.config import Settings
 from callboard_core.db.uow import after_commit
 from callboard_core.errors import CallboardError, Conflict, Gone, NotFound, ValidationFailed
-from callboard_core.files import schemas as s
+from callboard_core.files import schemas as file_schemas
 from callboard_core.files.models import FileKind, FileStatus, StoredFile
 from callboard_core.ids import new_id
 
@@ -46,7 +46,7 @@ _ID = re.compile(r"^[a-z0-9_]{1,40}$")
 # --- upload tickets --------------------------------------------------------------------------------
 
 
-def _validate(body: s.UploadRequest, max_bytes: int) -> None:
+def _validate(body: file_schemas.UploadRequest, max_bytes: int) -> None:
     errors: list[dict[str, Any]] = []
 
     def bad(field: str, code: str, message: str) -> None:
@@ -104,8 +104,8 @@ async def request_upload(
     job_id: str | None = None,
     slot_id: str | None = None,
     agent_id: str | None = None,
-    body: s.UploadRequest,
-) -> s.UploadTicket:
+    body: file_schemas.UploadRequest,
+) -> file_schemas.UploadTicket:
     """Record a PENDING file and return its presigned PUT target (valid `CALLBOARD_UPLOAD_URL_TTL_SECONDS`).
 
     Raises ValidationFailed with per-field codes: `invalid_filename`, `invalid_mime_type`, `invalid_size`,
@@ -134,12 +134,12 @@ async def request_upload(
     return ticket(blobs, row)
 
 
-def ticket(blobs: BlobStore, file: StoredFile) -> s.UploadTicket:
+def ticket(blobs: BlobStore, file: StoredFile) -> file_schemas.UploadTicket:
     """A fresh upload target for an existing file (a retry after the first URL expired)."""
     target = blobs.presign_put(
         file.storage_key, size_bytes=file.size_bytes, sha256_hex=file.sha256, content_type=file.mime_type
     )
-    return s.UploadTicket(
+    return file_schemas.UploadTicket(
         file_id=file.id,
         upload_id=file.id,
         kind=file.kind,
@@ -149,7 +149,7 @@ def ticket(blobs: BlobStore, file: StoredFile) -> s.UploadTicket:
         sha256=file.sha256,
         status=file.status,
         created_at=file.created_at,
-        target=s.UploadTargetView(
+        target=file_schemas.UploadTargetView(
             url=target.url, method="PUT", headers=dict(target.headers), expires_at=target.expires_at
         ),
     )
@@ -354,9 +354,9 @@ async def put_inline(session: AsyncSession, blobs: BlobStore, file: StoredFile, 
 # --- reads and deletion ----------------------------------------------------------------------------
 
 
-def view(file: StoredFile, link: DownloadLink | None = None) -> s.FileView:
+def view(file: StoredFile, link: DownloadLink | None = None) -> file_schemas.FileView:
     """The file's record; with a link, its download URL and expiry."""
-    return s.FileView(
+    return file_schemas.FileView(
         file_id=file.id,
         upload_id=file.id,
         kind=file.kind,
@@ -372,7 +372,7 @@ def view(file: StoredFile, link: DownloadLink | None = None) -> s.FileView:
     )
 
 
-def download(blobs: BlobStore, file: StoredFile) -> s.FileView:
+def download(blobs: BlobStore, file: StoredFile) -> file_schemas.FileView:
     """The file with a fresh presigned GET (valid `CALLBOARD_DOWNLOAD_URL_TTL_SECONDS`), minted on every
     call: links are never stored. Only verified files are served: Conflict `file_not_verified` for a
     pending one, Gone `file_deleted` for a deleted one."""

@@ -21,7 +21,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from callboard_core import clock
 from callboard_core.capabilities.models import CapabilityTag
-from callboard_core.job_types import schemas as s
+from callboard_core.job_types import schemas as job_type_schemas
 from callboard_core.job_types.models import JobType
 from callboard_core.job_types.service import review_packet_preview
 
@@ -61,8 +61,8 @@ def check_definition(entry: dict[str, Any]) -> None:
     _check_schema(key, "artifactSchemaJson", artifact)
     _check_schema(key, "reviewPacketSchemaJson", packet)
     try:
-        s.SubmissionRequirements.model_validate(entry["submissionRequirementsJson"])
-        policy = s.PreviewPolicy.model_validate(entry["previewPolicyJson"])
+        job_type_schemas.SubmissionRequirements.model_validate(entry["submissionRequirementsJson"])
+        policy = job_type_schemas.PreviewPolicy.model_validate(entry["previewPolicyJson"])
     except ValidationError as exc:
         raise SeedError(f"job type {key!r}: {exc}") from exc
     unknown = set(policy.preview_fields) - set(artifact.get("properties", {}))

@@ -20,7 +20,7 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from callboard_core.errors import NotFound, ValidationFailed, field_error
-from callboard_core.job_types import schemas as s
+from callboard_core.job_types import schemas as job_type_schemas
 from callboard_core.job_types.models import JobType
 
 PAYLOAD_FIELD = "structuredPayloadJson"
@@ -42,14 +42,14 @@ _JSON_TYPE_NAMES = {
 # --- reads ---------------------------------------------------------------------------------------
 
 
-def job_type_view(job_type: JobType) -> s.JobType:
-    return s.JobType.model_validate(job_type)
+def job_type_view(job_type: JobType) -> job_type_schemas.JobType:
+    return job_type_schemas.JobType.model_validate(job_type)
 
 
-async def list_active(session: AsyncSession) -> s.JobTypeList:
+async def list_active(session: AsyncSession) -> job_type_schemas.JobTypeList:
     """Active job types, by key."""
     rows = await session.execute(select(JobType).where(JobType.active.is_(True)).order_by(JobType.key))
-    return s.JobTypeList(job_types=[job_type_view(t) for t in rows.scalars()])
+    return job_type_schemas.JobTypeList(job_types=[job_type_view(t) for t in rows.scalars()])
 
 
 async def get_active(
@@ -92,12 +92,12 @@ async def get(session: AsyncSession, type_id: str) -> JobType:
 # --- submissions ---------------------------------------------------------------------------------
 
 
-def requirements(job_type: JobType) -> s.SubmissionRequirements:
-    return s.SubmissionRequirements.model_validate(job_type.submission_requirements_json)
+def requirements(job_type: JobType) -> job_type_schemas.SubmissionRequirements:
+    return job_type_schemas.SubmissionRequirements.model_validate(job_type.submission_requirements_json)
 
 
-def preview_policy(job_type: JobType) -> s.PreviewPolicy:
-    return s.PreviewPolicy.model_validate(job_type.preview_policy_json)
+def preview_policy(job_type: JobType) -> job_type_schemas.PreviewPolicy:
+    return job_type_schemas.PreviewPolicy.model_validate(job_type.preview_policy_json)
 
 
 def _dotted(path: Iterable[Any]) -> str:
@@ -246,7 +246,7 @@ def validate_submission(
 # --- review packet -------------------------------------------------------------------------------
 
 
-def _cut(value: Any, policy: s.PreviewPolicy) -> Any:
+def _cut(value: Any, policy: job_type_schemas.PreviewPolicy) -> Any:
     if isinstance(value, str):
         if len(value) <= policy.max_preview_chars:
             return value

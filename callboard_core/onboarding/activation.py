@@ -17,6 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 import runtime_kits
 from callboard_core import clock
+from callboard_core.agents import keys as agent_keys
 from callboard_core.agents import service as agents
 from callboard_core.agents.models import Agent, AgentStatus, ClaimStatus, Intent
 from callboard_core.api_keys import service as api_keys
@@ -26,7 +27,7 @@ from callboard_core.config import Settings
 from callboard_core.errors import Conflict, Gone, NotFound, field_error
 from callboard_core.ids import new_id
 from callboard_core.onboarding import proposal
-from callboard_core.onboarding import schemas as s
+from callboard_core.onboarding import schemas as onboarding_schemas
 from callboard_core.onboarding.models import ActivationSource, InstallToken, OnboardingActivation
 from callboard_core.security import tokens
 
@@ -51,8 +52,8 @@ class Subject:
     source: ActivationSource
     owner_id: str
     subject_id: str
-    draft: s.SetupDraft
-    request: s.OwnerRequest | None = None  # sessions: the owner's mint
+    draft: onboarding_schemas.SetupDraft
+    request: onboarding_schemas.OwnerRequest | None = None  # sessions: the owner's mint
     manifest: dict[str, Any] = field(default_factory=dict)  # drafts: the agent's manifest
     linked_agent_id: str | None = None
 
@@ -77,8 +78,8 @@ class Outcome:
     next_actions: list[str]
 
 
-def view(row: OnboardingActivation) -> s.ActivationView:
-    return s.ActivationView.model_validate(row, from_attributes=True)
+def view(row: OnboardingActivation) -> onboarding_schemas.ActivationView:
+    return onboarding_schemas.ActivationView.model_validate(row, from_attributes=True)
 
 
 def answer(outcome: Outcome) -> dict[str, Any]:
@@ -139,7 +140,7 @@ async def _known_tags(session: AsyncSession, slugs: list[str]) -> tuple[list[str
 
 
 async def _policy(
-    session: AsyncSession, subject: Subject, body: s.ActivationBody
+    session: AsyncSession, subject: Subject, body: onboarding_schemas.ActivationBody
 ) -> tuple[dict[str, Any], list[str]]:
     """The resolved policy: the body first, then (ADVANCED) the agent's proposal, then the safe defaults.
     Returns it with the proposed tags that are not in the taxonomy (dropped)."""
@@ -265,13 +266,13 @@ async def _new_agent(session: AsyncSession, subject: Subject) -> tuple[Agent, li
 
 
 async def activate(
-    session: AsyncSession, settings: Settings, subject: Subject, body: s.ActivationBody
+    session: AsyncSession, settings: Settings, subject: Subject, body: onboarding_schemas.ActivationBody
 ) -> Outcome:
     """The caller has checked ownership and state (and holds the subject's row)."""
     policy, dropped = await _policy(session, subject, body)
     activation_id = new_id("act")
     if subject.linked_agent_id is not None:
-        agent = await api_keys.mintable_agent(session, subject.linked_agent_id, subject.owner_id)
+        agent = await agent_keys.mintable_agent(session, subject.linked_agent_id, subject.owner_id)
         unknown: list[str] = []
     else:
         agent, unknown = await _new_agent(session, subject)
@@ -290,7 +291,7 @@ async def activate(
         **policy,
     )
     session.add(row)
-    created = await api_keys.mint(
+    created = await agent_keys.mint(
         session,
         agent_id=agent.id,
         owner_id=subject.owner_id,
@@ -343,9 +344,11 @@ async def activate(
     )
 
 
-async def issue_read_key(session: AsyncSession, agent_id: str, owner_id: str) -> s.ClaimedKey:
+async def issue_read_key(
+    session: AsyncSession, agent_id: str, owner_id: str
+) -> onboarding_schemas.ClaimedKey:
     """The onboarding claim's key: read-only, for an agent of the owner."""
-    created = await api_keys.mint(
+    created = await agent_keys.mint(
         session,
         agent_id=agent_id,
         owner_id=owner_id,
@@ -354,13 +357,15 @@ async def issue_read_key(session: AsyncSession, agent_id: str, owner_id: str) ->
         actor_type="user",
         actor_id=owner_id,
     )
-    return s.ClaimedKey(key=created.key, key_info=created.key_info)
+    return onboarding_schemas.ClaimedKey(key=created.key, key_info=created.key_info)
 
 
 # --- the install-token exchange --------------------------------------------------------------------
 
 
-async def exchange(session: AsyncSession, settings: Settings, token: str) -> s.InstallExchanged:
+async def exchange(
+    session: AsyncSession, settings: Settings, token: str
+) -> onboarding_schemas.InstallExchanged:
     """Spend the install token (compare-and-set: of two concurrent exchanges one wins) and mint a new
     read+write key for the activated agent, returned inside the runtime kit. A failure later in the request
     rolls the spend back with everything else."""
@@ -395,8 +400,8 @@ async def exchange(session: AsyncSession, settings: Settings, token: str) -> s.I
     activation = await session.get(OnboardingActivation, won.activation_id)
     if activation is None or activation.agent_id is None:
         raise NotFound("The activated agent no longer exists.", code="agent_not_found")
-    agent = await api_keys.mintable_agent(session, activation.agent_id, activation.owner_id)
-    created = await api_keys.mint(
+    agent = await agent_keys.mintable_agent(session, activation.agent_id, activation.owner_id)
+    created = await agent_keys.mint(
         session,
         agent_id=agent.id,
         owner_id=activation.owner_id,
@@ -411,7 +416,7 @@ async def exchange(session: AsyncSession, settings: Settings, token: str) -> s.I
         .values(api_key_id=created.key_info.id)
         .execution_options(synchronize_session=False)
     )
-    return s.InstallExchanged(
+    return onboarding_schemas.InstallExchanged(
         install_command=runtime_kits.install_command(base_url(settings), token),
         runtime_kit=kit_for(settings, activation.runtime_target, agent, created.key),
         activation=view(activation),

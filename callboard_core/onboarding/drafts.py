@@ -13,15 +13,16 @@ from typing import NoReturn
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from callboard_core import clock
-from callboard_core.api_keys import service as api_keys
+from callboard_core import clock, states
+from callboard_core.agents import keys as agent_keys
 from callboard_core.config import Settings
 from callboard_core.errors import Conflict, Gone, NotFound, Unauthenticated
 from callboard_core.ids import new_id, random_string
 from callboard_core.onboarding import activation as activations
 from callboard_core.onboarding import proposal
-from callboard_core.onboarding import schemas as s
+from callboard_core.onboarding import schemas as onboarding_schemas
 from callboard_core.onboarding.models import (
+    DRAFT_MOVES,
     ActivationSource,
     DraftStatus,
     OnboardingActivation,
@@ -52,9 +53,9 @@ def start() -> NoReturn:
 # --- views ---------------------------------------------------------------------------------------
 
 
-def _view(row: RegistrationDraft, activation: OnboardingActivation | None) -> s.DraftView:
+def _view(row: RegistrationDraft, activation: OnboardingActivation | None) -> onboarding_schemas.DraftView:
     data = row.data or {}
-    return s.DraftView(
+    return onboarding_schemas.DraftView(
         id=row.id,
         slug=row.slug,
         status=row.status,
@@ -150,7 +151,9 @@ async def _for_agent(
 # --- the agent's side ------------------------------------------------------------------------------
 
 
-async def create(session: AsyncSession, settings: Settings, body: s.ManifestBody) -> s.RegistrationStarted:
+async def create(
+    session: AsyncSession, settings: Settings, body: onboarding_schemas.ManifestBody
+) -> onboarding_schemas.RegistrationStarted:
     """A draft from the agent's manifest; well-formed `name`, `handle` and `role` seed its proposal."""
     manifest = body.manifest
     draft: dict[str, object] = {}
@@ -181,7 +184,7 @@ async def create(session: AsyncSession, settings: Settings, body: s.ManifestBody
         f"GET {base}/api/agent/register/{slug}/status. A human owner must sign in, claim the draft with this "
         "token and activate it before you get marketplace credentials."
     )
-    return s.RegistrationStarted(
+    return onboarding_schemas.RegistrationStarted(
         slug=slug,
         workspace_slug=slug,
         token=token,
@@ -193,16 +196,16 @@ async def create(session: AsyncSession, settings: Settings, body: s.ManifestBody
 
 
 async def presence(
-    session: AsyncSession, slug: str, token: str | None, body: s.PresenceBody
-) -> s.DraftPresenceAck:
+    session: AsyncSession, slug: str, token: str | None, body: onboarding_schemas.PresenceBody
+) -> onboarding_schemas.DraftPresenceAck:
     row = await _for_agent(session, slug, token, lock=True)
     row.data = proposal.with_presence(row.data, new_id("prs"), body.message)
     row.last_seen_at = row.updated_at = clock.now()
     await session.flush()
-    return s.DraftPresenceAck(slug=row.slug)
+    return onboarding_schemas.DraftPresenceAck(slug=row.slug)
 
 
-async def guide(session: AsyncSession, slug: str, token: str | None) -> s.SetupGuide:
+async def guide(session: AsyncSession, slug: str, token: str | None) -> onboarding_schemas.SetupGuide:
     row = await _for_agent(session, slug, token)
     return guide_for(
         slug=row.slug,
@@ -217,18 +220,28 @@ async def guide(session: AsyncSession, slug: str, token: str | None) -> s.SetupG
 
 
 async def save_setup(
-    session: AsyncSession, slug: str, token: str | None, body: s.AgentSetupSave
-) -> s.DraftEnvelope:
+    session: AsyncSession, slug: str, token: str | None, body: onboarding_schemas.AgentSetupSave
+) -> onboarding_schemas.DraftEnvelope:
     row = await _for_agent(session, slug, token, lock=True)
-    if row.status == DraftStatus.ACTIVATED:
-        raise Conflict(
-            "Your owner activated this draft already.", code="draft_closed", current_state=row.status
-        )
-    row.data = proposal.merge(row.data, body, proposal.AGENT_NOT_NULL)
-    row.last_seen_at = row.updated_at = clock.now()
-    await session.flush()
+    edit = DRAFT_MOVES["edit"]
+    message = "Your owner activated this draft already."
+    states.check(edit, row.status, what="draft", code="draft_closed", message=message)
+    now = clock.now()
+    data = proposal.merge(row.data, body, proposal.AGENT_NOT_NULL)
+    await states.move(
+        session,
+        RegistrationDraft,
+        row.id,
+        edit,
+        None,
+        message=message,
+        code="draft_closed",
+        data=data,
+        last_seen_at=now,
+        updated_at=now,
+    )
     claimed = row.owner_id is not None
-    return s.DraftEnvelope(
+    return onboarding_schemas.DraftEnvelope(
         human_claim_required=not claimed,
         owner_visible=claimed,
         next_actions=_agent_actions(row),
@@ -238,7 +251,7 @@ async def save_setup(
 
 async def status(
     session: AsyncSession, settings: Settings, slug: str, token: str | None
-) -> s.DraftStatusView:
+) -> onboarding_schemas.DraftStatusView:
     """The kit is withheld until a signed-in owner has claimed and activated the draft, and then carries a
     key placeholder: the key itself reaches the agent through its owner."""
     row = await _for_agent(session, slug, token)
@@ -247,7 +260,7 @@ async def status(
     if activation is not None and activation.agent_id is not None:
         agent = await activations.agent_of(session, activation.agent_id)
         kit = activations.kit_for(settings, activation.runtime_target, agent) if agent else None
-    return s.DraftStatusView(
+    return onboarding_schemas.DraftStatusView(
         slug=row.slug,
         status=row.status,
         human_claim_required=row.owner_id is None,
@@ -264,7 +277,9 @@ async def status(
 # --- the owner's side ------------------------------------------------------------------------------
 
 
-async def claim(session: AsyncSession, owner_id: str, slug: str, body: s.ClaimBody) -> s.DraftEnvelope:
+async def claim(
+    session: AsyncSession, owner_id: str, slug: str, body: onboarding_schemas.ClaimBody
+) -> onboarding_schemas.DraftEnvelope:
     """The signed-in owner takes an unclaimed draft whose token they hold (claiming again is a no-op).
     `agentId` links one of the owner's agents: activation then configures it instead of creating one.
     A draft claimed by another owner is a 404, like an unknown one; so is a wrong token on an unclaimed draft."""
@@ -280,21 +295,28 @@ async def claim(session: AsyncSession, owner_id: str, slug: str, body: s.ClaimBo
                 "This draft's token has expired; the agent registers its manifest again.",
                 code="draft_expired",
             )
-        row.owner_id = owner_id
-        row.status = DraftStatus.CLAIMED
-        row.claimed_at = clock.now()
+        await states.move(
+            session,
+            RegistrationDraft,
+            row.id,
+            DRAFT_MOVES["claim"],
+            DraftStatus.CLAIMED,
+            RegistrationDraft.owner_id.is_(None),
+            message="This draft was claimed meanwhile.",
+            owner_id=owner_id,
+            claimed_at=clock.now(),
+        )
     elif not matches:
         raise proposal.token_mismatch()
     if body.agent_id is not None and body.agent_id != row.linked_agent_id:
-        if row.status == DraftStatus.ACTIVATED:
-            raise Conflict(
-                "This draft was activated already.", code="invalid_state", current_state=row.status
-            )
-        row.linked_agent_id = (await api_keys.mintable_agent(session, body.agent_id, owner_id)).id
+        states.check(
+            DRAFT_MOVES["edit"], row.status, what="draft", message="This draft was activated already."
+        )
+        row.linked_agent_id = (await agent_keys.mintable_agent(session, body.agent_id, owner_id)).id
     row.updated_at = clock.now()
     await session.flush()
     activation = await _activation(session, row)
-    return s.DraftEnvelope(
+    return onboarding_schemas.DraftEnvelope(
         human_claim_required=False,
         owner_visible=True,
         next_actions=_owner_actions(row, activation),
@@ -303,8 +325,12 @@ async def claim(session: AsyncSession, owner_id: str, slug: str, body: s.ClaimBo
 
 
 async def activate(
-    session: AsyncSession, settings: Settings, owner_id: str, slug: str, body: s.DraftActivationBody
-) -> s.DraftActivated:
+    session: AsyncSession,
+    settings: Settings,
+    owner_id: str,
+    slug: str,
+    body: onboarding_schemas.DraftActivationBody,
+) -> onboarding_schemas.DraftActivated:
     row = await _by_slug(session, slug, lock=True)
     if row is None or (row.owner_id is not None and row.owner_id != owner_id):
         raise _not_found()
@@ -332,7 +358,17 @@ async def activate(
         linked_agent_id=row.linked_agent_id,
     )
     outcome = await activations.activate(session, settings, subject, body)
-    row.status = DraftStatus.ACTIVATED
-    row.activated_at = row.updated_at = clock.now()
-    await session.flush()
-    return s.DraftActivated(**activations.answer(outcome), draft=_view(row, outcome.activation))
+    now = clock.now()
+    await states.move(
+        session,
+        RegistrationDraft,
+        row.id,
+        DRAFT_MOVES["activate"],
+        DraftStatus.ACTIVATED,
+        message="This draft changed meanwhile.",
+        activated_at=now,
+        updated_at=now,
+    )
+    return onboarding_schemas.DraftActivated(
+        **activations.answer(outcome), draft=_view(row, outcome.activation)
+    )

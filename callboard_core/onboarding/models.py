@@ -23,6 +23,27 @@ class DraftStatus(StrEnum):
     ACTIVATED = "ACTIVATED"
 
 
+_S, _D = SessionStatus, DraftStatus
+SESSION_OPEN = frozenset({_S.PENDING, _S.IN_PROGRESS})
+
+# The session's moves, one table each ({target: sources}); sessions.py drives them by compare-and-set.
+# "edit" and "claim" keep the state (each source is its own target): they only say from where they may run.
+SESSION_MOVES: dict[str, dict[SessionStatus, frozenset[SessionStatus]]] = {
+    "edit": {state: frozenset({state}) for state in SESSION_OPEN},  # the owner's proposal edits
+    "agent_save": {_S.IN_PROGRESS: SESSION_OPEN},  # the agent's presence or setup save
+    "dismiss": {_S.DISMISSED: SESSION_OPEN},
+    "activate": {_S.ACTIVATED: SESSION_OPEN},
+    "claim": {state: frozenset({state}) for state in SessionStatus if state != _S.DISMISSED},
+}
+
+# The registration draft's moves; drafts.py drives them.
+DRAFT_MOVES: dict[str, dict[DraftStatus, frozenset[DraftStatus]]] = {
+    "claim": {_D.CLAIMED: frozenset({_D.DRAFT})},
+    "edit": {_D.DRAFT: frozenset({_D.DRAFT}), _D.CLAIMED: frozenset({_D.CLAIMED})},  # setup, agent link
+    "activate": {_D.ACTIVATED: frozenset({_D.CLAIMED})},
+}
+
+
 class ActivationSource(StrEnum):
     ONBOARDING_SESSION = "onboarding_session"
     REGISTRATION_DRAFT = "registration_draft"

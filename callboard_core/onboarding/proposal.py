@@ -9,7 +9,7 @@ from typing import Any
 from pydantic.alias_generators import to_camel
 
 from callboard_core.errors import ValidationFailed
-from callboard_core.onboarding import schemas as s
+from callboard_core.onboarding import schemas as onboarding_schemas
 from callboard_core.security import tokens
 
 # Fields the agent may leave out but not clear (the spec gives only buyerIntent, ownerQuestions and the
@@ -20,7 +20,9 @@ _HANDLE = re.compile(r"^[a-z0-9](?:[a-z0-9-]*[a-z0-9])?$")
 _URL = re.compile(r"^https?://\S+$")
 
 
-def merge(data: dict[str, Any] | None, body: s.OwnerDraftUpdate, not_null: tuple[str, ...]) -> dict[str, Any]:
+def merge(
+    data: dict[str, Any] | None, body: onboarding_schemas.OwnerDraftUpdate, not_null: tuple[str, ...]
+) -> dict[str, Any]:
     """`data` with the fields sent in body applied to its `draft`; null clears a field. A new dict, so the
     JSON column sees the change."""
     sent = body.model_dump(exclude_unset=True)
@@ -44,8 +46,8 @@ def merge(data: dict[str, Any] | None, body: s.OwnerDraftUpdate, not_null: tuple
     return {**(data or {}), "draft": draft}
 
 
-def draft_of(data: dict[str, Any] | None) -> s.SetupDraft:
-    return s.SetupDraft.model_validate((data or {}).get("draft") or {})
+def draft_of(data: dict[str, Any] | None) -> onboarding_schemas.SetupDraft:
+    return onboarding_schemas.SetupDraft.model_validate((data or {}).get("draft") or {})
 
 
 def presence_of(data: dict[str, Any] | None) -> dict[str, Any]:

@@ -9,20 +9,22 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime, timedelta
+from typing import Any
 
 from sqlalchemy import ColumnElement, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 import runtime_kits
-from callboard_core import clock
-from callboard_core.api_keys import service as api_keys
+from callboard_core import clock, states
+from callboard_core.agents import keys as agent_keys
 from callboard_core.config import Settings
 from callboard_core.errors import Conflict, NotFound
 from callboard_core.ids import new_id, random_string
 from callboard_core.onboarding import activation as activations
 from callboard_core.onboarding import proposal
-from callboard_core.onboarding import schemas as s
+from callboard_core.onboarding import schemas as onboarding_schemas
 from callboard_core.onboarding.models import (
+    SESSION_MOVES,
     ActivationSource,
     OnboardingActivation,
     OnboardingSession,
@@ -33,22 +35,23 @@ from callboard_core.security import tokens
 
 TOKEN_TTL = timedelta(hours=1)
 TOKEN_PREFIX = "onb_"
-OPEN = (SessionStatus.PENDING, SessionStatus.IN_PROGRESS)
 LIST_LIMIT = 100
 
 
 # --- views ---------------------------------------------------------------------------------------
 
 
-def _view(row: OnboardingSession, activation: OnboardingActivation | None) -> s.OnboardingSessionView:
+def _view(
+    row: OnboardingSession, activation: OnboardingActivation | None
+) -> onboarding_schemas.OnboardingSessionView:
     data = row.data or {}
-    return s.OnboardingSessionView(
+    return onboarding_schemas.OnboardingSessionView(
         id=row.id,
         workspace_slug=row.slug,
         status=row.status,
         token_expires_at=row.token_expires_at,
         token_expired=row.token_expires_at <= clock.now(),
-        owner_request=s.OwnerRequest.model_validate(data.get("request") or {}),
+        owner_request=onboarding_schemas.OwnerRequest.model_validate(data.get("request") or {}),
         draft=proposal.draft_of(data),
         last_seen_at=row.last_seen_at,
         last_presence_message=proposal.presence_of(data).get("message"),
@@ -62,14 +65,14 @@ def _view(row: OnboardingSession, activation: OnboardingActivation | None) -> s.
     )
 
 
-async def view(session: AsyncSession, row: OnboardingSession) -> s.OnboardingSessionView:
+async def view(session: AsyncSession, row: OnboardingSession) -> onboarding_schemas.OnboardingSessionView:
     activation = None
     if row.status == SessionStatus.ACTIVATED:
         activation = await activations.for_subject(session, ActivationSource.ONBOARDING_SESSION, row.id)
     return _view(row, activation)
 
 
-def _owner_actions(row: OnboardingSession, view: s.OnboardingSessionView) -> list[str]:
+def _owner_actions(row: OnboardingSession, view: onboarding_schemas.OnboardingSessionView) -> list[str]:
     base = f"/api/onboarding/sessions/{row.id}"
     if row.status == SessionStatus.ACTIVATED:
         return [
@@ -100,9 +103,9 @@ def _owner_actions(row: OnboardingSession, view: s.OnboardingSessionView) -> lis
     return actions
 
 
-async def _envelope(session: AsyncSession, row: OnboardingSession) -> s.SessionEnvelope:
+async def _envelope(session: AsyncSession, row: OnboardingSession) -> onboarding_schemas.SessionEnvelope:
     v = await view(session, row)
-    return s.SessionEnvelope(next_actions=_owner_actions(row, v), session=v)
+    return onboarding_schemas.SessionEnvelope(next_actions=_owner_actions(row, v), session=v)
 
 
 # --- lookups -------------------------------------------------------------------------------------
@@ -148,27 +151,40 @@ async def _for_agent(
     return row
 
 
-def _require_open(row: OnboardingSession, *, agent_side: bool = False) -> None:
-    if row.status in OPEN:
-        return
+def _require(row: OnboardingSession, move: str, *, agent_side: bool = False) -> None:
+    """Refuse a move the session's table does not allow from its state (409 with currentState)."""
     if agent_side:
         message = (
             "Your owner activated this session already: ask them for the install command or the key."
             if row.status == SessionStatus.ACTIVATED
             else "Your owner dismissed this session."
         )
-        raise Conflict(message, code="onboarding_session_closed", current_state=row.status)
-    raise Conflict(
-        f"This session is {row.status.lower()}; it can no longer change.",
-        code="invalid_state",
-        current_state=row.status,
+        code = "onboarding_session_closed"
+    else:
+        message, code = f"This session is {row.status.lower()}; it can no longer change.", "invalid_state"
+    states.check(SESSION_MOVES[move], row.status, what="session", code=code, message=message)
+
+
+async def _move(session: AsyncSession, row: OnboardingSession, move: str, **values: Any) -> None:
+    """Compare-and-set the held row through its table (the session's copy is refreshed)."""
+    await states.move(
+        session,
+        OnboardingSession,
+        row.id,
+        SESSION_MOVES[move],
+        None,
+        message="This session changed meanwhile.",
+        **values,
+        updated_at=clock.now(),
     )
 
 
 # --- the owner's side ------------------------------------------------------------------------------
 
 
-def _prompt(settings: Settings, slug: str, token: str, row: OnboardingSession, body: s.MintBody) -> str:
+def _prompt(
+    settings: Settings, slug: str, token: str, row: OnboardingSession, body: onboarding_schemas.MintBody
+) -> str:
     base = f"{activations.base_url(settings)}/api/agent/onboard/{slug}"
     wants = []
     if body.role:
@@ -190,7 +206,9 @@ def _prompt(settings: Settings, slug: str, token: str, row: OnboardingSession, b
     )
 
 
-async def mint(session: AsyncSession, settings: Settings, owner_id: str, body: s.MintBody) -> s.Minted:
+async def mint(
+    session: AsyncSession, settings: Settings, owner_id: str, body: onboarding_schemas.MintBody
+) -> onboarding_schemas.Minted:
     """A new session and its agent token (one hour, shown once, stored hashed)."""
     slug = "ws-" + random_string(16)
     token = TOKEN_PREFIX + tokens.new_token(32)
@@ -205,7 +223,7 @@ async def mint(session: AsyncSession, settings: Settings, owner_id: str, body: s
     )
     session.add(row)
     await session.flush()
-    return s.Minted(
+    return onboarding_schemas.Minted(
         workspace_slug=slug,
         token=token,
         expires_at=row.token_expires_at,
@@ -224,7 +242,7 @@ async def _activations(session: AsyncSession, ids: Sequence[str]) -> dict[str, O
     return {a.onboarding_session_id: a for a in rows if a.onboarding_session_id}
 
 
-async def list_for_owner(session: AsyncSession, owner_id: str) -> s.SessionList:
+async def list_for_owner(session: AsyncSession, owner_id: str) -> onboarding_schemas.SessionList:
     """The owner's sessions, newest first (at most LIST_LIMIT), with the total."""
     total = (
         await session.execute(
@@ -242,37 +260,39 @@ async def list_for_owner(session: AsyncSession, owner_id: str) -> s.SessionList:
         ).scalars()
     )
     found = await _activations(session, [r.id for r in rows if r.status == SessionStatus.ACTIVATED])
-    return s.SessionList(total=int(total), sessions=[_view(r, found.get(r.id)) for r in rows])
+    return onboarding_schemas.SessionList(
+        total=int(total), sessions=[_view(r, found.get(r.id)) for r in rows]
+    )
 
 
-async def get(session: AsyncSession, owner_id: str, session_id: str) -> s.SessionEnvelope:
+async def get(session: AsyncSession, owner_id: str, session_id: str) -> onboarding_schemas.SessionEnvelope:
     return await _envelope(session, await _owned(session, owner_id, session_id=session_id))
 
 
 async def update(
-    session: AsyncSession, owner_id: str, session_id: str, body: s.OwnerDraftUpdate
-) -> s.SessionEnvelope:
+    session: AsyncSession, owner_id: str, session_id: str, body: onboarding_schemas.OwnerDraftUpdate
+) -> onboarding_schemas.SessionEnvelope:
     """The owner edits the proposal (only the fields sent; null clears) while the session is open."""
     row = await _owned(session, owner_id, session_id=session_id, lock=True)
-    _require_open(row)
-    row.data = proposal.merge(row.data, body, proposal.OWNER_NOT_NULL)
-    row.updated_at = clock.now()
-    await session.flush()
+    _require(row, "edit")
+    await _move(session, row, "edit", data=proposal.merge(row.data, body, proposal.OWNER_NOT_NULL))
     return await _envelope(session, row)
 
 
-async def dismiss(session: AsyncSession, owner_id: str, session_id: str) -> s.SessionEnvelope:
+async def dismiss(
+    session: AsyncSession, owner_id: str, session_id: str
+) -> onboarding_schemas.SessionEnvelope:
     """Open -> DISMISSED; dismissing again answers the same. An activated session stays activated (409)."""
     row = await _owned(session, owner_id, session_id=session_id, lock=True)
     if row.status != SessionStatus.DISMISSED:
-        _require_open(row)
-        row.status = SessionStatus.DISMISSED
-        row.dismissed_at = row.updated_at = clock.now()
-        await session.flush()
+        _require(row, "dismiss")
+        await _move(session, row, "dismiss", dismissed_at=clock.now())
     return await _envelope(session, row)
 
 
-async def review(session: AsyncSession, owner_id: str, slug: str, body: s.TokenBody) -> s.SessionEnvelope:
+async def review(
+    session: AsyncSession, owner_id: str, slug: str, body: onboarding_schemas.TokenBody
+) -> onboarding_schemas.SessionEnvelope:
     """The owner opens the session the agent pointed them to (slug and token), whatever the token's age."""
     row = await _owned(session, owner_id, slug=slug, lock=True)
     if not proposal.token_matches(row.token_hash, body.token):
@@ -283,37 +303,42 @@ async def review(session: AsyncSession, owner_id: str, slug: str, body: s.TokenB
 
 
 async def activate(
-    session: AsyncSession, settings: Settings, owner_id: str, session_id: str, body: s.ActivationBody
-) -> s.SessionActivated:
+    session: AsyncSession,
+    settings: Settings,
+    owner_id: str,
+    session_id: str,
+    body: onboarding_schemas.ActivationBody,
+) -> onboarding_schemas.SessionActivated:
     row = await _owned(session, owner_id, session_id=session_id, lock=True)
     if row.status == SessionStatus.ACTIVATED:
         raise Conflict(
             "This session was activated already.", code="already_activated", current_state=row.status
         )
-    _require_open(row)
+    _require(row, "activate")
     data = row.data or {}
     subject = activations.Subject(
         source=ActivationSource.ONBOARDING_SESSION,
         owner_id=owner_id,
         subject_id=row.id,
         draft=proposal.draft_of(data),
-        request=s.OwnerRequest.model_validate(data.get("request") or {}),
+        request=onboarding_schemas.OwnerRequest.model_validate(data.get("request") or {}),
     )
     outcome = await activations.activate(session, settings, subject, body)
-    row.status = SessionStatus.ACTIVATED
-    row.activated_at = row.updated_at = clock.now()
-    await session.flush()
-    return s.SessionActivated(**activations.answer(outcome), session=_view(row, outcome.activation))
+    await _move(session, row, "activate", activated_at=clock.now())
+    return onboarding_schemas.SessionActivated(
+        **activations.answer(outcome), session=_view(row, outcome.activation)
+    )
 
 
-async def claim(session: AsyncSession, owner_id: str, slug: str, body: s.ClaimBody) -> s.ClaimedKey:
+async def claim(
+    session: AsyncSession, owner_id: str, slug: str, body: onboarding_schemas.ClaimBody
+) -> onboarding_schemas.ClaimedKey:
     """A read-only key through the session: for `agentId` (one of the owner's agents) or, without it, for
     the agent the session activated."""
     row = await _owned(session, owner_id, slug=slug)
     if not proposal.token_matches(row.token_hash, body.token):
         raise proposal.token_mismatch()
-    if row.status == SessionStatus.DISMISSED:
-        raise Conflict("This session was dismissed.", code="invalid_state", current_state=row.status)
+    states.check(SESSION_MOVES["claim"], row.status, what="session", message="This session was dismissed.")
     agent_id = body.agent_id
     if agent_id is None:
         activation = await activations.for_subject(session, ActivationSource.ONBOARDING_SESSION, row.id)
@@ -324,7 +349,7 @@ async def claim(session: AsyncSession, owner_id: str, slug: str, body: s.ClaimBo
             code="agent_required",
             current_state=row.status,
         )
-    agent = await api_keys.mintable_agent(session, agent_id, owner_id)
+    agent = await agent_keys.mintable_agent(session, agent_id, owner_id)
     return await activations.issue_read_key(session, agent.id, owner_id)
 
 
@@ -332,16 +357,14 @@ async def claim(session: AsyncSession, owner_id: str, slug: str, body: s.ClaimBo
 
 
 async def presence(
-    session: AsyncSession, principal: OnboardingPrincipal, body: s.PresenceBody
-) -> s.PresenceAck:
+    session: AsyncSession, principal: OnboardingPrincipal, body: onboarding_schemas.PresenceBody
+) -> onboarding_schemas.PresenceAck:
     row = await _for_agent(session, principal, lock=True)
-    _require_open(row, agent_side=True)
+    _require(row, "agent_save", agent_side=True)
     presence_id = new_id("prs")
-    row.data = proposal.with_presence(row.data, presence_id, body.message)
-    row.status = SessionStatus.IN_PROGRESS
-    row.last_seen_at = row.updated_at = clock.now()
-    await session.flush()
-    return s.PresenceAck(workspace_slug=row.slug, presence_id=presence_id)
+    data = proposal.with_presence(row.data, presence_id, body.message)
+    await _move(session, row, "agent_save", data=data, last_seen_at=clock.now())
+    return onboarding_schemas.PresenceAck(workspace_slug=row.slug, presence_id=presence_id)
 
 
 SETUP_FIELDS = {
@@ -365,11 +388,11 @@ def guide_for(
     status: str,
     token_expires_at: datetime,
     base: str,
-    draft: s.SetupDraft,
-    request: s.OwnerRequest | None,
+    draft: onboarding_schemas.SetupDraft,
+    request: onboarding_schemas.OwnerRequest | None,
     claim_note: str,
-) -> s.SetupGuide:
-    return s.SetupGuide(
+) -> onboarding_schemas.SetupGuide:
+    return onboarding_schemas.SetupGuide(
         slug=slug,
         status=status,
         token_expires_at=token_expires_at,
@@ -381,14 +404,14 @@ def guide_for(
             "Capability slugs come from GET /capabilities/tags; amounts are integer cents.",
             claim_note,
         ],
-        save_setup=s.Endpoint(method="POST", path=f"{base}/setup"),
-        presence=s.Endpoint(method="POST", path=f"{base}/presence"),
+        save_setup=onboarding_schemas.Endpoint(method="POST", path=f"{base}/setup"),
+        presence=onboarding_schemas.Endpoint(method="POST", path=f"{base}/presence"),
         fields=SETUP_FIELDS,
         runtime_targets=list(runtime_kits.RUNTIME_TARGETS),
     )
 
 
-async def guide(session: AsyncSession, principal: OnboardingPrincipal) -> s.SetupGuide:
+async def guide(session: AsyncSession, principal: OnboardingPrincipal) -> onboarding_schemas.SetupGuide:
     row = await _for_agent(session, principal)
     data = row.data or {}
     return guide_for(
@@ -397,22 +420,20 @@ async def guide(session: AsyncSession, principal: OnboardingPrincipal) -> s.Setu
         token_expires_at=row.token_expires_at,
         base=f"/api/agent/onboard/{row.slug}",
         draft=proposal.draft_of(data),
-        request=s.OwnerRequest.model_validate(data.get("request") or {}),
+        request=onboarding_schemas.OwnerRequest.model_validate(data.get("request") or {}),
         claim_note="Your owner reviews and activates the session, then gives you an install command "
         "(`callboard kit install ...`) or an API key.",
     )
 
 
 async def save_setup(
-    session: AsyncSession, principal: OnboardingPrincipal, body: s.AgentSetupSave
-) -> s.SessionEnvelope:
+    session: AsyncSession, principal: OnboardingPrincipal, body: onboarding_schemas.AgentSetupSave
+) -> onboarding_schemas.SessionEnvelope:
     row = await _for_agent(session, principal, lock=True)
-    _require_open(row, agent_side=True)
-    row.data = proposal.merge(row.data, body, proposal.AGENT_NOT_NULL)
-    row.status = SessionStatus.IN_PROGRESS
-    row.last_seen_at = row.updated_at = clock.now()
-    await session.flush()
-    return s.SessionEnvelope(
+    _require(row, "agent_save", agent_side=True)
+    data = proposal.merge(row.data, body, proposal.AGENT_NOT_NULL)
+    await _move(session, row, "agent_save", data=data, last_seen_at=clock.now())
+    return onboarding_schemas.SessionEnvelope(
         next_actions=[
             "Your owner sees this proposal now; they review it and activate you.",
             f"Send POST /api/agent/onboard/{row.slug}/setup again to revise it (your token works until "

@@ -17,6 +17,19 @@ class WaitlistStatus(StrEnum):
     DELETED = "DELETED"
 
 
+W = WaitlistStatus
+_ANY = frozenset(WaitlistStatus)
+
+# The signup's moves, one table each ({target: sources}); service.py drives them by compare-and-set.
+WAITLIST_MOVES: dict[str, dict[WaitlistStatus, frozenset[WaitlistStatus]]] = {
+    # Staff may set any status from any status (DELETED is the soft delete; leaving it restores the signup).
+    "update": {target: _ANY for target in WaitlistStatus},
+    "delete": {W.DELETED: _ANY - {W.DELETED}},
+    # INVITED again resends the invitation.
+    "convert": {W.INVITED: frozenset({W.APPROVED, W.INVITED})},
+}
+
+
 class WaitlistRole(StrEnum):
     BUYER = "BUYER"
     SELLER = "SELLER"

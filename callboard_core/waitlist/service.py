@@ -6,11 +6,11 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import quote
 
-from sqlalchemy import func, or_, select, update
+from sqlalchemy import func, or_, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from callboard_core import clock
+from callboard_core import clock, states
 from callboard_core.audit import service as audit
 from callboard_core.config import Settings
 from callboard_core.errors import Conflict, NotFound
@@ -18,14 +18,12 @@ from callboard_core.mail.service import Mail, Mailer
 from callboard_core.principals import UserPrincipal
 from callboard_core.users import service as users
 from callboard_core.users.models import SignupIntent
-from callboard_core.waitlist import schemas as s
-from callboard_core.waitlist.models import WaitlistSignup, WaitlistStatus
-
-CONVERTIBLE = (WaitlistStatus.APPROVED, WaitlistStatus.INVITED)
+from callboard_core.waitlist import schemas as waitlist_schemas
+from callboard_core.waitlist.models import WAITLIST_MOVES, WaitlistSignup, WaitlistStatus
 
 
-def view(signup: WaitlistSignup) -> s.WaitlistSignup:
-    return s.WaitlistSignup(
+def view(signup: WaitlistSignup) -> waitlist_schemas.WaitlistSignup:
+    return waitlist_schemas.WaitlistSignup(
         id=signup.id,
         email=signup.email,
         name=signup.name,
@@ -58,8 +56,8 @@ async def get(session: AsyncSession, signup_id: str) -> WaitlistSignup:
 
 
 async def join(
-    session: AsyncSession, mailer: Mailer, settings: Settings, body: s.WaitlistJoin
-) -> s.WaitlistJoined:
+    session: AsyncSession, mailer: Mailer, settings: Settings, body: waitlist_schemas.WaitlistJoin
+) -> waitlist_schemas.WaitlistJoined:
     """Join the waitlist. Joining again with the same email answers the same way with the first signup's id
     (no second row, no mail, nothing that tells a stranger the address was there already)."""
     email = users.normalize_email(str(body.email))
@@ -96,8 +94,12 @@ async def join(
                     ),
                 ),
             )
-            return s.WaitlistJoined(id=signup.id, email=signup.email, created_at=signup.created_at)
-    return s.WaitlistJoined(id=existing.id, email=existing.email, created_at=existing.created_at)
+            return waitlist_schemas.WaitlistJoined(
+                id=signup.id, email=signup.email, created_at=signup.created_at
+            )
+    return waitlist_schemas.WaitlistJoined(
+        id=existing.id, email=existing.email, created_at=existing.created_at
+    )
 
 
 # --- staff ---------------------------------------------------------------------------------------
@@ -115,7 +117,9 @@ def _record(session: AsyncSession, staff: UserPrincipal, action: str, signup_id:
     )
 
 
-async def list_signups(session: AsyncSession, q: s.WaitlistQuery) -> s.WaitlistList:
+async def list_signups(
+    session: AsyncSession, q: waitlist_schemas.WaitlistQuery
+) -> waitlist_schemas.WaitlistList:
     conditions = []
     if q.status:
         conditions.append(WaitlistSignup.status == q.status)
@@ -146,22 +150,31 @@ async def list_signups(session: AsyncSession, q: s.WaitlistQuery) -> s.WaitlistL
         .order_by(WaitlistSignup.created_at.desc(), WaitlistSignup.id.desc())
         .limit(q.limit)
     )
-    return s.WaitlistList(signups=[view(x) for x in rows.scalars()], total=int(total))
+    return waitlist_schemas.WaitlistList(signups=[view(x) for x in rows.scalars()], total=int(total))
 
 
 async def update_signup(
-    session: AsyncSession, staff: UserPrincipal, signup_id: str, body: s.WaitlistUpdate
-) -> s.WaitlistSignup:
+    session: AsyncSession, staff: UserPrincipal, signup_id: str, body: waitlist_schemas.WaitlistUpdate
+) -> waitlist_schemas.WaitlistSignup:
     signup = await get(session, signup_id)
     before = signup.status
     now = clock.now()
-    signup.status = body.status
+    values: dict[str, Any] = {"updated_at": now}
     if "notes" in body.model_fields_set:
-        signup.notes = body.notes
+        values["notes"] = body.notes
     # DELETED is the soft delete; moving out of it restores the signup.
-    signup.deleted_at = (signup.deleted_at or now) if body.status == WaitlistStatus.DELETED else None
-    signup.updated_at = now
-    await session.flush()
+    values["deleted_at"] = (
+        func.coalesce(WaitlistSignup.deleted_at, now) if body.status == WaitlistStatus.DELETED else None
+    )
+    await states.move(
+        session,
+        WaitlistSignup,
+        signup.id,
+        WAITLIST_MOVES["update"],
+        WaitlistStatus(body.status),
+        message="The signup cannot take this status.",
+        **values,
+    )
     _record(
         session,
         staff,
@@ -175,53 +188,56 @@ async def update_signup(
 
 async def delete_signup(
     session: AsyncSession, staff: UserPrincipal, signup_id: str, reason: str | None = None
-) -> s.WaitlistSignup:
+) -> waitlist_schemas.WaitlistSignup:
     """Soft delete: status DELETED and deletedAt; hidden from the list unless includeDeleted. Idempotent."""
     signup = await get(session, signup_id)
-    if signup.status != WaitlistStatus.DELETED:
-        before = signup.status
-        now = clock.now()
-        signup.status = WaitlistStatus.DELETED
-        signup.deleted_at = now
-        signup.updated_at = now
-        await session.flush()
+    before = signup.status
+    now = clock.now()
+    # Compare-and-set: of two deletes (or a delete of a deleted signup) only one is recorded.
+    won = await states.compare_and_set(
+        session,
+        WaitlistSignup,
+        signup.id,
+        WAITLIST_MOVES["delete"],
+        WaitlistStatus.DELETED,
+        deleted_at=now,
+        updated_at=now,
+    )
+    if won is not None:
         _record(session, staff, "waitlist.delete", signup.id, previous_status=before, reason=reason)
+    else:
+        await session.refresh(signup)
     return view(signup)
 
 
 async def convert(
     session: AsyncSession, mailer: Mailer, settings: Settings, staff: UserPrincipal, signup_id: str
-) -> s.WaitlistConversion:
+) -> waitlist_schemas.WaitlistConversion:
     """Turn an APPROVED (or INVITED, to resend) signup into an account with preview access and mail the
     person a sign-in link. The signup becomes INVITED and notified."""
     signup = await get(session, signup_id)
-    if signup.status not in CONVERTIBLE:
-        raise Conflict(
-            "Only APPROVED or INVITED signups can be converted; approve it first.",
-            code="waitlist_not_approved",
-            currentStatus=signup.status,
-        )
+    convert_moves = WAITLIST_MOVES["convert"]
+    states.check(
+        convert_moves,
+        signup.status,
+        WaitlistStatus.INVITED,
+        what="signup",
+        code="waitlist_not_approved",
+        message="Only APPROVED or INVITED signups can be converted; approve it first.",
+    )
     now = clock.now()
     # Compare-and-set: a concurrent reject or delete wins over this conversion.
-    won = (
-        await session.execute(
-            update(WaitlistSignup)
-            .where(WaitlistSignup.id == signup.id, WaitlistSignup.status.in_(CONVERTIBLE))
-            .values(status=WaitlistStatus.INVITED, notified_at=now, updated_at=now)
-            .returning(WaitlistSignup.id)
-            .execution_options(synchronize_session=False)
-        )
-    ).scalar_one_or_none()
-    if won is None:
-        current = (
-            await session.execute(select(WaitlistSignup.status).where(WaitlistSignup.id == signup.id))
-        ).scalar()
-        raise Conflict(
-            "The signup changed meanwhile; only APPROVED or INVITED signups can be converted.",
-            code="waitlist_not_approved",
-            currentStatus=current,
-        )
-    await session.refresh(signup)
+    await states.move(
+        session,
+        WaitlistSignup,
+        signup.id,
+        convert_moves,
+        WaitlistStatus.INVITED,
+        message="The signup changed meanwhile; only APPROVED or INVITED signups can be converted.",
+        code="waitlist_not_approved",
+        notified_at=now,
+        updated_at=now,
+    )
 
     user = await users.get_by_email(session, signup.email)
     created = False
@@ -261,4 +277,6 @@ async def convert(
         ),
     )
     _record(session, staff, "waitlist.convert", signup.id, user_id=user.id, user_created=created)
-    return s.WaitlistConversion(signup=view(signup), user=users.public(user), user_created=created)
+    return waitlist_schemas.WaitlistConversion(
+        signup=view(signup), user=users.public(user), user_created=created
+    )

@@ -1,0 +1,171 @@
+"""State machines as data: one table per machine, `{target: frozenset(sources)}`, and the helpers every
+package drives its transitions through.
+
+- `check` refuses a move its table does not allow before any row is touched (409 with `current_state`).
+- `compare_and_set` moves one row: `UPDATE ... WHERE id = :id AND status IN (<sources>) RETURNING`, so of
+  two racing requests exactly one wins; the loser gets None (or, through `move`, the 409 with the state the
+  winner left behind).
+
+A table may name several targets for one move when each source has exactly one of them (archiving an agent:
+ACTIVE and INACTIVE become INACTIVE, SUSPENDED stays SUSPENDED); `compare_and_set` without a target then
+picks each row's target from its current state in the same statement.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, TypeVar
+
+from sqlalchemy import ColumnElement, case, inspect, select, update
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from callboard_core.errors import Conflict
+
+S = TypeVar("S", bound=str)
+M = TypeVar("M")
+Table = Mapping[S, frozenset[S]]
+
+
+def sources(table: Table[S], target: S | None = None) -> frozenset[S]:
+    """The states a row may leave for `target` (for any target of the table when None)."""
+    if target is not None:
+        return table.get(target, frozenset())
+    return frozenset().union(*table.values())
+
+
+def allowed(table: Table[S], current: str | None, target: S | None = None) -> bool:
+    return current is not None and current in sources(table, target)
+
+
+def conflict(message: str, *, code: str = "invalid_state", current: str | None, **details: Any) -> Conflict:
+    """The 409 for a refused or lost move: its details always name the current state (`currentState`)."""
+    return Conflict(message, code=code, current_state=current, **details)
+
+
+def check(
+    table: Table[S],
+    current: str,
+    target: S | None = None,
+    *,
+    what: str,
+    code: str = "invalid_state",
+    message: str | None = None,
+    **details: Any,
+) -> None:
+    """Refuse a move the table does not allow, naming the current state."""
+    if not allowed(table, current, target):
+        text = message or (
+            f"This {what} is {current}; it cannot become {target}."
+            if target is not None
+            else f"This {what} is {current}; it cannot make this move."
+        )
+        raise conflict(text, code=code, current=current, **details)
+
+
+def _key(model: type[Any]) -> Any:
+    """The model's one-column primary key."""
+    (key,) = inspect(model).primary_key
+    return key
+
+
+def _target_expression(table: Table[S], column: Any, target: S | None) -> Any:
+    if target is not None:
+        return target
+    if len(table) == 1:
+        return next(iter(table))
+    seen: set[str] = set()
+    for from_states in table.values():
+        if seen & from_states:  # one source, two targets: the move would be ambiguous
+            raise ValueError(f"ambiguous state table: {sorted(seen & from_states)} lead to several targets")
+        seen |= from_states
+    return case(
+        *((column.in_(sorted(from_states)), str(to)) for to, from_states in table.items()), else_=column
+    )
+
+
+def _moving(
+    model: type[Any],
+    table: Table[S],
+    target: S | None,
+    where: tuple[ColumnElement[bool], ...],
+    state_column: str,
+    values: dict[str, Any],
+) -> Any:
+    column = getattr(model, state_column)
+    return (
+        update(model)
+        .where(column.in_(sorted(sources(table, target))), *where)
+        .values({state_column: _target_expression(table, column, target), **values})
+        .execution_options(synchronize_session=False)
+    )
+
+
+async def compare_and_set(
+    session: AsyncSession,
+    model: type[M],
+    row_id: str,
+    table: Table[S],
+    target: S | None = None,
+    *where: ColumnElement[bool],
+    state_column: str = "status",
+    **values: Any,
+) -> M | None:
+    """Move one row to `target` (or, without one, to the target the table gives its current state), setting
+    `values` too, if its state is one of the table's sources for that target and every `where` holds.
+
+    Returns the updated row (the session's copy refreshed), or None when the row was not in such a state
+    (a lost race or a move the table does not allow): the caller decides what that means."""
+    if not sources(table, target):
+        return None
+    statement = (
+        _moving(model, table, target, (_key(model) == row_id, *where), state_column, values)
+        .returning(model)
+        .execution_options(populate_existing=True)
+    )
+    return (await session.execute(statement)).scalar_one_or_none()
+
+
+async def compare_and_set_where(
+    session: AsyncSession,
+    model: type[Any],
+    table: Table[S],
+    target: S | None = None,
+    *where: ColumnElement[bool],
+    state_column: str = "status",
+    **values: Any,
+) -> list[str]:
+    """`compare_and_set` for every row matching `where` (a batch move); returns the ids that moved."""
+    if not sources(table, target):
+        return []
+    statement = _moving(model, table, target, where, state_column, values).returning(_key(model))
+    return [str(row_id) for row_id in (await session.execute(statement)).scalars()]
+
+
+async def current_state(
+    session: AsyncSession, model: type[Any], row_id: str, *, state_column: str = "status"
+) -> str | None:
+    """The row's state as stored now (None: no such row), for a conflict's details."""
+    column = getattr(model, state_column)
+    return (await session.execute(select(column).where(_key(model) == row_id))).scalar_one_or_none()
+
+
+async def move(
+    session: AsyncSession,
+    model: type[M],
+    row_id: str,
+    table: Table[S],
+    target: S | None = None,
+    *where: ColumnElement[bool],
+    message: str,
+    code: str = "invalid_state",
+    state_column: str = "status",
+    **values: Any,
+) -> M:
+    """`compare_and_set`, and a 409 carrying the state the row is in when it did not move."""
+    row = await compare_and_set(
+        session, model, row_id, table, target, *where, state_column=state_column, **values
+    )
+    if row is None:
+        current = await current_state(session, model, row_id, state_column=state_column)
+        raise conflict(message, code=code, current=current)
+    return row
