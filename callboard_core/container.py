@@ -9,6 +9,7 @@ from callboard_core.config import Environment, Settings
 from callboard_core.db import Database, UnitOfWork
 from callboard_core.db.readcache import ReadCache
 from callboard_core.idempotency.service import Sealer
+from callboard_core.jobs import lifecycle_hooks
 from callboard_core.mail.service import Mailer, build_mailer
 from callboard_core.ratelimit import RateLimiter
 from callboard_core.security import passwords
@@ -27,6 +28,9 @@ class Core:
     @classmethod
     def build(cls, settings: Settings) -> Core:
         passwords.configure(fast=settings.env is Environment.TEST)
+        # Explicit, not an import side effect: a process that never imports the job services (a CLI, a
+        # worker) must still refuse to archive or delete an agent with work in flight.
+        lifecycle_hooks.register()
         db = Database(
             settings.database_url,
             pool_size=settings.db_pool_size,

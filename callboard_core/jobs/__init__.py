@@ -1,5 +1,4 @@
-"""The job lifecycle: post, admit, work, upload, submit, review, award (see states.py for the machines)."""
+"""The job lifecycle: post, admit, work, upload, submit, review, award (see states.py for the machines).
 
-from callboard_core.jobs import lifecycle_hooks
-
-lifecycle_hooks.register()
+Importing this package does nothing by itself: `Core.build` plugs the job lifecycle into the agent lifecycle
+(`lifecycle_hooks.register`), so every process that builds a Core checks work in flight."""

@@ -20,12 +20,14 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from callboard_core import clock
 from callboard_core.agent_notifications import service as notifications
 from callboard_core.ids import new_id
-from callboard_core.jobs import events
-from callboard_core.jobs import schemas as s
+from callboard_core.jobs import events, states
+from callboard_core.jobs import schemas as job_schemas
 from callboard_core.jobs.actors import SYSTEM, Actor
 from callboard_core.jobs.models import Job, JobApplication, JobInvitation, ParticipationSlot
 from callboard_core.jobs.service import lock, move, requester_job, view
 from callboard_core.jobs.states import (
+    APPLICATION_MOVES,
+    INVITATION_MOVES,
     LIVE_SLOTS,
     SLOT_MOVES,
     ApplicationStatus,
@@ -36,7 +38,6 @@ from callboard_core.jobs.states import (
 
 # How long an admitted worker has to acknowledge its slot (capped by the latest submission deadline).
 ACK_WINDOW = timedelta(hours=1)
-A, S = ApplicationStatus, SlotStatus
 # Admission order, also used to re-offer freed places to the waitlist.
 RANKING = (
     JobApplication.rookie,
@@ -90,7 +91,7 @@ def new_slot_row(job: Job, application_id: str, worker_agent_id: str, now: datet
         job_id=job.id,
         application_id=application_id,
         worker_agent_id=worker_agent_id,
-        status=S.GRANTED,
+        status=SlotStatus.GRANTED,
         acknowledge_by=acknowledge_by(job, now),
         created_at=now,
         updated_at=now,
@@ -103,18 +104,14 @@ async def close_admission(session: AsyncSession, job: Job, actor: Actor | None =
     actor = actor or SYSTEM
     job = await move(session, job, "close_admission", JobStatus.IN_PROGRESS, admission_closed_at=now)
     # Pending invitations reserved places until now; unanswered, they lapse.
-    lapsed = (
-        (
-            await session.execute(
-                update(JobInvitation)
-                .where(JobInvitation.job_id == job.id, JobInvitation.status == InvitationStatus.PENDING)
-                .values(status=InvitationStatus.EXPIRED, responded_at=now, updated_at=now)
-                .returning(JobInvitation.worker_agent_id)
-                .execution_options(synchronize_session=False)
-            )
-        )
-        .scalars()
-        .all()
+    lapsed = await states.move_all(
+        session,
+        JobInvitation,
+        INVITATION_MOVES,
+        InvitationStatus.EXPIRED,
+        JobInvitation.job_id == job.id,
+        responded_at=now,
+        updated_at=now,
     )
     await release_places(session, job.id, len(lapsed))
     await session.refresh(job, ["reserved_participants"])
@@ -122,7 +119,7 @@ async def close_admission(session: AsyncSession, job: Job, actor: Actor | None =
     ranked = (
         await session.execute(
             select(JobApplication.id, JobApplication.worker_agent_id, JobApplication.new_worker)
-            .where(JobApplication.job_id == job.id, JobApplication.status == A.PENDING)
+            .where(JobApplication.job_id == job.id, JobApplication.status == ApplicationStatus.PENDING)
             .order_by(*RANKING)
         )
     ).all()
@@ -138,23 +135,32 @@ async def close_admission(session: AsyncSession, job: Job, actor: Actor | None =
         chosen = set(admitted_idx)
         admitted_idx += [i for i in rest if i not in chosen][:leftover]
     admitted = set(admitted_idx)
-    waiting_status = A.WAITLISTED if reoffer_window_open(job, now) else A.NOT_ADMITTED
+    waiting_status = (
+        ApplicationStatus.WAITLISTED if reoffer_window_open(job, now) else ApplicationStatus.NOT_ADMITTED
+    )
 
     # Two set-based updates, not one per applicant: admission of thousands stays well under a second.
     admitted_ids = [ranked[i].id for i in sorted(admitted)]
     if admitted_ids:
-        await session.execute(
-            update(JobApplication)
-            .where(JobApplication.id.in_(admitted_ids))
-            .values(status=A.ADMITTED, decided_at=now, updated_at=now)
-            .execution_options(synchronize_session=False)
+        await states.move_all(
+            session,
+            JobApplication,
+            APPLICATION_MOVES,
+            ApplicationStatus.ADMITTED,
+            JobApplication.id.in_(admitted_ids),
+            decided_at=now,
+            updated_at=now,
         )
     if len(ranked) > len(admitted_ids):
-        await session.execute(
-            update(JobApplication)
-            .where(JobApplication.job_id == job.id, JobApplication.status == A.PENDING)
-            .values(status=waiting_status, decided_at=now, updated_at=now)
-            .execution_options(synchronize_session=False)
+        await states.move_all(
+            session,
+            JobApplication,
+            APPLICATION_MOVES,
+            waiting_status,
+            JobApplication.job_id == job.id,
+            JobApplication.status == ApplicationStatus.PENDING,  # the ranked ones; none was waitlisted yet
+            decided_at=now,
+            updated_at=now,
         )
     slots = [new_slot_row(job, ranked[i].id, ranked[i].worker_agent_id, now) for i in sorted(admitted)]
     if slots:
@@ -174,7 +180,7 @@ async def close_admission(session: AsyncSession, job: Job, actor: Actor | None =
         {
             "applicants": len(ranked),
             "admitted": len(slots),
-            "waitlisted": len(ranked) - len(slots) if waiting_status == A.WAITLISTED else 0,
+            "waitlisted": len(ranked) - len(slots) if waiting_status == ApplicationStatus.WAITLISTED else 0,
             "lapsedInvitations": len(lapsed),
         },
     )
@@ -196,7 +202,7 @@ async def close_admission(session: AsyncSession, job: Job, actor: Actor | None =
         )
     others = [ranked[i].worker_agent_id for i in range(len(ranked)) if i not in admitted]
     if others:
-        waiting = waiting_status == A.WAITLISTED
+        waiting = waiting_status == ApplicationStatus.WAITLISTED
         await notifications.notify(
             session,
             others,
@@ -227,7 +233,7 @@ async def close_admission(session: AsyncSession, job: Job, actor: Actor | None =
     return job
 
 
-async def run_now(session: AsyncSession, actor: Actor, job_id: str) -> s.JobView:
+async def run_now(session: AsyncSession, actor: Actor, job_id: str) -> job_schemas.JobView:
     """The requester closes admission early (POST admission/run)."""
     return view(
         await close_admission(session, await requester_job(session, actor, job_id, for_update=True), actor)
@@ -242,20 +248,23 @@ async def reoffer(session: AsyncSession, job: Job) -> int:
         candidate = (
             await session.execute(
                 select(JobApplication.id, JobApplication.worker_agent_id)
-                .where(JobApplication.job_id == job.id, JobApplication.status == A.WAITLISTED)
+                .where(JobApplication.job_id == job.id, JobApplication.status == ApplicationStatus.WAITLISTED)
                 .order_by(*RANKING)
                 .limit(1)
             )
         ).one_or_none()
         if candidate is None or not await hold_places(session, job.id):
             break
-        moved = await session.execute(
-            update(JobApplication)
-            .where(JobApplication.id == candidate.id, JobApplication.status == A.WAITLISTED)
-            .values(status=A.ADMITTED, decided_at=now, updated_at=now)
-            .execution_options(synchronize_session=False)
+        moved = await states.try_move(
+            session,
+            JobApplication,
+            APPLICATION_MOVES,
+            candidate.id,
+            ApplicationStatus.ADMITTED,
+            decided_at=now,
+            updated_at=now,
         )
-        if not moved.rowcount:  # type: ignore[attr-defined]
+        if moved is None:
             await release_places(session, job.id)
             continue
         slot = new_slot_row(job, candidate.id, candidate.worker_agent_id, now)
@@ -290,29 +299,31 @@ async def end_slot(
     against a worker acting at the last moment). Returns False when the slot had already moved."""
     now = clock.now()
     await lock(session, slot.job_id)
-    cond = [ParticipationSlot.id == slot.id, ParticipationSlot.status.in_(SLOT_MOVES[target])]
-    if deadline_column:
-        cond.append(getattr(ParticipationSlot, deadline_column) < now)
-    moved = await session.execute(
-        update(ParticipationSlot)
-        .where(*cond)
-        .values(status=target, ended_at=now, end_reason=reason, updated_at=now)
-        .execution_options(synchronize_session=False)
+    guards = [getattr(ParticipationSlot, deadline_column) < now] if deadline_column else []
+    moved = await states.try_move(
+        session,
+        ParticipationSlot,
+        SLOT_MOVES,
+        slot.id,
+        target,
+        *guards,
+        ended_at=now,
+        end_reason=reason,
+        updated_at=now,
     )
-    if not moved.rowcount:  # type: ignore[attr-defined]
+    if moved is None:
         return False
-    await session.refresh(slot)
     await release_places(session, slot.job_id)
     job = await session.get(Job, slot.job_id, populate_existing=True)
     assert job is not None
-    kind = "slot_expired" if target == S.EXPIRED else "slot_withdrawn"
+    kind = "slot_expired" if target == SlotStatus.EXPIRED else "slot_withdrawn"
     await events.record(
         session,
         job.id,
         kind,
         actor or SYSTEM,
         {"slotId": slot.id, "reason": reason},
-        notify=[slot.worker_agent_id] if target == S.EXPIRED else (),
+        notify=[slot.worker_agent_id] if target == SlotStatus.EXPIRED else (),
         title=f"Your slot expired: {job.title}",
     )
     if job.status == JobStatus.IN_PROGRESS:
@@ -339,7 +350,7 @@ async def settle(session: AsyncSession, job: Job, *, deadline_passed: bool = Fal
         await session.execute(
             select(func.count())
             .select_from(JobApplication)
-            .where(JobApplication.job_id == job.id, JobApplication.status == A.WAITLISTED)
+            .where(JobApplication.job_id == job.id, JobApplication.status == ApplicationStatus.WAITLISTED)
         )
     ).scalar_one()
     if (
@@ -350,17 +361,20 @@ async def settle(session: AsyncSession, job: Job, *, deadline_passed: bool = Fal
     ):
         return job
     if waiting:
-        await session.execute(
-            update(JobApplication)
-            .where(JobApplication.job_id == job.id, JobApplication.status == A.WAITLISTED)
-            .values(status=A.NOT_ADMITTED, updated_at=now)
-            .execution_options(synchronize_session=False)
+        await states.move_all(
+            session,
+            JobApplication,
+            APPLICATION_MOVES,
+            ApplicationStatus.NOT_ADMITTED,
+            JobApplication.job_id == job.id,
+            JobApplication.status == ApplicationStatus.WAITLISTED,  # pending ones were decided at admission
+            updated_at=now,
         )
     submitted = (
         await session.execute(
             select(func.count())
             .select_from(ParticipationSlot)
-            .where(ParticipationSlot.job_id == job.id, ParticipationSlot.status == S.SUBMITTED)
+            .where(ParticipationSlot.job_id == job.id, ParticipationSlot.status == SlotStatus.SUBMITTED)
         )
     ).scalar_one()
     if submitted:

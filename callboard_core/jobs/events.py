@@ -11,7 +11,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from callboard_core import clock
 from callboard_core.agent_notifications import service as notifications
-from callboard_core.jobs import schemas as s
+from callboard_core.jobs import schemas as job_schemas
 from callboard_core.jobs.actors import Actor
 from callboard_core.jobs.models import JobEvent
 
@@ -52,16 +52,16 @@ async def record(
         )
 
 
-async def list_for(session: AsyncSession, job_id: str) -> s.EventList:
+async def list_for(session: AsyncSession, job_id: str) -> job_schemas.EventList:
     rows = (
         await session.scalars(
             select(JobEvent).where(JobEvent.job_id == job_id).order_by(JobEvent.seq, JobEvent.id)
         )
     ).all()
-    return s.EventList(
+    return job_schemas.EventList(
         job_id=job_id,
         events=[
-            s.EventView(
+            job_schemas.EventView(
                 id=e.id,
                 kind=e.kind,
                 actor_type=e.actor_type,

@@ -3,29 +3,30 @@ while pending); a Direct Hire is a job published with exactly one such invitatio
 
 from __future__ import annotations
 
+from typing import Any
+
 from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from callboard_core import clock
+from callboard_core.agents import reputation
 from callboard_core.agents.models import Agent
 from callboard_core.db.uow import add_or_conflict
 from callboard_core.errors import Conflict, NotFound, ValidationFailed
 from callboard_core.ids import new_id
-from callboard_core.jobs import admission, events
-from callboard_core.jobs import schemas as s
+from callboard_core.jobs import admission, events, states
+from callboard_core.jobs import schemas as job_schemas
 from callboard_core.jobs.actors import SYSTEM, Actor, acting_agent, require_can_work, worker_row
 from callboard_core.jobs.models import Job, JobApplication, JobInvitation, ParticipationSlot
-from callboard_core.jobs.participation import _capability_standing, release_application_place
-from callboard_core.jobs.service import lock, move, preview, requester_job
+from callboard_core.jobs.participation import release_application_place
+from callboard_core.jobs.service import lock, move, preview, requester_job, view
 from callboard_core.jobs.states import (
+    APPLICATION_MOVES,
     INVITATION_MOVES,
-    OPEN_APPLICATIONS,
     ApplicationStatus,
     InvitationStatus,
     JobStatus,
 )
-
-I = InvitationStatus  # noqa: E741
 
 
 def invitation_view(
@@ -34,8 +35,8 @@ def invitation_view(
     *,
     application_id: str | None = None,
     slot_id: str | None = None,
-) -> s.InvitationView:
-    return s.InvitationView(
+) -> job_schemas.InvitationView:
+    return job_schemas.InvitationView(
         id=inv.id,
         job_id=inv.job_id,
         worker_agent_id=inv.worker_agent_id,
@@ -53,8 +54,8 @@ def invitation_view(
 
 
 async def invite(
-    session: AsyncSession, actor: Actor, job_id: str, body: s.InvitationCreate
-) -> s.InvitationView:
+    session: AsyncSession, actor: Actor, job_id: str, body: job_schemas.InvitationCreate
+) -> job_schemas.InvitationView:
     job = await requester_job(session, actor, job_id, for_update=True)
     if job.status != JobStatus.ADMISSION_OPEN or job.direct_hire_worker_agent_id:
         raise Conflict(
@@ -110,7 +111,7 @@ async def invite(
     return invitation_view(invitation)
 
 
-async def list_for_job(session: AsyncSession, actor: Actor, job_id: str) -> s.InvitationList:
+async def list_for_job(session: AsyncSession, actor: Actor, job_id: str) -> job_schemas.InvitationList:
     job = await requester_job(session, actor, job_id)
     rows = (
         await session.scalars(
@@ -119,12 +120,12 @@ async def list_for_job(session: AsyncSession, actor: Actor, job_id: str) -> s.In
             .order_by(JobInvitation.created_at, JobInvitation.id)
         )
     ).all()
-    return s.InvitationList(invitations=[invitation_view(i) for i in rows])
+    return job_schemas.InvitationList(invitations=[invitation_view(i) for i in rows])
 
 
 async def mine(
     session: AsyncSession, actor: Actor, agent_id: str | None = None, *, pending_only: bool = True
-) -> s.InvitationList:
+) -> job_schemas.InvitationList:
     worker = await acting_agent(session, actor, agent_id)
     stmt = (
         select(JobInvitation, Job)
@@ -132,29 +133,33 @@ async def mine(
         .where(JobInvitation.worker_agent_id == worker.id)
     )
     if pending_only:
-        stmt = stmt.where(JobInvitation.status == I.PENDING, JobInvitation.expires_at > clock.now())
+        stmt = stmt.where(
+            JobInvitation.status == InvitationStatus.PENDING, JobInvitation.expires_at > clock.now()
+        )
     rows = (await session.execute(stmt.order_by(JobInvitation.created_at.desc()).limit(200))).all()
-    return s.InvitationList(invitations=[invitation_view(i, j) for i, j in rows])
+    return job_schemas.InvitationList(invitations=[invitation_view(i, j) for i, j in rows])
 
 
 async def _settle_invitation(
-    session: AsyncSession, inv: JobInvitation, target: InvitationStatus, **values: object
+    session: AsyncSession, inv: JobInvitation, target: InvitationStatus, **values: Any
 ) -> None:
     now = clock.now()
-    moved = await session.execute(
-        update(JobInvitation)
-        .where(JobInvitation.id == inv.id, JobInvitation.status.in_(INVITATION_MOVES[target]))
-        .values(status=target, responded_at=now, updated_at=now, **values)
-        .execution_options(synchronize_session=False)
+    await states.move(
+        session,
+        JobInvitation,
+        INVITATION_MOVES,
+        inv.id,
+        target,
+        what="invitation",
+        responded_at=now,
+        updated_at=now,
+        **values,
     )
-    await session.refresh(inv)
-    if not moved.rowcount:  # type: ignore[attr-defined]
-        raise Conflict(f"This invitation is {inv.status}.", code="invalid_state", current_state=inv.status)
 
 
 async def respond(
-    session: AsyncSession, actor: Actor, invitation_id: str, body: s.InvitationRespond
-) -> s.InvitationView:
+    session: AsyncSession, actor: Actor, invitation_id: str, body: job_schemas.InvitationRespond
+) -> job_schemas.InvitationView:
     """Accept: an ADMITTED application and a GRANTED slot (a Direct Hire's job starts). Decline: terminal,
     with a structured reason; the held place is released (a declined Direct Hire is cancelled)."""
     inv, worker = await worker_row(
@@ -163,7 +168,7 @@ async def respond(
     job = await lock(session, inv.job_id)
     await session.refresh(inv)
     now = clock.now()
-    if inv.status == I.PENDING and inv.expires_at <= now:
+    if inv.status == InvitationStatus.PENDING and inv.expires_at <= now:
         raise Conflict("This invitation has expired.", code="invitation_expired", current_state=inv.status)
     if body.decision == "DECLINE":
         if body.reason_code is None:
@@ -181,7 +186,7 @@ async def respond(
         await _settle_invitation(
             session,
             inv,
-            I.DECLINED,
+            InvitationStatus.DECLINED,
             decline_reason_code=body.reason_code,
             decline_reason_text=body.reason_text,
         )
@@ -205,7 +210,7 @@ async def respond(
         raise Conflict(
             "This job no longer takes participants.", code="invalid_state", current_state=job.status
         )
-    await _settle_invitation(session, inv, I.ACCEPTED)
+    await _settle_invitation(session, inv, InvitationStatus.ACCEPTED)
     application = (
         await session.scalars(
             select(JobApplication).where(
@@ -216,26 +221,37 @@ async def respond(
     if application is not None and application.status == ApplicationStatus.PENDING:
         await release_application_place(session, application)
     if application is None:
-        rookie, reputation = await _capability_standing(session, worker.id, job.capability_tag_id)
+        standing = await reputation.capability_standing(session, worker.id, job.capability_tag_id)
         application = JobApplication(
             id=new_id("app"),
             job_id=job.id,
             worker_agent_id=worker.id,
-            rookie=rookie,
-            new_worker=worker.total_tasks == 0,
-            capability_reputation=reputation,
+            status=ApplicationStatus.ADMITTED,
+            rookie=standing.rookie,
+            new_worker=reputation.is_new_worker(worker),
+            capability_reputation=standing.reputation,
+            via_invitation_id=inv.id,
+            decided_at=now,
         )
         session.add(application)
-    elif application.status not in OPEN_APPLICATIONS:
+        await session.flush()
+    elif application.status not in APPLICATION_MOVES[ApplicationStatus.ADMITTED]:
         raise Conflict(
             f"This agent's application is {application.status}.",
             code="invalid_state",
             current_state=application.status,
         )
-    application.status = ApplicationStatus.ADMITTED
-    application.via_invitation_id = inv.id
-    application.decided_at = now
-    await session.flush()
+    else:
+        application = await states.move(
+            session,
+            JobApplication,
+            APPLICATION_MOVES,
+            application.id,
+            ApplicationStatus.ADMITTED,
+            what="application",
+            via_invitation_id=inv.id,
+            decided_at=now,
+        )
     # The invitation's held place becomes the slot's.
     slot = ParticipationSlot(**admission.new_slot_row(job, application.id, worker.id, now))
     session.add(slot)
@@ -254,7 +270,7 @@ async def respond(
     return invitation_view(inv, application_id=application.id, slot_id=slot.id)
 
 
-async def withdraw(session: AsyncSession, actor: Actor, invitation_id: str) -> s.InvitationView:
+async def withdraw(session: AsyncSession, actor: Actor, invitation_id: str) -> job_schemas.InvitationView:
     inv = await session.get(JobInvitation, invitation_id)
     if inv is None:
         raise NotFound("No such invitation.", code="invitation_not_found")
@@ -268,7 +284,7 @@ async def withdraw(session: AsyncSession, actor: Actor, invitation_id: str) -> s
             code="use_cancel_direct_hire",
             current_state=job.status,
         )
-    await _settle_invitation(session, inv, I.WITHDRAWN)
+    await _settle_invitation(session, inv, InvitationStatus.WITHDRAWN)
     await admission.release_places(session, job.id)
     await events.record(
         session,
@@ -282,19 +298,19 @@ async def withdraw(session: AsyncSession, actor: Actor, invitation_id: str) -> s
     return invitation_view(inv)
 
 
-async def cancel_direct_hire(session: AsyncSession, actor: Actor, job_id: str) -> s.JobView:
-    from callboard_core.jobs.service import view
-
+async def cancel_direct_hire(session: AsyncSession, actor: Actor, job_id: str) -> job_schemas.JobView:
     job = await requester_job(session, actor, job_id, for_update=True)
     now = clock.now()
     job = await move(session, job, "cancel_direct_hire", JobStatus.CANCELLED, closed_at=now)
     pending = (
         await session.scalars(
-            select(JobInvitation).where(JobInvitation.job_id == job.id, JobInvitation.status == I.PENDING)
+            select(JobInvitation).where(
+                JobInvitation.job_id == job.id, JobInvitation.status == InvitationStatus.PENDING
+            )
         )
     ).all()
     for inv in pending:
-        await _settle_invitation(session, inv, I.WITHDRAWN)
+        await _settle_invitation(session, inv, InvitationStatus.WITHDRAWN)
     await session.execute(
         update(Job)
         .where(Job.id == job.id)
@@ -322,9 +338,9 @@ async def expire(session: AsyncSession, invitation_id: str) -> bool:
         return False
     job = await lock(session, inv.job_id)
     await session.refresh(inv)
-    if inv.status != I.PENDING or inv.expires_at > clock.now():
+    if inv.status != InvitationStatus.PENDING or inv.expires_at > clock.now():
         return False
-    await _settle_invitation(session, inv, I.EXPIRED)
+    await _settle_invitation(session, inv, InvitationStatus.EXPIRED)
     await admission.release_places(session, job.id)
     await session.refresh(job)
     await events.record(

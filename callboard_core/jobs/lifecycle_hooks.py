@@ -9,7 +9,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from callboard_core.agents import lifecycle
 from callboard_core.agents.schemas import LifecycleBlocker
 from callboard_core.jobs.models import Job, JobApplication, JobInvitation, ParticipationSlot
-from callboard_core.jobs.states import ACTIVE_JOBS, LIVE_SLOTS, OPEN_APPLICATIONS, InvitationStatus
+from callboard_core.jobs.states import ACTIVE_JOBS, LIVE_SLOTS, OPEN_APPLICATIONS, InvitationStatus, JobStatus
 
 
 async def job_blockers(session: AsyncSession, agent_id: str) -> list[LifecycleBlocker]:
@@ -92,7 +92,8 @@ async def job_history(session: AsyncSession, agent_id: str) -> bool:
         await session.scalars(
             select(Job.id)
             .where(
-                Job.requester_agent_id == agent_id, or_(Job.status != "DRAFT", Job.published_at.is_not(None))
+                Job.requester_agent_id == agent_id,
+                or_(Job.status != JobStatus.DRAFT, Job.published_at.is_not(None)),
             )
             .limit(1)
         )
@@ -100,6 +101,15 @@ async def job_history(session: AsyncSession, agent_id: str) -> bool:
     return requested is not None
 
 
+_registered = False
+
+
 def register() -> None:
+    """Plug the job lifecycle into the agent lifecycle. Called by `Core.build`; idempotent, so building
+    several Cores in one process never registers (and so reports) a blocker twice."""
+    global _registered
+    if _registered:
+        return
     lifecycle.register_blocker_provider(job_blockers)
     lifecycle.register_history_provider(job_history)
+    _registered = True

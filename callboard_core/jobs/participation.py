@@ -3,24 +3,24 @@
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any
 
 from sqlalchemy import or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from callboard_core import clock
-from callboard_core.agents.models import Agent, AgentCapability
+from callboard_core.agents import reputation
+from callboard_core.agents.models import Agent
 from callboard_core.blobs import BlobStore
 from callboard_core.config import Settings
 from callboard_core.db.uow import add_or_conflict
 from callboard_core.errors import Conflict, Forbidden, NotFound, ValidationFailed
 from callboard_core.files import service as files
-from callboard_core.files.models import FileKind, FileStatus
+from callboard_core.files.models import FileKind
 from callboard_core.files.schemas import FileView, UploadRequest, UploadTicket
 from callboard_core.job_types import service as job_types
-from callboard_core.jobs import admission, events
-from callboard_core.jobs import schemas as s
-from callboard_core.jobs.actors import Actor, acting_agent, require_can_work, worker_row
+from callboard_core.jobs import admission, events, review, states
+from callboard_core.jobs import schemas as job_schemas
+from callboard_core.jobs.actors import SYSTEM, Actor, acting_agent, require_can_work, worker_row
 from callboard_core.jobs.models import (
     Job,
     JobApplication,
@@ -30,17 +30,22 @@ from callboard_core.jobs.models import (
     Submission,
     SubmissionFile,
 )
-from callboard_core.jobs.service import get, is_requester, lock, preview, view
-from callboard_core.jobs.states import APPLICATION_MOVES, ApplicationStatus, JobStatus, SlotStatus
-
-A, S = ApplicationStatus, SlotStatus
-
+from callboard_core.jobs.service import get, input_file_list, is_requester, lock, preview, view
+from callboard_core.jobs.states import (
+    APPLICATION_MOVES,
+    ENDED_SLOTS,
+    SLOT_MOVES,
+    ApplicationStatus,
+    JobStatus,
+    SlotStatus,
+    SubmissionStatus,
+)
 
 # --- views ---------------------------------------------------------------------------------------
 
 
-def application_view(app: JobApplication, slot_id: str | None = None) -> s.ApplicationView:
-    return s.ApplicationView(
+def application_view(app: JobApplication, slot_id: str | None = None) -> job_schemas.ApplicationView:
+    return job_schemas.ApplicationView(
         id=app.id,
         job_id=app.job_id,
         worker_agent_id=app.worker_agent_id,
@@ -54,17 +59,17 @@ def application_view(app: JobApplication, slot_id: str | None = None) -> s.Appli
     )
 
 
-def next_action_for(slot: ParticipationSlot) -> s.NextAction | None:
+def next_action_for(slot: ParticipationSlot) -> job_schemas.NextAction | None:
     base = f"/api/v2/participation-slots/{slot.id}"
-    if slot.status == S.GRANTED:
-        return s.NextAction(
+    if slot.status == SlotStatus.GRANTED:
+        return job_schemas.NextAction(
             method="POST",
             path=f"{base}/acknowledge",
             description=f"Acknowledge before {slot.acknowledge_by.isoformat()} to unlock the brief.",
         )
-    if slot.status == S.ACKNOWLEDGED:
+    if slot.status == SlotStatus.ACKNOWLEDGED:
         deadline = slot.work_deadline_at.isoformat() if slot.work_deadline_at else "the work deadline"
-        return s.NextAction(
+        return job_schemas.NextAction(
             method="POST",
             path=f"{base}/submit",
             description=f"Submit your artifact before {deadline} (upload files first with "
@@ -76,8 +81,8 @@ def next_action_for(slot: ParticipationSlot) -> s.NextAction | None:
 
 def slot_view(
     slot: ParticipationSlot, *, submission_id: str | None = None, job_title: str | None = None
-) -> s.SlotView:
-    return s.SlotView(
+) -> job_schemas.SlotView:
+    return job_schemas.SlotView(
         id=slot.id,
         job_id=slot.job_id,
         application_id=slot.application_id,
@@ -96,8 +101,8 @@ def slot_view(
     )
 
 
-def submission_view(sub: Submission, job_status: str | None = None) -> s.SubmissionView:
-    return s.SubmissionView(
+def submission_view(sub: Submission, job_status: str | None = None) -> job_schemas.SubmissionView:
+    return job_schemas.SubmissionView(
         id=sub.id,
         job_id=sub.job_id,
         slot_id=sub.slot_id,
@@ -131,19 +136,9 @@ async def _title(session: AsyncSession, job_id: str) -> str | None:
 # --- applications --------------------------------------------------------------------------------
 
 
-async def _capability_standing(
-    session: AsyncSession, agent_id: str, tag_id: str | None
-) -> tuple[bool, float]:
-    """(rookie, reputation) of a worker for a job's capability tag. Untagged jobs have no rookies."""
-    if tag_id is None:
-        return False, 0.0
-    link = await session.get(AgentCapability, (agent_id, tag_id))
-    return (link is None), (link.reputation if link else 0.0)
-
-
 async def apply(
     session: AsyncSession, actor: Actor, job_id: str, worker_agent_id: str | None = None
-) -> s.ApplicationView:
+) -> job_schemas.ApplicationView:
     """Apply to an open job: one application per worker and job, within applicationCap (new-worker places
     held back for workers with no completed job), never to a job of the worker's own owner."""
     worker = await acting_agent(session, actor, worker_agent_id)
@@ -175,8 +170,8 @@ async def apply(
         )
     if job.status != JobStatus.ADMISSION_OPEN:
         raise Conflict("Admission to this job is closed.", code="admission_closed", current_state=job.status)
-    rookie, reputation = await _capability_standing(session, worker.id, job.capability_tag_id)
-    new_worker = worker.total_tasks == 0
+    standing = await reputation.capability_standing(session, worker.id, job.capability_tag_id)
+    new_worker = reputation.is_new_worker(worker)
     cond = [
         Job.id == job.id,
         Job.status == JobStatus.ADMISSION_OPEN,
@@ -211,9 +206,9 @@ async def apply(
     application = JobApplication(
         job_id=job.id,
         worker_agent_id=worker.id,
-        rookie=rookie,
+        rookie=standing.rookie,
         new_worker=new_worker,
-        capability_reputation=reputation,
+        capability_reputation=standing.reputation,
     )
     await add_or_conflict(
         session, application, Conflict("This agent has already applied to this job.", code="already_applied")
@@ -223,7 +218,7 @@ async def apply(
         job.id,
         "application_received",
         actor,
-        {"applicationId": application.id, "workerAgentId": worker.id, "rookie": rookie},
+        {"applicationId": application.id, "workerAgentId": worker.id, "rookie": standing.rookie},
     )
     return application_view(application)
 
@@ -242,53 +237,57 @@ async def release_application_place(session: AsyncSession, app: JobApplication) 
     )
 
 
-async def withdraw_application(session: AsyncSession, actor: Actor, application_id: str) -> s.ApplicationView:
+async def withdraw_application(
+    session: AsyncSession, actor: Actor, application_id: str
+) -> job_schemas.ApplicationView:
     app, _ = await worker_row(
         session, actor, JobApplication, application_id, what="application", code="application_not_found"
     )
     await lock(session, app.job_id)
     await session.refresh(app)
     now = clock.now()
-    if app.status == A.ADMITTED:
+    if app.status == ApplicationStatus.ADMITTED:
         slot = (
             await session.scalars(select(ParticipationSlot).where(ParticipationSlot.application_id == app.id))
         ).one_or_none()
-        if slot is not None and slot.status == S.SUBMITTED:
+        if slot is not None and slot.status == SlotStatus.SUBMITTED:
             raise Conflict(
                 "This application's work is already submitted; it can no longer be withdrawn.",
                 code="already_submitted",
                 current_state=app.status,
             )
-    moved = await session.execute(
-        update(JobApplication)
-        .where(JobApplication.id == app.id, JobApplication.status.in_(APPLICATION_MOVES[A.WITHDRAWN]))
-        .values(status=A.WITHDRAWN, withdrawn_at=now, updated_at=now)
-        .execution_options(synchronize_session=False)
+    previous = app.status
+    moved = await states.try_move(
+        session,
+        JobApplication,
+        APPLICATION_MOVES,
+        app.id,
+        ApplicationStatus.WITHDRAWN,
+        withdrawn_at=now,
+        updated_at=now,
     )
-    if not moved.rowcount:  # type: ignore[attr-defined]
+    if moved is None:
         await session.refresh(app)
         raise Conflict(
             f"This application is {app.status}; it cannot be withdrawn.",
             code="invalid_state",
             current_state=app.status,
         )
-    previous = app.status
-    await session.refresh(app)
-    if previous == A.PENDING:
+    if previous == ApplicationStatus.PENDING:
         await release_application_place(session, app)
     await events.record(session, app.job_id, "application_withdrawn", actor, {"applicationId": app.id})
-    if previous == A.ADMITTED:
+    if previous == ApplicationStatus.ADMITTED:
         slot = (
             await session.scalars(select(ParticipationSlot).where(ParticipationSlot.application_id == app.id))
         ).one_or_none()
         if slot is not None:
-            await admission.end_slot(session, slot, S.WITHDRAWN, "application_withdrawn", actor)
+            await admission.end_slot(session, slot, SlotStatus.WITHDRAWN, "application_withdrawn", actor)
     return application_view(app)
 
 
 async def my_applications(
     session: AsyncSession, actor: Actor, agent_id: str | None = None
-) -> s.ApplicationList:
+) -> job_schemas.ApplicationList:
     worker = await acting_agent(session, actor, agent_id)
     rows = (
         await session.execute(
@@ -299,10 +298,10 @@ async def my_applications(
             .limit(200)
         )
     ).all()
-    return s.ApplicationList(applications=[application_view(app, slot_id) for app, slot_id in rows])
+    return job_schemas.ApplicationList(applications=[application_view(app, slot_id) for app, slot_id in rows])
 
 
-async def my_slots(session: AsyncSession, actor: Actor, agent_id: str | None = None) -> s.SlotList:
+async def my_slots(session: AsyncSession, actor: Actor, agent_id: str | None = None) -> job_schemas.SlotList:
     worker = await acting_agent(session, actor, agent_id)
     rows = (
         await session.execute(
@@ -314,12 +313,12 @@ async def my_slots(session: AsyncSession, actor: Actor, agent_id: str | None = N
             .limit(200)
         )
     ).all()
-    return s.SlotList(
+    return job_schemas.SlotList(
         slots=[slot_view(slot, submission_id=sub_id, job_title=title) for slot, title, sub_id in rows]
     )
 
 
-async def get_slot(session: AsyncSession, actor: Actor, slot_id: str) -> s.SlotView:
+async def get_slot(session: AsyncSession, actor: Actor, slot_id: str) -> job_schemas.SlotView:
     slot, _ = await worker_slot(session, actor, slot_id)
     return slot_view(
         slot,
@@ -331,12 +330,12 @@ async def get_slot(session: AsyncSession, actor: Actor, slot_id: str) -> s.SlotV
 # --- the job as a worker sees it -----------------------------------------------------------------
 
 
-async def worker_job_view(session: AsyncSession, actor: Actor, job_id: str) -> s.WorkerJobView:
+async def worker_job_view(session: AsyncSession, actor: Actor, job_id: str) -> job_schemas.WorkerJobView:
     """The preview for any open job; the whole job (brief included) once the caller acknowledged a slot.
     The requester sees its whole job. Anything else is a 404."""
     job = await get(session, job_id)
     if is_requester(actor, job):
-        return s.WorkerJobView(
+        return job_schemas.WorkerJobView(
             job=view(job), brief_unlocked=True, clarifications=await _clarifications(session, job.id)
         )
     agent_id = actor.agent_id
@@ -375,11 +374,12 @@ async def worker_job_view(session: AsyncSession, actor: Actor, job_id: str) -> s
     )
     if not (discoverable or application or slot or invited):
         raise NotFound("No such job.", code="job_not_found")
-    unlocked = slot is not None and slot.status in (S.ACKNOWLEDGED, S.SUBMITTED)
-    rookie = False
-    if agent_id is not None and job.capability_tag_id is not None:
-        rookie = (await session.get(AgentCapability, (agent_id, job.capability_tag_id))) is None
-    return s.WorkerJobView(
+    unlocked = slot is not None and slot.status in (SlotStatus.ACKNOWLEDGED, SlotStatus.SUBMITTED)
+    rookie = (
+        agent_id is not None
+        and (await reputation.capability_standing(session, agent_id, job.capability_tag_id)).rookie
+    )
+    return job_schemas.WorkerJobView(
         job=view(job) if unlocked else preview(job, rookie=rookie),
         brief_unlocked=unlocked,
         my_application=application_view(application, slot.id if slot else None) if application else None,
@@ -388,7 +388,7 @@ async def worker_job_view(session: AsyncSession, actor: Actor, job_id: str) -> s
     )
 
 
-async def _clarifications(session: AsyncSession, job_id: str) -> list[s.ClarificationView]:
+async def _clarifications(session: AsyncSession, job_id: str) -> list[job_schemas.ClarificationView]:
     rows = (
         await session.scalars(
             select(JobClarification)
@@ -396,39 +396,43 @@ async def _clarifications(session: AsyncSession, job_id: str) -> list[s.Clarific
             .order_by(JobClarification.created_at, JobClarification.id)
         )
     ).all()
-    return [s.ClarificationView(id=c.id, job_id=c.job_id, body=c.body, created_at=c.created_at) for c in rows]
+    return [
+        job_schemas.ClarificationView(id=c.id, job_id=c.job_id, body=c.body, created_at=c.created_at)
+        for c in rows
+    ]
 
 
 # --- acknowledge, files, submit, withdraw --------------------------------------------------------
 
 
-async def acknowledge(session: AsyncSession, actor: Actor, slot_id: str) -> s.SlotView:
+async def acknowledge(session: AsyncSession, actor: Actor, slot_id: str) -> job_schemas.SlotView:
     """GRANTED to ACKNOWLEDGED before the acknowledgement deadline; starts the work clock: the work deadline is
     the earlier of now + fairWorkDurationMs and the job's latest submission deadline."""
     slot, _ = await worker_slot(session, actor, slot_id)
     job = await get(session, slot.job_id)
     now = clock.now()
     deadline = min(now + timedelta(milliseconds=job.fair_work_duration_ms), job.latest_submission_deadline_at)
-    moved = await session.execute(
-        update(ParticipationSlot)
-        .where(
-            ParticipationSlot.id == slot.id,
-            ParticipationSlot.status == S.GRANTED,
-            ParticipationSlot.acknowledge_by >= now,
-        )
-        .values(status=S.ACKNOWLEDGED, acknowledged_at=now, work_deadline_at=deadline, updated_at=now)
-        .execution_options(synchronize_session=False)
+    moved = await states.try_move(
+        session,
+        ParticipationSlot,
+        SLOT_MOVES,
+        slot.id,
+        SlotStatus.ACKNOWLEDGED,
+        ParticipationSlot.acknowledge_by >= now,
+        acknowledged_at=now,
+        work_deadline_at=deadline,
+        updated_at=now,
     )
-    await session.refresh(slot)
-    if not moved.rowcount:  # type: ignore[attr-defined]
-        if slot.status == S.GRANTED:
+    if moved is None:
+        await session.refresh(slot)
+        if slot.status in SLOT_MOVES[SlotStatus.ACKNOWLEDGED]:  # still could move: the deadline said no
             raise Conflict(
                 "The acknowledgement deadline has passed; the slot is expiring.",
                 code="acknowledgement_deadline_passed",
                 current_state=slot.status,
                 acknowledge_by=slot.acknowledge_by.isoformat(),
             )
-        if slot.status == S.ACKNOWLEDGED:
+        if slot.status == SlotStatus.ACKNOWLEDGED:
             return slot_view(slot, job_title=job.title)  # a retried acknowledgement changes nothing
         raise Conflict(f"This slot is {slot.status}.", code="invalid_state", current_state=slot.status)
     await events.record(
@@ -442,7 +446,7 @@ async def acknowledge(session: AsyncSession, actor: Actor, slot_id: str) -> s.Sl
 
 
 def _unlocked(slot: ParticipationSlot) -> None:
-    if slot.status not in (S.ACKNOWLEDGED, S.SUBMITTED):
+    if slot.status not in (SlotStatus.ACKNOWLEDGED, SlotStatus.SUBMITTED):
         raise Conflict(
             "Acknowledge the slot first: the brief and input files unlock on acknowledgement.",
             code="slot_not_acknowledged",
@@ -452,30 +456,10 @@ def _unlocked(slot: ParticipationSlot) -> None:
 
 async def slot_input_files(
     session: AsyncSession, blobs: BlobStore, actor: Actor, slot_id: str
-) -> s.InputFileList:
+) -> job_schemas.InputFileList:
     slot, _ = await worker_slot(session, actor, slot_id)
     _unlocked(slot)
     return input_file_list(blobs, await files.list_for_job(session, slot.job_id))
-
-
-def input_file_list(blobs: BlobStore, rows: list[Any]) -> s.InputFileList:
-    out = []
-    for f in rows:
-        link = files.download(blobs, f) if f.status == FileStatus.VERIFIED else None
-        out.append(
-            s.InputFileView(
-                id=f.id,
-                filename=f.filename,
-                mime_type=f.mime_type,
-                size_bytes=f.size_bytes,
-                sha256=f.sha256,
-                status=f.status,
-                download_url=link.download_url if link else None,
-                download_expires_at=link.download_expires_at if link else None,
-                created_at=f.created_at,
-            )
-        )
-    return s.InputFileList(files=out)
 
 
 async def request_upload(
@@ -487,7 +471,7 @@ async def request_upload(
     body: UploadRequest,
 ) -> UploadTicket:
     slot, agent = await worker_slot(session, actor, slot_id)
-    if slot.status != S.ACKNOWLEDGED:
+    if slot.status != SlotStatus.ACKNOWLEDGED:
         raise Conflict(
             "Uploads are for an acknowledged slot that has not submitted yet.",
             code="invalid_state",
@@ -541,11 +525,11 @@ async def upload_inline(
 
 
 async def hash_submission_files(
-    session: AsyncSession, blobs: BlobStore, actor: Actor, slot_id: str, body: s.SubmitBody
+    session: AsyncSession, blobs: BlobStore, actor: Actor, slot_id: str, body: job_schemas.SubmitBody
 ) -> files.Hashed:
     """submit's slow part, run before its write transaction: re-hash the slot's uploads the body names."""
     slot, _ = await worker_slot(session, actor, slot_id)
-    if slot.status != S.ACKNOWLEDGED:
+    if slot.status not in SLOT_MOVES[SlotStatus.SUBMITTED]:
         return files.NOT_HASHED  # submit refuses it without looking at the files
     found = []
     for item in body.files or []:
@@ -561,23 +545,23 @@ async def submit(
     blobs: BlobStore,
     actor: Actor,
     slot_id: str,
-    body: s.SubmitBody,
+    body: job_schemas.SubmitBody,
     hashed: files.Hashed = files.NOT_HASHED,
-) -> s.SubmissionView:
+) -> job_schemas.SubmissionView:
     """Submit the slot's artifact by its work deadline: the payload is validated against the job type, every
     file must be one of this slot's uploads and is re-hashed now (unless `hash_submission_files` matched it
     just before). One submission per slot."""
     slot, _ = await worker_slot(session, actor, slot_id)
     job = await lock(session, slot.job_id)
     await session.refresh(slot)
-    if slot.status == S.SUBMITTED:
+    if slot.status == SlotStatus.SUBMITTED:
         raise Conflict(
             "This slot has already submitted.",
             code="already_submitted",
             current_state=slot.status,
             submission_id=await _submission_id(session, slot.id),
         )
-    if slot.status != S.ACKNOWLEDGED:
+    if slot.status not in SLOT_MOVES[SlotStatus.SUBMITTED]:
         raise Conflict(
             f"This slot is {slot.status}; only an acknowledged slot can submit.",
             code="invalid_state",
@@ -622,19 +606,19 @@ async def submit(
         )
     await files.verify_all(session, blobs, [f for _, f in attached], hashed)
     now = clock.now()
-    moved = await session.execute(
-        update(ParticipationSlot)
-        .where(
-            ParticipationSlot.id == slot.id,
-            ParticipationSlot.status == S.ACKNOWLEDGED,
-            or_(ParticipationSlot.work_deadline_at.is_(None), ParticipationSlot.work_deadline_at >= now),
-        )
-        .values(status=S.SUBMITTED, submitted_at=now, updated_at=now)
-        .execution_options(synchronize_session=False)
+    moved = await states.try_move(
+        session,
+        ParticipationSlot,
+        SLOT_MOVES,
+        slot.id,
+        SlotStatus.SUBMITTED,
+        or_(ParticipationSlot.work_deadline_at.is_(None), ParticipationSlot.work_deadline_at >= now),
+        submitted_at=now,
+        updated_at=now,
     )
-    if not moved.rowcount:  # type: ignore[attr-defined]
+    if moved is None:
         await session.refresh(slot)
-        if slot.status == S.ACKNOWLEDGED:
+        if slot.status in SLOT_MOVES[SlotStatus.SUBMITTED]:  # still could move: the deadline said no
             raise Conflict(
                 "The work deadline has passed.",
                 code="work_deadline_passed",
@@ -666,43 +650,46 @@ async def submit(
         title=f"New submission: {job.title}",
     )
     await session.refresh(job)
-    if job.is_starter:
-        from callboard_core.jobs.starter import auto_award
-
-        await auto_award(session, job, submission)
-    else:
-        await admission.settle(session, job)
+    job = await admission.settle(session, job)
+    if job.is_starter:  # practice: a valid submission wins at once
+        await review.award_submission(session, job, submission, SYSTEM)
     await session.refresh(submission)
     return submission_view(submission, job_status=(await get(session, job.id)).status)
 
 
-async def withdraw_slot(session: AsyncSession, actor: Actor, slot_id: str) -> s.SlotView:
+async def withdraw_slot(session: AsyncSession, actor: Actor, slot_id: str) -> job_schemas.SlotView:
     slot, _ = await worker_slot(session, actor, slot_id)
-    if not await admission.end_slot(session, slot, S.WITHDRAWN, "withdrawn_by_worker", actor):
+    if not await admission.end_slot(session, slot, SlotStatus.WITHDRAWN, "withdrawn_by_worker", actor):
         await session.refresh(slot)
         raise Conflict(
             f"This slot is {slot.status}; it cannot be withdrawn.",
             code="invalid_state",
             current_state=slot.status,
         )
-    await session.execute(
-        update(JobApplication)
-        .where(JobApplication.id == slot.application_id)
-        .values(status=A.WITHDRAWN, withdrawn_at=clock.now())
-        .execution_options(synchronize_session=False)
+    await states.try_move(
+        session,
+        JobApplication,
+        APPLICATION_MOVES,
+        slot.application_id,
+        ApplicationStatus.WITHDRAWN,
+        withdrawn_at=clock.now(),
     )
     await session.refresh(slot)
     return slot_view(slot)
 
 
-async def submission_status(session: AsyncSession, actor: Actor, submission_id: str) -> s.SubmissionView:
+async def submission_status(
+    session: AsyncSession, actor: Actor, submission_id: str
+) -> job_schemas.SubmissionView:
     sub, _ = await worker_row(
         session, actor, Submission, submission_id, what="submission", code="submission_not_found"
     )
     return submission_view(sub, job_status=(await get(session, sub.job_id)).status)
 
 
-async def outcomes(session: AsyncSession, actor: Actor, agent_id: str | None = None) -> s.OutcomeList:
+async def outcomes(
+    session: AsyncSession, actor: Actor, agent_id: str | None = None
+) -> job_schemas.OutcomeList:
     """How each of the worker's slots ended: won, not awarded, no award, expired, withdrawn or pending."""
     worker = await acting_agent(session, actor, agent_id)
     rows = (
@@ -717,19 +704,19 @@ async def outcomes(session: AsyncSession, actor: Actor, agent_id: str | None = N
     ).all()
     out = []
     for slot, job, sub in rows:
-        if sub is not None and sub.status == "AWARDED":
+        if sub is not None and sub.status == SubmissionStatus.AWARDED:
             outcome, decided = "WON", sub.decided_at
-        elif sub is not None and sub.status == "NOT_AWARDED":
+        elif sub is not None and sub.status == SubmissionStatus.NOT_AWARDED:
             outcome, decided = (
                 ("NO_AWARD" if job.status == JobStatus.NO_AWARD else "NOT_AWARDED"),
                 sub.decided_at,
             )
-        elif slot.status in (S.EXPIRED, S.WITHDRAWN):
+        elif slot.status in ENDED_SLOTS:
             outcome, decided = str(slot.status), slot.ended_at
         else:
             outcome, decided = "PENDING", None
         out.append(
-            s.OutcomeView(
+            job_schemas.OutcomeView(
                 job_id=job.id,
                 job_title=job.title,
                 job_status=job.status,
@@ -739,4 +726,4 @@ async def outcomes(session: AsyncSession, actor: Actor, agent_id: str | None = N
                 decided_at=decided,
             )
         )
-    return s.OutcomeList(outcomes=out)
+    return job_schemas.OutcomeList(outcomes=out)

@@ -1,15 +1,16 @@
 """Jobs, requester side after publish: input files, clarifications, review packets, award, no-award, the
-released artifact, and the worker statistics a closed job updates."""
+released artifact. A closed job's completions go to the workers' records (agents/reputation.py)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from callboard_core import clock
-from callboard_core.agents.models import Agent, AgentCapability, CapabilitySource
+from callboard_core.agents import reputation
+from callboard_core.agents.models import Agent
 from callboard_core.blobs import BlobStore
 from callboard_core.config import Settings
 from callboard_core.db.uow import add_or_conflict
@@ -17,8 +18,8 @@ from callboard_core.errors import Conflict, NotFound, ValidationFailed
 from callboard_core.files import service as files
 from callboard_core.files.models import FileKind, StoredFile
 from callboard_core.files.schemas import UploadRequest
-from callboard_core.jobs import events
-from callboard_core.jobs import schemas as s
+from callboard_core.jobs import events, states
+from callboard_core.jobs import schemas as job_schemas
 from callboard_core.jobs.actors import SYSTEM, Actor
 from callboard_core.jobs.models import (
     Award,
@@ -29,20 +30,16 @@ from callboard_core.jobs.models import (
     Submission,
     SubmissionFile,
 )
-from callboard_core.jobs.participation import input_file_list
-from callboard_core.jobs.service import move, requester_job, view
+from callboard_core.jobs.service import input_file_list, move, requester_job, view
 from callboard_core.jobs.states import (
-    LIVE_SLOTS,
-    OPEN_APPLICATIONS,
+    APPLICATION_MOVES,
+    SLOT_MOVES,
+    SUBMISSION_MOVES,
     ApplicationStatus,
     JobStatus,
     SlotStatus,
     SubmissionStatus,
 )
-
-# Reputation under a capability tag: a win weighs as much as three completions.
-WIN_WEIGHT = 3.0
-
 
 # --- input files (drafts) ------------------------------------------------------------------------
 
@@ -71,14 +68,14 @@ async def stage_input_file(
 
 async def list_input_files(
     session: AsyncSession, blobs: BlobStore, actor: Actor, job_id: str
-) -> s.InputFileList:
+) -> job_schemas.InputFileList:
     job = await requester_job(session, actor, job_id)
     return input_file_list(blobs, await files.list_for_job(session, job.id))
 
 
 async def delete_input_file(
     session: AsyncSession, blobs: BlobStore, actor: Actor, job_id: str, file_id: str
-) -> s.InputFileList:
+) -> job_schemas.InputFileList:
     job = await requester_job(session, actor, job_id)
     if job.status != JobStatus.DRAFT:
         raise Conflict(
@@ -96,8 +93,8 @@ async def delete_input_file(
 
 
 async def clarify(
-    session: AsyncSession, actor: Actor, job_id: str, body: s.ClarificationBody
-) -> s.ClarificationView:
+    session: AsyncSession, actor: Actor, job_id: str, body: job_schemas.ClarificationBody
+) -> job_schemas.ClarificationView:
     """A note from the requester to every admitted worker (shown with the job once its slot is held)."""
     job = await requester_job(session, actor, job_id)
     if job.status not in (
@@ -134,12 +131,12 @@ async def clarify(
         title=f"Clarification: {job.title}",
         body=body.body[:500],
     )
-    return s.ClarificationView(
+    return job_schemas.ClarificationView(
         id=clarification.id, job_id=job.id, body=clarification.body, created_at=clarification.created_at
     )
 
 
-async def job_events(session: AsyncSession, actor: Actor, job_id: str) -> s.EventList:
+async def job_events(session: AsyncSession, actor: Actor, job_id: str) -> job_schemas.EventList:
     job = await requester_job(session, actor, job_id)
     return await events.list_for(session, job.id)
 
@@ -165,9 +162,9 @@ async def _files_of(
     return out
 
 
-def _file_view(blobs: BlobStore, role: str, f: StoredFile) -> s.SubmissionFileView:
+def _file_view(blobs: BlobStore, role: str, f: StoredFile) -> job_schemas.SubmissionFileView:
     link = files.download(blobs, f)
-    return s.SubmissionFileView(
+    return job_schemas.SubmissionFileView(
         id=f.id,
         role=role,
         filename=f.filename,
@@ -180,7 +177,7 @@ def _file_view(blobs: BlobStore, role: str, f: StoredFile) -> s.SubmissionFileVi
 
 async def review_packets(
     session: AsyncSession, blobs: BlobStore, actor: Actor, job_id: str
-) -> s.ReviewPacketList:
+) -> job_schemas.ReviewPacketList:
     """Every submission as a packet: the payload's preview fields and the PREVIEW files. Deliverables are
     counted, never linked, until the award releases the winner's."""
     job = await requester_job(session, actor, job_id)
@@ -199,7 +196,7 @@ async def review_packets(
     for sub, handle, rookie in rows:
         mine = attached[sub.id]
         packets.append(
-            s.ReviewPacket(
+            job_schemas.ReviewPacket(
                 submission_id=sub.id,
                 worker_agent_id=sub.worker_agent_id,
                 worker_handle=handle,
@@ -212,7 +209,7 @@ async def review_packets(
                 submitted_at=sub.created_at,
             )
         )
-    return s.ReviewPacketList(
+    return job_schemas.ReviewPacketList(
         job_id=job.id, job_status=job.status, review_deadline_at=job.review_deadline_at, packets=packets
     )
 
@@ -224,27 +221,33 @@ async def _close_work(session: AsyncSession, job: Job, *, winner: Submission | N
     """What every closed job does: decide the submissions, end leftover slots and applications, count the
     completed work for each submitter (starter jobs are practice and count nothing)."""
     now = clock.now()
-    await session.execute(
-        update(Submission)
-        .where(
-            Submission.job_id == job.id,
-            Submission.status == SubmissionStatus.SUBMITTED,
-            Submission.id != (winner.id if winner else ""),
-        )
-        .values(status=SubmissionStatus.NOT_AWARDED, decided_at=now)
-        .execution_options(synchronize_session=False)
+    await states.move_all(
+        session,
+        Submission,
+        SUBMISSION_MOVES,
+        SubmissionStatus.NOT_AWARDED,
+        Submission.job_id == job.id,
+        Submission.id != (winner.id if winner else ""),
+        decided_at=now,
     )
-    await session.execute(
-        update(ParticipationSlot)
-        .where(ParticipationSlot.job_id == job.id, ParticipationSlot.status.in_(LIVE_SLOTS))
-        .values(status=SlotStatus.WITHDRAWN, ended_at=now, end_reason="job_closed", updated_at=now)
-        .execution_options(synchronize_session=False)
+    await states.move_all(
+        session,
+        ParticipationSlot,
+        SLOT_MOVES,
+        SlotStatus.WITHDRAWN,
+        ParticipationSlot.job_id == job.id,
+        ended_at=now,
+        end_reason="job_closed",
+        updated_at=now,
     )
-    await session.execute(
-        update(JobApplication)
-        .where(JobApplication.job_id == job.id, JobApplication.status.in_(OPEN_APPLICATIONS))
-        .values(status=ApplicationStatus.NOT_ADMITTED, decided_at=now, updated_at=now)
-        .execution_options(synchronize_session=False)
+    await states.move_all(
+        session,
+        JobApplication,
+        APPLICATION_MOVES,
+        ApplicationStatus.NOT_ADMITTED,
+        JobApplication.job_id == job.id,
+        decided_at=now,
+        updated_at=now,
     )
     if job.is_starter:
         return
@@ -255,32 +258,19 @@ async def _close_work(session: AsyncSession, job: Job, *, winner: Submission | N
         agent = await session.get(Agent, agent_id)
         if agent is None:
             continue
-        won = winner is not None and winner.worker_agent_id == agent_id
-        agent.total_tasks += 1
-        agent.win_count += int(won)
-        agent.success_rate = agent.win_count / agent.total_tasks
-        if job.capability_tag_id and job.capability_slug:
-            link = await session.get(AgentCapability, (agent_id, job.capability_tag_id))
-            if link is None and won:  # a rookie's win earns the tag
-                link = AgentCapability(
-                    agent_id=agent_id,
-                    tag_id=job.capability_tag_id,
-                    tag_slug=job.capability_slug,
-                    source=CapabilitySource.EARNED,
-                    completed_count=0,
-                    win_count=0,
-                    reputation=0.0,
-                )
-                session.add(link)
-            if link is not None:
-                link.completed_count = (link.completed_count or 0) + 1
-                link.win_count = (link.win_count or 0) + int(won)
-                link.reputation = link.completed_count + WIN_WEIGHT * link.win_count
-        agent.reputation_score = max(agent.reputation_score, 0.0) + (WIN_WEIGHT if won else 1.0)
+        await reputation.record_completion(
+            session,
+            agent,
+            won=winner is not None and winner.worker_agent_id == agent_id,
+            tag_id=job.capability_tag_id,
+            tag_slug=job.capability_slug,
+        )
     await session.flush()
 
 
-async def award(session: AsyncSession, actor: Actor, job_id: str, body: s.AwardBody) -> s.AwardResult:
+async def award(
+    session: AsyncSession, actor: Actor, job_id: str, body: job_schemas.AwardBody
+) -> job_schemas.AwardResult:
     """Award one submission of a job in review. Exactly once: concurrent awards race on the job's
     compare-and-set (and the award's unique job id); the loser gets 409."""
     job = await requester_job(session, actor, job_id, for_update=True)
@@ -304,10 +294,15 @@ async def award(session: AsyncSession, actor: Actor, job_id: str, body: s.AwardB
             current_state=job.status,
             awarded_submission_id=job.awarded_submission_id,
         )
-    return await _award(session, job, submission, actor)
+    return await award_submission(session, job, submission, actor)
 
 
-async def _award(session: AsyncSession, job: Job, submission: Submission, actor: Actor) -> s.AwardResult:
+async def award_submission(
+    session: AsyncSession, job: Job, submission: Submission, actor: Actor
+) -> job_schemas.AwardResult:
+    """Award `submission` of `job` (locked by the caller): the job IN_REVIEW -> AWARDED, the submission
+    SUBMITTED -> AWARDED and every other one NOT_AWARDED, the job's work closed. The requester's award and
+    the starter job's automatic award both come here."""
     now = clock.now()
     job = await move(
         session, job, "award", JobStatus.AWARDED, closed_at=now, awarded_submission_id=submission.id
@@ -330,11 +325,14 @@ async def _award(session: AsyncSession, job: Job, submission: Submission, actor:
     await add_or_conflict(
         session, record, Conflict("This job has already been awarded.", code="already_awarded")
     )
-    await session.execute(
-        update(Submission)
-        .where(Submission.id == submission.id)
-        .values(status=SubmissionStatus.AWARDED, decided_at=now)
-        .execution_options(synchronize_session=False)
+    await states.move(
+        session,
+        Submission,
+        SUBMISSION_MOVES,
+        submission.id,
+        SubmissionStatus.AWARDED,
+        what="submission",
+        decided_at=now,
     )
     await _close_work(session, job, winner=submission)
     losers = (
@@ -368,11 +366,11 @@ async def _award(session: AsyncSession, job: Job, submission: Submission, actor:
             notify=list(losers),
             title=f"Not awarded: {job.title}",
         )
-    return s.AwardResult(job=view(job), award=award_view(record))
+    return job_schemas.AwardResult(job=view(job), award=award_view(record))
 
 
-def award_view(a: Award) -> s.AwardView:
-    return s.AwardView(
+def award_view(a: Award) -> job_schemas.AwardView:
+    return job_schemas.AwardView(
         id=a.id,
         job_id=a.job_id,
         submission_id=a.submission_id,
@@ -382,7 +380,9 @@ def award_view(a: Award) -> s.AwardView:
     )
 
 
-async def no_award(session: AsyncSession, actor: Actor, job_id: str, body: s.NoAwardBody) -> s.JobView:
+async def no_award(
+    session: AsyncSession, actor: Actor, job_id: str, body: job_schemas.NoAwardBody
+) -> job_schemas.JobView:
     """Close the job without a winner (in review, or earlier to stop it), with a reason code."""
     job = await requester_job(session, actor, job_id, for_update=True)
     now = clock.now()
@@ -414,11 +414,13 @@ async def no_award(session: AsyncSession, actor: Actor, job_id: str, body: s.NoA
 # --- released and raw artifacts ------------------------------------------------------------------
 
 
-async def _artifact(session: AsyncSession, blobs: BlobStore, award_row: Award) -> s.ReleasedArtifact:
+async def _artifact(
+    session: AsyncSession, blobs: BlobStore, award_row: Award
+) -> job_schemas.ReleasedArtifact:
     sub = await session.get(Submission, award_row.submission_id)
     assert sub is not None
     attached = (await _files_of(session, [sub.id]))[sub.id]
-    return s.ReleasedArtifact(
+    return job_schemas.ReleasedArtifact(
         award_id=award_row.id,
         job_id=award_row.job_id,
         submission_id=sub.id,
@@ -432,7 +434,7 @@ async def _artifact(session: AsyncSession, blobs: BlobStore, award_row: Award) -
 
 async def released_artifact(
     session: AsyncSession, blobs: BlobStore, actor: Actor, award_id: str
-) -> s.ReleasedArtifact:
+) -> job_schemas.ReleasedArtifact:
     """The winning submission in full, deliverables included, for the job's requester (or owner)."""
     award_row = await session.get(Award, award_id)
     if award_row is None:
@@ -444,14 +446,16 @@ async def released_artifact(
     return await _artifact(session, blobs, award_row)
 
 
-async def raw_artifact(session: AsyncSession, blobs: BlobStore, submission_id: str) -> s.ReleasedArtifact:
+async def raw_artifact(
+    session: AsyncSession, blobs: BlobStore, submission_id: str
+) -> job_schemas.ReleasedArtifact:
     """Staff only: any submission in full."""
     sub = await session.get(Submission, submission_id)
     if sub is None:
         raise NotFound("No such submission.", code="submission_not_found")
     attached = (await _files_of(session, [sub.id]))[sub.id]
     award_id = (await session.scalars(select(Award.id).where(Award.submission_id == sub.id))).one_or_none()
-    return s.ReleasedArtifact(
+    return job_schemas.ReleasedArtifact(
         award_id=award_id,
         job_id=sub.job_id,
         submission_id=sub.id,

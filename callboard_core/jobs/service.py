@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from callboard_core import clock
@@ -18,12 +18,14 @@ from callboard_core.blobs import BlobStore
 from callboard_core.capabilities.models import CapabilityTag, TaxonomyStatus
 from callboard_core.errors import Conflict, NotFound, PaymentNotReady, ValidationFailed
 from callboard_core.files import service as files
+from callboard_core.files.models import FileStatus
 from callboard_core.job_types import service as job_types
-from callboard_core.jobs import events
-from callboard_core.jobs import schemas as s
+from callboard_core.jobs import events, states
+from callboard_core.jobs import schemas as job_schemas
 from callboard_core.jobs.actors import Actor, acting_agent, require_can_work
 from callboard_core.jobs.models import Job, JobInvitation
-from callboard_core.jobs.states import JobStatus, check_job, job_sources
+from callboard_core.jobs.pagination import decode_cursor, encode_cursor
+from callboard_core.jobs.states import JOB_MOVES, JobStatus, check_job
 
 DEFAULT_JOB_TYPE = "general"
 DEFAULT_APPLICATION_CAP = 50
@@ -33,8 +35,8 @@ DEFAULT_PARTICIPANT_CAP = 3
 # --- views ---------------------------------------------------------------------------------------
 
 
-def view(job: Job) -> s.JobView:
-    return s.JobView(
+def view(job: Job) -> job_schemas.JobView:
+    return job_schemas.JobView(
         id=job.id,
         status=job.status,
         title=job.title,
@@ -75,8 +77,8 @@ def view(job: Job) -> s.JobView:
     )
 
 
-def preview(job: Job, *, rookie: bool = False) -> s.JobPreview:
-    return s.JobPreview(
+def preview(job: Job, *, rookie: bool = False) -> job_schemas.JobPreview:
+    return job_schemas.JobPreview(
         id=job.id,
         status=job.status,
         title=job.title,
@@ -148,27 +150,39 @@ async def requester_job(session: AsyncSession, actor: Actor, job_id: str, *, for
 
 
 async def move(session: AsyncSession, job: Job, move_name: str, target: JobStatus, **values: Any) -> Job:
-    """Compare-and-set the job's status along the state table; a lost race is a 409 with the current state."""
-    check_job(move_name, job.status, target, job_id=job.id)
-    sources = job_sources(move_name, target)
-    moved = (
-        await session.scalars(
-            update(Job)
-            .where(Job.id == job.id, Job.status.in_([str(x) for x in sources]))
-            .values(status=target, updated_at=clock.now(), **values)
-            .returning(Job)
-            .execution_options(populate_existing=True)
+    """Move the job along `JOB_MOVES[move_name]` (compare-and-set); a lost race is a 409 with the current state."""
+    return await states.move(
+        session,
+        Job,
+        JOB_MOVES[move_name],
+        job.id,
+        target,
+        what="job",
+        current=job.status,
+        details={"job_id": job.id},
+        **values,
+    )
+
+
+def input_file_list(blobs: BlobStore, rows: list[Any]) -> job_schemas.InputFileList:
+    """A job's input files as its requester and its acknowledged workers see them (links once verified)."""
+    out = []
+    for f in rows:
+        link = files.download(blobs, f) if f.status == FileStatus.VERIFIED else None
+        out.append(
+            job_schemas.InputFileView(
+                id=f.id,
+                filename=f.filename,
+                mime_type=f.mime_type,
+                size_bytes=f.size_bytes,
+                sha256=f.sha256,
+                status=f.status,
+                download_url=link.download_url if link else None,
+                download_expires_at=link.download_expires_at if link else None,
+                created_at=f.created_at,
+            )
         )
-    ).one_or_none()
-    if moved is None:
-        await session.refresh(job)
-        check_job(move_name, job.status, target, job_id=job.id)
-        raise Conflict(
-            "The job changed while this request ran; try again.",
-            code="invalid_state",
-            current_state=job.status,
-        )
-    return moved
+    return job_schemas.InputFileList(files=out)
 
 
 # --- create, update, publish ---------------------------------------------------------------------
@@ -270,7 +284,9 @@ _SIMPLE_FIELDS = (
 )
 
 
-async def _apply_fields(session: AsyncSession, job: Job, body: s.JobFields, requester: Agent) -> None:
+async def _apply_fields(
+    session: AsyncSession, job: Job, body: job_schemas.JobFields, requester: Agent
+) -> None:
     given = body.model_fields_set
     for name in _SIMPLE_FIELDS:
         if name in given:
@@ -280,7 +296,7 @@ async def _apply_fields(session: AsyncSession, job: Job, body: s.JobFields, requ
                     f"{name} cannot be null.",
                     errors=[
                         {
-                            "field": s.JobFields.model_fields[name].alias or name,
+                            "field": job_schemas.JobFields.model_fields[name].alias or name,
                             "code": "null",
                             "message": "cannot be null",
                         }
@@ -340,9 +356,9 @@ async def _apply_fields(session: AsyncSession, job: Job, body: s.JobFields, requ
         job.direct_hire_worker_agent_id = worker_id
 
 
-async def create(session: AsyncSession, actor: Actor, body: s.JobCreate) -> s.JobView:
+async def create(session: AsyncSession, actor: Actor, body: job_schemas.JobCreate) -> job_schemas.JobView:
     """A DRAFT job for the acting requester agent (owners name it with requesterAgentId)."""
-    requester_id = body.requester_agent_id if isinstance(body, s.OwnerJobCreate) else None
+    requester_id = body.requester_agent_id if isinstance(body, job_schemas.OwnerJobCreate) else None
     requester = await acting_agent(session, actor, requester_id)
     require_can_work(requester, role="requester")
     job = Job(
@@ -359,7 +375,9 @@ async def create(session: AsyncSession, actor: Actor, body: s.JobCreate) -> s.Jo
     return view(job)
 
 
-async def update_draft(session: AsyncSession, actor: Actor, job_id: str, body: s.JobUpdate) -> s.JobView:
+async def update_draft(
+    session: AsyncSession, actor: Actor, job_id: str, body: job_schemas.JobUpdate
+) -> job_schemas.JobView:
     job = await requester_job(session, actor, job_id)
     if job.status != JobStatus.DRAFT:
         raise Conflict("Only a draft can be edited.", code="invalid_state", current_state=job.status)
@@ -387,7 +405,7 @@ async def publish(
     actor: Actor,
     job_id: str,
     hashed: files.Hashed = files.NOT_HASHED,
-) -> s.JobView:
+) -> job_schemas.JobView:
     """DRAFT to ADMISSION_OPEN (or PENDING_ACCEPTANCE for a Direct Hire). Input files are re-hashed now,
     unless `hash_inputs` matched them just before."""
     job = await requester_job(session, actor, job_id, for_update=True)
@@ -445,13 +463,13 @@ async def publish(
     return view(job)
 
 
-async def get_for_requester(session: AsyncSession, actor: Actor, job_id: str) -> s.JobView:
+async def get_for_requester(session: AsyncSession, actor: Actor, job_id: str) -> job_schemas.JobView:
     return view(await requester_job(session, actor, job_id))
 
 
-async def list_for_owner(session: AsyncSession, user_id: str, query: s.OwnerJobsQuery) -> s.OwnerJobList:
-    from callboard_core.jobs.pagination import decode_cursor, encode_cursor
-
+async def list_for_owner(
+    session: AsyncSession, user_id: str, query: job_schemas.OwnerJobsQuery
+) -> job_schemas.OwnerJobList:
     stmt = select(Job).where(Job.owner_id == user_id)
     if query.status:
         stmt = stmt.where(Job.status == query.status)
@@ -465,7 +483,7 @@ async def list_for_owner(session: AsyncSession, user_id: str, query: s.OwnerJobs
     )
     more = len(rows) > query.limit
     rows = rows[: query.limit]
-    return s.OwnerJobList(
+    return job_schemas.OwnerJobList(
         jobs=[view(j) for j in rows],
         next_cursor=encode_cursor(rows[-1].created_at, rows[-1].id) if more and rows else None,
     )

@@ -1,6 +1,7 @@
 """The starter job: an isolated, free practice job a new worker can take at once. The platform's house
 agent is its requester; the worker is admitted and acknowledged on creation, and a valid submission is
-awarded automatically. Starter jobs never appear in discovery and count toward no statistics."""
+awarded automatically (participation.submit). Starter jobs never appear in discovery and count toward no
+statistics."""
 
 from __future__ import annotations
 
@@ -11,12 +12,13 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from callboard_core import clock
+from callboard_core.agents import reputation
 from callboard_core.agents.models import Agent, AgentStatus, ClaimStatus
 from callboard_core.job_types import service as job_types
 from callboard_core.jobs import events
-from callboard_core.jobs import schemas as s
-from callboard_core.jobs.actors import SYSTEM, Actor, acting_agent, require_can_work
-from callboard_core.jobs.models import Job, JobApplication, ParticipationSlot, Submission
+from callboard_core.jobs import schemas as job_schemas
+from callboard_core.jobs.actors import Actor, acting_agent, require_can_work
+from callboard_core.jobs.models import Job, JobApplication, ParticipationSlot
 from callboard_core.jobs.participation import next_action_for, slot_view
 from callboard_core.jobs.service import DEFAULT_JOB_TYPE, view
 from callboard_core.jobs.states import LIVE_SLOTS, ApplicationStatus, JobStatus, SlotStatus
@@ -53,7 +55,9 @@ async def house_agent(session: AsyncSession) -> Agent:
     return agent
 
 
-async def start(session: AsyncSession, actor: Actor, agent_id: str | None = None) -> s.StarterJobResult:
+async def start(
+    session: AsyncSession, actor: Actor, agent_id: str | None = None
+) -> job_schemas.StarterJobResult:
     """Create (or, while one is active, return) this worker's starter job, admitted and acknowledged."""
     worker = await acting_agent(session, actor, agent_id)
     require_can_work(worker, role="worker")
@@ -72,7 +76,7 @@ async def start(session: AsyncSession, actor: Actor, agent_id: str | None = None
         slot, job = active
         action = next_action_for(slot)
         assert action is not None
-        return s.StarterJobResult(
+        return job_schemas.StarterJobResult(
             job=view(job), slot=slot_view(slot, job_title=job.title), next_action=action, created=False
         )
     house = await house_agent(session)
@@ -108,7 +112,7 @@ async def start(session: AsyncSession, actor: Actor, agent_id: str | None = None
         job_id=job.id,
         worker_agent_id=worker.id,
         status=ApplicationStatus.ADMITTED,
-        new_worker=worker.total_tasks == 0,
+        new_worker=reputation.is_new_worker(worker),
         decided_at=now,
     )
     session.add(application)
@@ -129,13 +133,6 @@ async def start(session: AsyncSession, actor: Actor, agent_id: str | None = None
     )
     action = next_action_for(slot)
     assert action is not None
-    return s.StarterJobResult(
+    return job_schemas.StarterJobResult(
         job=view(job), slot=slot_view(slot, job_title=job.title), next_action=action, created=True
     )
-
-
-async def auto_award(session: AsyncSession, job: Job, submission: Submission) -> None:
-    from callboard_core.jobs import admission, review
-
-    job = await admission.settle(session, job)
-    await review._award(session, job, submission, SYSTEM)

@@ -18,7 +18,7 @@ from callboard_core.jobs import admission, events, invitations
 from callboard_core.jobs import service as jobs
 from callboard_core.jobs.actors import SYSTEM
 from callboard_core.jobs.models import Job, JobInvitation, ParticipationSlot
-from callboard_core.jobs.states import InvitationStatus, JobStatus, SlotStatus
+from callboard_core.jobs.states import SLOT_MOVES, InvitationStatus, JobStatus, SlotStatus
 
 log = logging.getLogger("callboard.sweeper")
 BATCH = 200
@@ -47,7 +47,7 @@ async def _expire_ack(session: AsyncSession, slot_id: str) -> bool:
     slot = await session.get(ParticipationSlot, slot_id)
     return (
         slot is not None
-        and slot.status == SlotStatus.GRANTED
+        and slot.status in SLOT_MOVES[SlotStatus.ACKNOWLEDGED]  # could still acknowledge, but too late
         and await admission.end_slot(
             session, slot, SlotStatus.EXPIRED, "acknowledgement_missed", deadline_column="acknowledge_by"
         )
@@ -58,7 +58,7 @@ async def _expire_work(session: AsyncSession, slot_id: str) -> bool:
     slot = await session.get(ParticipationSlot, slot_id)
     return (
         slot is not None
-        and slot.status == SlotStatus.ACKNOWLEDGED
+        and slot.status in SLOT_MOVES[SlotStatus.SUBMITTED]  # could still submit, but too late
         and await admission.end_slot(
             session, slot, SlotStatus.EXPIRED, "work_deadline_missed", deadline_column="work_deadline_at"
         )
