@@ -529,7 +529,9 @@ async def logout(session: AsyncSession, user_id: str) -> StatusResponse:
 
 
 def legal_versions(settings: Settings) -> auth_schemas.LegalVersions:
-    return auth_schemas.LegalVersions(terms_version=settings.terms_version, privacy_version=settings.privacy_version)
+    return auth_schemas.LegalVersions(
+        terms_version=settings.terms_version, privacy_version=settings.privacy_version
+    )
 
 
 # --- the sign-in page ----------------------------------------------------------------------------
@@ -592,7 +594,8 @@ async def sign_in_with_form(
         )
         return FormSignIn(next_url=next_url, signed_in=signed_in)
     link = _form_body(
-        auth_schemas.MagicLinkRequest, {"email": form.email.strip(), "nextUrl": next_url, "legalAcceptance": legal}
+        auth_schemas.MagicLinkRequest,
+        {"email": form.email.strip(), "nextUrl": next_url, "legalAcceptance": legal},
     )
     await request_magic_link(session, settings, mailer, link, ip=ip, user_agent=user_agent)
     return FormSignIn(next_url=next_url, sent_to=link.email)
