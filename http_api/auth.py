@@ -73,14 +73,7 @@ async def api_key(request: Request, session: AsyncSession, core: Core, *, write:
     if not raw:
         raise Unauthenticated("Send your API key in the X-API-Key header.", code="missing_api_key")
     principal, due = await api_keys.authenticate(session, raw.strip(), core.read_cache)
-    needed = api_keys.WRITE if write else api_keys.READ
-    if needed not in principal.scopes:
-        raise Forbidden(
-            f"This API key lacks the '{needed}' scope.",
-            code="insufficient_scope",
-            required=needed,
-            scopes=sorted(principal.scopes),
-        )
+    api_keys.require_scope(principal, write=write)
     if due:
         # Read by the endpoint once the request succeeded (lastUsedAt refresh).
         request.scope.setdefault("state", {})["touch_key"] = principal.key_id

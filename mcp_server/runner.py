@@ -14,7 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from callboard_core import actions
 from callboard_core.api_keys import service as api_keys
 from callboard_core.container import Core
-from callboard_core.errors import Forbidden, Unauthenticated
+from callboard_core.errors import Unauthenticated
 from callboard_core.idempotency import service as idempotency
 from callboard_core.idempotency.service import StoredResponse
 from callboard_core.jobs.actors import Actor
@@ -75,14 +75,7 @@ class Runner:
             principal, due = gated[1], gated[2]  # checked by http.KeyGate for this very HTTP request
         else:
             principal, due = await api_keys.authenticate(session, raw, self.core.read_cache)
-        needed = api_keys.WRITE if write else api_keys.READ
-        if needed not in principal.scopes:
-            raise Forbidden(
-                f"This API key lacks the '{needed}' scope.",
-                code="insufficient_scope",
-                required=needed,
-                scopes=sorted(principal.scopes),
-            )
+        api_keys.require_scope(principal, write=write)
         if due:
             actions.touch_key(self.core.db, principal.key_id)
         return principal

@@ -124,6 +124,19 @@ async def touch(db: Database, key_id: str) -> None:
         )
 
 
+def require_scope(principal: KeyPrincipal, *, write: bool) -> None:
+    """A key may act only within its scopes: 403 `insufficient_scope`, naming the one needed (every front end
+    asks this after authenticating a key)."""
+    needed = WRITE if write else READ
+    if needed not in principal.scopes:
+        raise Forbidden(
+            f"This API key lacks the '{needed}' scope.",
+            code="insufficient_scope",
+            required=needed,
+            scopes=sorted(principal.scopes),
+        )
+
+
 def check_scopes(
     requested: Sequence[str] | None, *, default: Sequence[str], ceiling: frozenset[str]
 ) -> list[str]:
