@@ -138,6 +138,7 @@ async def migrate_and_create_agents(settings: Any) -> Fixtures:
     from callboard_core.capabilities.models import CapabilityTag
     from callboard_core.container import Core
     from callboard_core.job_types.models import JobType
+    from callboard_core.principals import Actor
     from callboard_core.seed import migrate_and_seed
     from callboard_core.users import service as users
 
@@ -155,7 +156,7 @@ async def migrate_and_create_agents(settings: Any) -> Fixtures:
                 body = AgentCreate.model_validate(
                     {"name": name, "endpointUrl": "https://agent.example.com/hook", "capabilities": tags}
                 )
-                created = await dashboard.create(session, owners[owner], body)
+                created = await dashboard.create(session, Actor.owner(owners[owner]), body)
                 return AgentRef(created.agent.id, created.api_key, owners[owner])
 
             worker = await agent("worker", "Bench Worker", WORKER_TAGS)
@@ -473,7 +474,7 @@ async def explain_discovery(
 
     from callboard_core.container import Core
     from callboard_core.jobs import discovery
-    from callboard_core.jobs.actors import Actor
+    from callboard_core.principals import Actor
 
     core = Core.build(settings)
     out = []

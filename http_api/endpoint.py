@@ -296,7 +296,7 @@ class Endpoint:
                 body = parse_body(route, request, b"") if route.body is not None else None
                 async with core.uow(write=False) as uow:
                     principal = await auth.authenticate(route.auth, request, uow.session, core)
-                    ctx = _context(request, core, uow.session, principal, body, query, rid, ip)
+                    ctx = _context(route, request, core, uow.session, principal, body, query, rid, ip)
                     result = await route.handler(ctx)
                     response = _finish(ctx, render(result, ctx.status or route.status, core.read_cache))
                 _after(state, core)
@@ -320,10 +320,12 @@ class Endpoint:
 
         async def prepare(session: AsyncSession, principal: Principal | None) -> Any:
             assert route.prepare is not None
-            return await route.prepare(_context(request, core, session, principal, body, query, rid, ip))
+            return await route.prepare(
+                _context(route, request, core, session, principal, body, query, rid, ip)
+            )
 
         async def act(session: AsyncSession, principal: Principal | None, prepared: Any) -> Response:
-            ctx = _context(request, core, session, principal, body, query, rid, ip)
+            ctx = _context(route, request, core, session, principal, body, query, rid, ip)
             ctx.prepared = prepared
             result = await route.handler(ctx)
             return _finish(ctx, render(result, ctx.status or route.status, core.read_cache))
@@ -382,6 +384,7 @@ def _replayed(stored: StoredResponse) -> Response:
 
 
 def _context(
+    route: RouteDef,
     request: Request,
     core: Core,
     session: Any,
@@ -402,6 +405,7 @@ def _context(
         params=dict(params) if params else {},
         request_id=rid,
         client_ip=ip,
+        auth=route.auth,
     )
 
 

@@ -17,8 +17,8 @@ from starlette.requests import Request
 
 from callboard_core.container import Core
 from callboard_core.errors import Unauthenticated
-from callboard_core.jobs.actors import Actor
 from callboard_core.principals import (
+    Actor,
     KeyPrincipal,
     MachinePrincipal,
     OnboardingPrincipal,
@@ -66,6 +66,7 @@ class RequestContext:
     headers: dict[str, str] = field(default_factory=dict)
     status: int | None = None
     prepared: Any = None  # what the route's `prepare` step returned (write routes that declare one)
+    auth: AuthKind | None = None  # the route's auth kind: a staff route's session acts as staff
 
     @property
     def user(self) -> UserPrincipal:
@@ -80,16 +81,22 @@ class RequestContext:
         return self.principal
 
     @property
-    def agent_id(self) -> str:
-        """The calling agent (API-key routes that act as an agent)."""
-        return self.key.require_agent()
+    def actor(self) -> Actor:
+        """Who acts, the one place HTTP builds it: the calling agent (API key; an owner-level key is refused
+        with 403 agent_key_required), the signed-in owner with their role (session), or on a staff route
+        (auth kinds A and St) the staff member, who may see every owner's objects."""
+        if isinstance(self.principal, KeyPrincipal):
+            actor = Actor.of_key(self.principal)
+            actor.require_agent()
+            return actor
+        staff = self.auth in (AuthKind.ADMIN, AuthKind.STAFF)
+        return Actor.of_user(self.user, staff=staff)
 
     @property
-    def actor(self) -> Actor:
-        """Who acts on marketplace objects: the calling agent (API key) or the signed-in owner (mirrors)."""
-        if isinstance(self.principal, KeyPrincipal):
-            return Actor.agent(self.key.require_agent())
-        return Actor.owner(self.user.user_id)
+    def key_actor(self) -> Actor:
+        """The calling API key as the actor, an owner-level key (no agent) included: only for the routes that
+        manage keys (/api-keys, rotate-key), where an owner's key acts for its owner."""
+        return Actor.of_key(self.key)
 
     @property
     def onboarding(self) -> OnboardingPrincipal:

@@ -20,7 +20,7 @@ def register(mcp: MCPServer, core: Core, run: Runner) -> None:
         tool answers."""
 
         async def work(call: ToolCall) -> home.Home:
-            if agent_id not in ("me", call.principal.agent_id):
+            if agent_id not in ("me", call.actor.agent_id):
                 raise NotFound("No such agent.", code="agent_not_found")
             return await home.home(call.session, call.actor, cache=core.read_cache)
 

@@ -17,8 +17,7 @@ from callboard_core.container import Core
 from callboard_core.errors import Unauthenticated
 from callboard_core.idempotency import service as idempotency
 from callboard_core.idempotency.service import StoredResponse
-from callboard_core.jobs.actors import Actor
-from callboard_core.principals import KeyPrincipal
+from callboard_core.principals import Actor, KeyPrincipal
 from mcp_server.tool_table import ToolCall, ToolDef
 
 T = TypeVar("T")
@@ -86,11 +85,17 @@ class Runner:
             return await self.write(tool, ctx, arguments)
         return await self.read(ctx, lambda call: tool.body(call, **arguments))
 
+    async def actor(self, ctx: Any, session: AsyncSession, *, write: bool) -> Actor:
+        """Who acts, the one place MCP builds it: the key's agent (every tool acts as an agent; an owner-level
+        key is refused with 403 agent_key_required), carrying the key itself."""
+        actor = Actor.of_key(await self.principal(ctx, session, write=write))
+        actor.require_agent()
+        return actor
+
     async def read(self, ctx: Any, work: Callable[[ToolCall], Awaitable[T]]) -> T:
         async with self.core.uow(write=False) as uow:
-            principal = await self.principal(ctx, uow.session, write=False)
-            actor = Actor.agent(principal.require_agent())
-            return await work(ToolCall(self.core, uow.session, principal, actor))
+            actor = await self.actor(ctx, uow.session, write=False)
+            return await work(ToolCall(self.core, uow.session, actor))
 
     async def write(self, tool: ToolDef, ctx: Any, arguments: dict[str, Any]) -> Any:
         key = arguments.pop("idempotency_key", None) if tool.idempotent else None
@@ -99,19 +104,18 @@ class Runner:
         if key is not None:
             once = actions.Idempotency(key, "TOOL", f"mcp:{tool.name}", fingerprint(tool.name, arguments))
 
-        async def authenticate(session: AsyncSession) -> tuple[KeyPrincipal, Actor]:
-            principal = await self.principal(ctx, session, write=tool.scope == api_keys.WRITE)
-            return principal, Actor.agent(principal.require_agent())
+        async def authenticate(session: AsyncSession) -> Actor:
+            return await self.actor(ctx, session, write=tool.scope == api_keys.WRITE)
 
-        def call(session: AsyncSession, caller: tuple[KeyPrincipal, Actor], prepared: Any = None) -> ToolCall:
-            return ToolCall(self.core, session, *caller, prepared=prepared, parsed=parsed)
+        def call(session: AsyncSession, actor: Actor, prepared: Any = None) -> ToolCall:
+            return ToolCall(self.core, session, actor, prepared=prepared, parsed=parsed)
 
-        async def prepare(session: AsyncSession, caller: tuple[KeyPrincipal, Actor]) -> Any:
+        async def prepare(session: AsyncSession, actor: Actor) -> Any:
             assert tool.prepare is not None
-            return await tool.prepare(call(session, caller), **arguments)
+            return await tool.prepare(call(session, actor), **arguments)
 
-        async def act(session: AsyncSession, caller: tuple[KeyPrincipal, Actor], prepared: Any) -> Any:
-            return await tool.body(call(session, caller, prepared), **arguments)
+        async def act(session: AsyncSession, actor: Actor, prepared: Any) -> Any:
+            return await tool.body(call(session, actor, prepared), **arguments)
 
         outcome = await actions.run_write(
             self.core,
@@ -119,7 +123,7 @@ class Runner:
             act,
             stored=_stored,
             idempotency_request=once,
-            scope=lambda caller: f"key:{caller[0].key_id}",
+            scope=lambda actor: f"key:{actor.require_key().key_id}",
             prepare=prepare if tool.prepare is not None else None,
         )
         if isinstance(outcome, StoredResponse):

@@ -27,8 +27,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from callboard_core.api_keys import service as api_keys
 from callboard_core.container import Core
-from callboard_core.jobs.actors import Actor
-from callboard_core.principals import KeyPrincipal
+from callboard_core.principals import Actor
 from mcp_server.errors import domain_errors
 
 Ident = Annotated[str, Field(max_length=64)]  # an application's, invitation's, submission's or award's id
@@ -48,18 +47,14 @@ IdempotencyKey = Annotated[
 
 @dataclass(slots=True)
 class ToolCall:
-    """What a tool body gets: the unit of work's session, the calling agent and the core."""
+    """What a tool body gets: the unit of work's session, the calling agent (as the Actor, its key in
+    `actor.key`) and the core."""
 
     core: Core
     session: AsyncSession
-    principal: KeyPrincipal
     actor: Actor
     prepared: Any = None  # what the tool's `prepare` step returned
     parsed: Any = None  # what the tool's `parse` step returned
-
-    @property
-    def agent_id(self) -> str:
-        return self.principal.require_agent()
 
 
 Body = Callable[..., Awaitable[Any]]  # (call: ToolCall, **arguments) -> the result model

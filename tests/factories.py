@@ -49,8 +49,8 @@ from callboard_core.files.schemas import UploadRequest
 from callboard_core.jobs import admission, invitations, participation, review
 from callboard_core.jobs import schemas as job_schemas
 from callboard_core.jobs import service as jobs
-from callboard_core.jobs.actors import Actor as JobActor
 from callboard_core.onboarding.models import DraftStatus, OnboardingSession, RegistrationDraft
+from callboard_core.principals import Actor as CoreActor
 from callboard_core.security import tokens
 from callboard_core.security.permissions import Role
 from callboard_core.seed import migrate_and_seed
@@ -435,7 +435,7 @@ class World:
         """A new agent claimed by owner_id: (agent id, its read+write key, key id)."""
         p = await self.provisional()
         async with self.core.uow() as uow:
-            await agents.claim(uow.session, p.code, owner_id)
+            await agents.claim(uow.session, CoreActor.owner(owner_id), p.code)
         return p.agent_id, p.api_key, p.key_id
 
     async def stranger(self) -> str:
@@ -604,12 +604,12 @@ async def _acting_agent(w: World, actor: Actor) -> str:
 async def draft_job(w: World, requester: str, **overrides: Any) -> str:
     async with w.core.uow() as uow:
         body = job_schemas.JobCreate.model_validate(job_create_body(**overrides))
-        return (await jobs.create(uow.session, JobActor.agent(requester), body)).id
+        return (await jobs.create(uow.session, CoreActor.agent(requester), body)).id
 
 
 async def publish_job(w: World, requester: str, job_id: str) -> str:
     async with w.core.uow() as uow:
-        return (await jobs.publish(uow.session, w.core.blobs, JobActor.agent(requester), job_id)).status
+        return (await jobs.publish(uow.session, w.core.blobs, CoreActor.agent(requester), job_id)).status
 
 
 async def open_job(w: World, requester: str, **overrides: Any) -> str:
@@ -621,13 +621,13 @@ async def open_job(w: World, requester: str, **overrides: Any) -> str:
 
 async def apply_to(w: World, worker: str, job_id: str) -> str:
     async with w.core.uow() as uow:
-        return (await participation.apply(uow.session, JobActor.agent(worker), job_id)).id
+        return (await participation.apply(uow.session, CoreActor.agent(worker), job_id)).id
 
 
 async def run_admission(w: World, requester: str, job_id: str) -> str:
     async with w.core.uow() as uow:
-        job = await jobs.requester_job(uow.session, JobActor.agent(requester), job_id)
-        return (await admission.close_admission(uow.session, job, JobActor.agent(requester))).status
+        job = await jobs.requester_job(uow.session, CoreActor.agent(requester), job_id)
+        return (await admission.close_admission(uow.session, job, CoreActor.agent(requester))).status
 
 
 async def granted_slot(w: World, requester: str, worker: str) -> tuple[str, str]:
@@ -636,7 +636,7 @@ async def granted_slot(w: World, requester: str, worker: str) -> tuple[str, str]
     await apply_to(w, worker, job_id)
     assert await run_admission(w, requester, job_id) == "IN_PROGRESS"
     async with w.core.uow(write=False) as uow:
-        slots = await participation.my_slots(uow.session, JobActor.agent(worker))
+        slots = await participation.my_slots(uow.session, CoreActor.agent(worker))
     (slot,) = [x for x in slots.slots if x.job_id == job_id]
     assert slot.status == "GRANTED"
     return job_id, slot.id
@@ -646,7 +646,7 @@ async def acknowledged_slot(w: World, requester: str, worker: str) -> tuple[str,
     job_id, slot_id = await granted_slot(w, requester, worker)
     async with w.core.uow() as uow:
         assert (
-            await participation.acknowledge(uow.session, JobActor.agent(worker), slot_id)
+            await participation.acknowledge(uow.session, CoreActor.agent(worker), slot_id)
         ).status == "ACKNOWLEDGED"
     return job_id, slot_id
 
@@ -656,7 +656,7 @@ async def submitted(w: World, requester: str, worker: str) -> tuple[str, str]:
     job_id, slot_id = await acknowledged_slot(w, requester, worker)
     body = job_schemas.SubmitBody.model_validate(submit_body())
     async with w.core.uow() as uow:
-        sub = await participation.submit(uow.session, w.core.blobs, JobActor.agent(worker), slot_id, body)
+        sub = await participation.submit(uow.session, w.core.blobs, CoreActor.agent(worker), slot_id, body)
     assert sub.job_status == "IN_REVIEW", sub
     return job_id, sub.id
 
@@ -666,7 +666,7 @@ async def awarded(w: World, requester: str, worker: str) -> tuple[str, str]:
     job_id, submission_id = await submitted(w, requester, worker)
     async with w.core.uow() as uow:
         body = job_schemas.AwardBody(submission_id=submission_id)
-        result = await review.award(uow.session, JobActor.agent(requester), job_id, body)
+        result = await review.award(uow.session, CoreActor.agent(requester), job_id, body)
     return job_id, result.award.id
 
 
@@ -675,7 +675,7 @@ async def invitation(w: World, requester: str, worker: str) -> tuple[str, str]:
     job_id = await open_job(w, requester)
     async with w.core.uow() as uow:
         body = job_schemas.InvitationCreate(worker_agent_id=worker)
-        inv = await invitations.invite(uow.session, JobActor.agent(requester), job_id, body)
+        inv = await invitations.invite(uow.session, CoreActor.agent(requester), job_id, body)
     return job_id, inv.id
 
 
@@ -685,7 +685,7 @@ async def staged_input_file(w: World, requester: str, job_id: str) -> str:
             uow.session,
             w.core.blobs,
             w.core.settings,
-            JobActor.agent(requester),
+            CoreActor.agent(requester),
             job_id,
             UploadRequest.model_validate(upload_body()),
         )

@@ -17,8 +17,8 @@ from sqlalchemy import event, text
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from callboard_core.jobs import discovery
-from callboard_core.jobs.actors import Actor
 from callboard_core.jobs.models import Job
+from callboard_core.principals import Actor
 from tests.jobs_helpers import create_published, new_agent, new_owner
 
 JOBS = 4000

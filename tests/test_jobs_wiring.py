@@ -25,6 +25,7 @@ from callboard_core.agents import lifecycle
 from callboard_core.config import Environment, Settings
 from callboard_core.container import Core
 from callboard_core.errors import CallboardError
+from callboard_core.principals import Actor
 
 args = json.loads(sys.argv[1])
 
@@ -41,7 +42,7 @@ async def main() -> dict:
     core = Core.build(settings)
     try:
         async with core.uow() as uow:
-            await lifecycle.archive(uow.session, args["agent"], args["owner"])
+            await lifecycle.archive(uow.session, Actor.owner(args["owner"]), args["agent"])
     except CallboardError as error:
         return {"code": error.code, "blockers": [b["kind"] for b in error.details.get("blockers", [])]}
     finally:

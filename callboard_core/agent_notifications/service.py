@@ -13,6 +13,7 @@ from callboard_core.agent_notifications import schemas as notification_schemas
 from callboard_core.agent_notifications.models import AgentNotification
 from callboard_core.errors import NotFound
 from callboard_core.ids import new_id
+from callboard_core.principals import Actor
 
 
 async def notify(
@@ -77,8 +78,9 @@ async def unread_count(session: AsyncSession, agent_id: str) -> int:
 
 
 async def list_for(
-    session: AsyncSession, agent_id: str, *, include_read: bool, limit: int
+    session: AsyncSession, actor: Actor, *, include_read: bool, limit: int
 ) -> notification_schemas.AgentNotificationList:
+    agent_id = actor.require_agent()
     stmt = select(AgentNotification).where(AgentNotification.agent_id == agent_id)
     if not include_read:
         stmt = stmt.where(AgentNotification.read_at.is_(None))
@@ -93,10 +95,10 @@ async def list_for(
 
 
 async def mark_read(
-    session: AsyncSession, agent_id: str, notification_id: str
+    session: AsyncSession, actor: Actor, notification_id: str
 ) -> notification_schemas.AgentNotificationView:
     n = await session.get(AgentNotification, notification_id)
-    if n is None or n.agent_id != agent_id:
+    if n is None or n.agent_id != actor.require_agent():
         raise NotFound("No such notification.", code="notification_not_found")
     if n.read_at is None:
         n.read_at = clock.now()
@@ -105,9 +107,10 @@ async def mark_read(
 
 
 async def mark_read_batch(
-    session: AsyncSession, agent_id: str, ids: Sequence[str]
+    session: AsyncSession, actor: Actor, ids: Sequence[str]
 ) -> notification_schemas.MarkedRead:
     """Marks the caller's unread notifications among ids; others' ids are ignored. Returns how many changed."""
+    agent_id = actor.require_agent()
     if not ids:
         return notification_schemas.MarkedRead(updated=0)
     result = await session.execute(

@@ -14,6 +14,7 @@ from callboard_core.agents import service as agents
 from callboard_core.agents.models import Agent, AgentCapability, AgentHeartbeat, AgentStatus, ClaimStatus
 from callboard_core.api_keys import service as api_keys
 from callboard_core.errors import Conflict, ValidationFailed
+from callboard_core.principals import Actor
 
 # Body field -> model column, where they differ.
 _COLUMN = {"metadata": "metadata_json"}
@@ -33,10 +34,11 @@ _OPTIONAL_ON_CREATE = (
 
 
 async def create(
-    session: AsyncSession, owner_id: str, body: agent_schemas.AgentCreate
+    session: AsyncSession, actor: Actor, body: agent_schemas.AgentCreate
 ) -> agent_schemas.AgentCreated:
     """A new agent owned by the session user, claimed at once, with a read+write runtime key (shown once).
     `ownerId` in the body is ignored."""
+    owner_id = actor.require_user()
     now = clock.now()
     agent = Agent(
         name=body.name,
@@ -67,15 +69,15 @@ async def create(
     )
 
 
-async def get(session: AsyncSession, agent_id: str, owner_id: str) -> agent_schemas.AgentDashboardResponse:
-    return await agents.to_dashboard(session, await agents.get_owned(session, agent_id, owner_id))
+async def get(session: AsyncSession, actor: Actor, agent_id: str) -> agent_schemas.AgentDashboardResponse:
+    return await agents.to_dashboard(session, await agents.get_owned(session, agent_id, actor.require_user()))
 
 
 async def update(
-    session: AsyncSession, agent_id: str, owner_id: str, body: agent_schemas.AgentUpdate
+    session: AsyncSession, actor: Actor, agent_id: str, body: agent_schemas.AgentUpdate
 ) -> agent_schemas.AgentDashboardResponse:
     """Change the fields sent; a handle change must stay unique (409 handle_taken)."""
-    agent = await agents.get_owned(session, agent_id, owner_id)
+    agent = await agents.get_owned(session, agent_id, actor.require_user())
     data = body.model_dump(exclude_unset=True)
     nulls = [field for field in _NOT_NULL if field in data and data[field] is None]
     if nulls:
@@ -98,10 +100,10 @@ async def update(
 
 
 async def list_mine(
-    session: AsyncSession, owner_id: str, query: agent_schemas.AgentListQuery
+    session: AsyncSession, actor: Actor, query: agent_schemas.AgentListQuery
 ) -> agent_schemas.AgentList:
     """The owner's agents, newest first. Deleted agents never show; archived ones only when asked."""
-    conditions = [Agent.owner_id == owner_id, Agent.deleted_at.is_(None)]
+    conditions = [Agent.owner_id == actor.require_user(), Agent.deleted_at.is_(None)]
     if not query.include_archived:
         conditions.append(Agent.archived_at.is_(None))
     if query.status is not None:

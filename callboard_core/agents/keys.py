@@ -15,7 +15,7 @@ from callboard_core.api_keys.models import ApiKey
 from callboard_core.api_keys.schemas import ApiKeyCreate, ApiKeyCreated, ApiKeyInfo, ApiKeyList, ApiKeyRevoked
 from callboard_core.audit import service as audit
 from callboard_core.errors import Conflict, NotFound
-from callboard_core.principals import KeyPrincipal
+from callboard_core.principals import Actor
 
 
 async def info(session: AsyncSession, keys: Sequence[ApiKey]) -> list[ApiKeyInfo]:
@@ -92,22 +92,31 @@ async def mint(
 # --- listing, minting and revoking for a caller ----------------------------------------------------
 
 
-async def list_for_owner(session: AsyncSession, owner_id: str) -> ApiKeyList:
+async def _owner_keys(session: AsyncSession, owner_id: str) -> ApiKeyList:
     """Every key of this owner (revoked ones too, flagged), newest first."""
     return ApiKeyList(keys=await info(session, await api_keys.for_owner(session, owner_id)))
 
 
-async def list_for_key(session: AsyncSession, caller: KeyPrincipal) -> ApiKeyList:
-    """The keys the calling key may see: its owner's; for a provisional agent (no owner), the agent's own."""
+async def list_for_owner(session: AsyncSession, actor: Actor) -> ApiKeyList:
+    """Every key of the signed-in owner (revoked ones too, flagged), newest first."""
+    return await _owner_keys(session, actor.require_user())
+
+
+async def list_for_key(session: AsyncSession, actor: Actor) -> ApiKeyList:
+    """The keys the calling key may see: its owner's; for a provisional agent (no owner), the agent's own.
+    An owner-level key may call it (the actor's `key` is its credential)."""
+    caller = actor.require_key()
     if caller.owner_id is not None:
-        return await list_for_owner(session, caller.owner_id)
+        return await _owner_keys(session, caller.owner_id)
     keys = await api_keys.for_agent(session, caller.agent_id) if caller.agent_id is not None else []
     return ApiKeyList(keys=await info(session, keys))
 
 
-async def create_for_key(session: AsyncSession, caller: KeyPrincipal, body: ApiKeyCreate) -> ApiKeyCreated:
+async def create_for_key(session: AsyncSession, actor: Actor, body: ApiKeyCreate) -> ApiKeyCreated:
     """A new key, for the calling agent by default or another agent of the same owner; the scopes are
-    read+write by default and never more than the caller's own (403 scope_escalation)."""
+    read+write by default and never more than the caller's own (403 scope_escalation). An owner-level key
+    may call it."""
+    caller = actor.require_key()
     scopes = api_keys.check_scopes(body.scopes, default=api_keys.READ_WRITE, ceiling=caller.scopes)
     agent_id = body.agent_id or caller.agent_id
     if agent_id is not None:
@@ -117,20 +126,21 @@ async def create_for_key(session: AsyncSession, caller: KeyPrincipal, body: ApiK
                 raise NotFound("No such agent.", code="agent_not_found")
         else:
             await mintable_agent(session, agent_id, caller.owner_id)
-    actor = ("agent", caller.agent_id) if caller.agent_id else ("user", caller.owner_id)
+    actor_type, actor_id = actor.audit
     return await mint(
         session,
         agent_id=agent_id,
         owner_id=caller.owner_id,
         scopes=scopes,
         label=body.label,
-        actor_type=actor[0],
-        actor_id=actor[1],
+        actor_type=actor_type,
+        actor_id=actor_id,
     )
 
 
-async def create_for_owner(session: AsyncSession, owner_id: str, body: ApiKeyCreate) -> ApiKeyCreated:
+async def create_for_owner(session: AsyncSession, actor: Actor, body: ApiKeyCreate) -> ApiKeyCreated:
     """A new key minted from the dashboard: for one of the owner's agents, or owner-level (no agentId)."""
+    owner_id = actor.require_user()
     scopes = api_keys.check_scopes(body.scopes, default=api_keys.READ_WRITE, ceiling=api_keys.ALL_SCOPES)
     if body.agent_id is not None:
         await mintable_agent(session, body.agent_id, owner_id)
@@ -145,11 +155,10 @@ async def create_for_owner(session: AsyncSession, owner_id: str, body: ApiKeyCre
     )
 
 
-async def _revoke(
-    session: AsyncSession, key: ApiKey, *, actor_type: str, actor_id: str | None
-) -> ApiKeyRevoked:
+async def _revoke(session: AsyncSession, key: ApiKey, actor: Actor) -> ApiKeyRevoked:
     """Revoke now; revoking a revoked key again is a no-op."""
     if await api_keys.revoke(session, key.id) is not None:
+        actor_type, actor_id = actor.audit
         audit.record(
             session,
             actor_type=actor_type,
@@ -163,12 +172,13 @@ async def _revoke(
     return ApiKeyRevoked(key_info=await info_one(session, key))
 
 
-async def revoke_for_key(session: AsyncSession, caller: KeyPrincipal, key_id: str) -> ApiKeyRevoked:
+async def revoke_for_key(session: AsyncSession, actor: Actor, key_id: str) -> ApiKeyRevoked:
+    """A key of the calling key's owner (or the calling key itself); an owner-level key may call it."""
+    caller = actor.require_key()
     key = await api_keys.get_visible(session, key_id, owner_id=caller.owner_id, agent_id=caller.agent_id)
-    actor = ("agent", caller.agent_id) if caller.agent_id else ("user", caller.owner_id)
-    return await _revoke(session, key, actor_type=actor[0], actor_id=actor[1])
+    return await _revoke(session, key, actor)
 
 
-async def revoke_for_owner_key(session: AsyncSession, owner_id: str, key_id: str) -> ApiKeyRevoked:
-    key = await api_keys.get_visible(session, key_id, owner_id=owner_id, agent_id=None)
-    return await _revoke(session, key, actor_type="user", actor_id=owner_id)
+async def revoke_for_owner_key(session: AsyncSession, actor: Actor, key_id: str) -> ApiKeyRevoked:
+    key = await api_keys.get_visible(session, key_id, owner_id=actor.require_user(), agent_id=None)
+    return await _revoke(session, key, actor)

@@ -31,6 +31,7 @@ from callboard_core.agents.states import AGENT_MOVES, ARCHIVED_BEFORE
 from callboard_core.api_keys import service as api_keys
 from callboard_core.audit import service as audit
 from callboard_core.errors import Conflict, NotFound, ValidationFailed
+from callboard_core.principals import Actor
 
 BlockerProvider = Callable[[AsyncSession, str], Awaitable[list[agent_schemas.LifecycleBlocker]]]
 HistoryProvider = Callable[[AsyncSession, str], Awaitable[bool]]
@@ -135,11 +136,12 @@ def _blocked(action: str, blockers: list[agent_schemas.LifecycleBlocker]) -> Con
     )
 
 
-def _audit(session: AsyncSession, owner_id: str, action: str, agent_id: str, **data: Any) -> None:
+def _audit(session: AsyncSession, actor: Actor, action: str, agent_id: str, **data: Any) -> None:
+    actor_type, actor_id = actor.audit
     audit.record(
         session,
-        actor_type="user",
-        actor_id=owner_id,
+        actor_type=actor_type,
+        actor_id=actor_id,
         action=action,
         target_type="agent",
         target_id=agent_id,
@@ -151,29 +153,32 @@ def _audit(session: AsyncSession, owner_id: str, action: str, agent_id: str, **d
 
 
 async def lifecycle_blockers(
-    session: AsyncSession, agent_id: str, owner_id: str
+    session: AsyncSession, actor: Actor, agent_id: str
 ) -> agent_schemas.LifecycleBlockers:
+    owner_id = actor.require_user()
     await agents.get_owned(session, agent_id, owner_id)
     return agent_schemas.LifecycleBlockers(agent_id=agent_id, blockers=await find_blockers(session, agent_id))
 
 
 async def deactivate(
-    session: AsyncSession, agent_id: str, owner_id: str, reason: str | None = None
+    session: AsyncSession, actor: Actor, agent_id: str, reason: str | None = None
 ) -> agent_schemas.AgentDashboardResponse:
     """ACTIVE -> INACTIVE: hidden from discovery, no new work; in-flight work may finish; keys stay valid."""
+    owner_id = actor.require_user()
     await agents.get_owned(session, agent_id, owner_id)
     if await _move(session, agent_id, owner_id, "deactivate") is None:
         raise await _conflict(
             session, agent_id, owner_id, "deactivate", "only an ACTIVE agent can be deactivated."
         )
-    _audit(session, owner_id, "agent.deactivated", agent_id, reason=reason)
+    _audit(session, actor, "agent.deactivated", agent_id, reason=reason)
     return await agents.to_dashboard(session, await _reload(session, agent_id, owner_id))
 
 
 async def reactivate(
-    session: AsyncSession, agent_id: str, owner_id: str
+    session: AsyncSession, actor: Actor, agent_id: str
 ) -> agent_schemas.AgentDashboardResponse:
     """INACTIVE (not archived) -> ACTIVE. A SUSPENDED agent stays suspended until staff lift it."""
+    owner_id = actor.require_user()
     await agents.get_owned(session, agent_id, owner_id)
     if await _move(session, agent_id, owner_id, "reactivate") is None:
         raise await _conflict(
@@ -183,15 +188,16 @@ async def reactivate(
             "reactivate",
             "only an INACTIVE, unarchived agent can be reactivated (unarchive first; a suspension is lifted by staff).",
         )
-    _audit(session, owner_id, "agent.reactivated", agent_id)
+    _audit(session, actor, "agent.reactivated", agent_id)
     return await agents.to_dashboard(session, await _reload(session, agent_id, owner_id))
 
 
 async def archive(
-    session: AsyncSession, agent_id: str, owner_id: str, reason: str | None = None
+    session: AsyncSession, actor: Actor, agent_id: str, reason: str | None = None
 ) -> agent_schemas.AgentDashboardResponse:
     """Set aside: INACTIVE (a suspension stays), every key of the agent revoked. Refused (409 with
     `blockers`) while work or money is in flight."""
+    owner_id = actor.require_user()
     await agents.get_owned(session, agent_id, owner_id)
     if await _move(session, agent_id, owner_id, "archive", archived_at=clock.now()) is None:
         raise await _conflict(session, agent_id, owner_id, "archive", "it is archived already.")
@@ -199,26 +205,28 @@ async def archive(
     if blockers:
         raise _blocked("archive", blockers)  # the unit of work rolls the move back
     revoked = await api_keys.revoke_for_agent(session, agent_id, reason="agent_archived")
-    _audit(session, owner_id, "agent.archived", agent_id, reason=reason, revoked_keys=revoked)
+    _audit(session, actor, "agent.archived", agent_id, reason=reason, revoked_keys=revoked)
     return await agents.to_dashboard(session, await _reload(session, agent_id, owner_id))
 
 
 async def unarchive(
-    session: AsyncSession, agent_id: str, owner_id: str
+    session: AsyncSession, actor: Actor, agent_id: str
 ) -> agent_schemas.AgentDashboardResponse:
     """Archived -> INACTIVE (a suspension stays). The revoked keys stay revoked: mint a new one."""
+    owner_id = actor.require_user()
     await agents.get_owned(session, agent_id, owner_id)
     if await _move(session, agent_id, owner_id, "unarchive", archived_at=None) is None:
         raise await _conflict(session, agent_id, owner_id, "unarchive", "it is not archived.")
-    _audit(session, owner_id, "agent.unarchived", agent_id)
+    _audit(session, actor, "agent.unarchived", agent_id)
     return await agents.to_dashboard(session, await _reload(session, agent_id, owner_id))
 
 
 async def delete_agent(
-    session: AsyncSession, agent_id: str, owner_id: str, body: agent_schemas.AgentDeleteBody
+    session: AsyncSession, actor: Actor, agent_id: str, body: agent_schemas.AgentDeleteBody
 ) -> agent_schemas.AgentDeleted:
     """Delete for good. With marketplace history: SOFT (a tombstone; the handle stays reserved, keys revoked).
     Without: HARD (the row and everything hanging off it go). Refused (409) while work or money is in flight."""
+    owner_id = actor.require_user()
     agent = await agents.get_owned(session, agent_id, owner_id)
     if body.confirm_handle != agent.handle:
         raise ValidationFailed(
@@ -250,5 +258,5 @@ async def delete_agent(
         await session.execute(
             delete(Agent).where(Agent.id == agent_id).execution_options(synchronize_session=False)
         )
-    _audit(session, owner_id, "agent.deleted", agent_id, mode=mode, handle=agent.handle, revoked_keys=revoked)
+    _audit(session, actor, "agent.deleted", agent_id, mode=mode, handle=agent.handle, revoked_keys=revoked)
     return agent_schemas.AgentDeleted(agent_id=agent_id, mode=mode)

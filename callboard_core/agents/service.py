@@ -31,6 +31,7 @@ from callboard_core.config import Settings
 from callboard_core.db.readcache import MISSING, ReadCache
 from callboard_core.errors import Conflict, Forbidden, Gone, NotFound, ValidationFailed
 from callboard_core.ids import new_id, random_string
+from callboard_core.principals import Actor
 from callboard_core.security import tokens
 
 CLAIM_LINK_TTL = timedelta(days=7)
@@ -135,9 +136,10 @@ async def get_owned(session: AsyncSession, agent_id: str, owner_id: str) -> Agen
 
 
 async def me(
-    session: AsyncSession, agent_id: str, cache: ReadCache | None = None
+    session: AsyncSession, actor: Actor, cache: ReadCache | None = None
 ) -> agent_schemas.AgentResponse:
     """The calling agent's own record (read-through cached on SQLite; see db/readcache.py)."""
+    agent_id = actor.require_agent()
     if cache is None:
         return to_response(await get_live(session, agent_id))
     key = ("agent_me", agent_id)
@@ -325,9 +327,9 @@ async def register(
 
 
 async def update_me(
-    session: AsyncSession, agent_id: str, body: agent_schemas.AgentSelfUpdate
+    session: AsyncSession, actor: Actor, body: agent_schemas.AgentSelfUpdate
 ) -> agent_schemas.AgentResponse:
-    agent = await get_live(session, agent_id)
+    agent = await get_live(session, actor.require_agent())
     data = body.model_dump(exclude_unset=True)
     for field in ("name", "endpoint_url"):
         if field in data and data[field] is None:
@@ -377,9 +379,9 @@ async def mint_claim_link(session: AsyncSession, settings: Settings, agent: Agen
 
 
 async def claim_link_for_me(
-    session: AsyncSession, settings: Settings, agent_id: str
+    session: AsyncSession, settings: Settings, actor: Actor
 ) -> agent_schemas.ClaimLink:
-    return await mint_claim_link(session, settings, await get_live(session, agent_id))
+    return await mint_claim_link(session, settings, await get_live(session, actor.require_agent()))
 
 
 async def _live_claim_link(
@@ -422,10 +424,11 @@ async def claim_preview(session: AsyncSession, code: str) -> agent_schemas.Claim
     )
 
 
-async def claim(session: AsyncSession, code: str, user_id: str) -> agent_schemas.ClaimResult:
+async def claim(session: AsyncSession, actor: Actor, code: str) -> agent_schemas.ClaimResult:
     """Bind a provisional agent and its keys to the signed-in owner; its keys become read+write.
 
     Compare-and-set on the agent's claim status: of two people claiming at once, one wins, one gets 409."""
+    user_id = actor.require_user()
     link, agent = await _live_claim_link(session, code, claiming=True)
     now = clock.now()
     won = (
@@ -454,11 +457,13 @@ async def claim(session: AsyncSession, code: str, user_id: str) -> agent_schemas
 
 
 async def mint_enroll_token(
-    session: AsyncSession, settings: Settings, owner_id: str
+    session: AsyncSession, settings: Settings, actor: Actor
 ) -> agent_schemas.EnrollToken:
     token = "enr_" + tokens.new_token(24)
     row = AgentEnrollToken(
-        owner_id=owner_id, token_hash=tokens.hash_token(token), expires_at=clock.now() + ENROLL_TOKEN_TTL
+        owner_id=actor.require_user(),
+        token_hash=tokens.hash_token(token),
+        expires_at=clock.now() + ENROLL_TOKEN_TTL,
     )
     session.add(row)
     await session.flush()
@@ -478,9 +483,9 @@ async def mint_enroll_token(
 
 
 async def update_policy(
-    session: AsyncSession, agent_id: str, owner_id: str, body: agent_schemas.AgentPolicyUpdate
+    session: AsyncSession, actor: Actor, agent_id: str, body: agent_schemas.AgentPolicyUpdate
 ) -> agent_schemas.AgentPolicy:
-    agent = await get_owned(session, agent_id, owner_id)
+    agent = await get_owned(session, agent_id, actor.require_user())
     if body.auto_publish_limit_cents is not None:
         agent.auto_publish_limit_cents = body.auto_publish_limit_cents
     if body.intent is not None:
@@ -500,11 +505,12 @@ def _heartbeat_record(beat: AgentHeartbeat) -> agent_schemas.HeartbeatRecord:
 
 
 async def heartbeat(
-    session: AsyncSession, agent_id: str, body: agent_schemas.HeartbeatBody
+    session: AsyncSession, actor: Actor, body: agent_schemas.HeartbeatBody
 ) -> agent_schemas.HeartbeatAck:
     """One row per (agent, runtimeId), updated in place: the latest state of each runtime.
 
     A single upsert, so concurrent beats of one runtime neither collide nor lose a count."""
+    agent_id = actor.require_agent()
     now = clock.now()
     values = body.model_dump(exclude_unset=False)
     values["status"] = body.status or "ONLINE"
@@ -523,11 +529,11 @@ async def heartbeat(
     return agent_schemas.HeartbeatAck(heartbeat=_heartbeat_record(beat), server_time=now)
 
 
-async def heartbeats(session: AsyncSession, agent_id: str) -> agent_schemas.HeartbeatList:
+async def heartbeats(session: AsyncSession, actor: Actor) -> agent_schemas.HeartbeatList:
     rows = (
         await session.execute(
             select(AgentHeartbeat)
-            .where(AgentHeartbeat.agent_id == agent_id)
+            .where(AgentHeartbeat.agent_id == actor.require_agent())
             .order_by(AgentHeartbeat.last_seen_at.desc())
             .limit(100)
         )
@@ -535,8 +541,8 @@ async def heartbeats(session: AsyncSession, agent_id: str) -> agent_schemas.Hear
     return agent_schemas.HeartbeatList(heartbeats=[_heartbeat_record(b) for b in rows])
 
 
-async def seller_workers(session: AsyncSession, agent_id: str, owner_id: str) -> agent_schemas.SellerWorkers:
-    await get_owned(session, agent_id, owner_id)
+async def seller_workers(session: AsyncSession, actor: Actor, agent_id: str) -> agent_schemas.SellerWorkers:
+    await get_owned(session, agent_id, actor.require_user())
     rows = (
         await session.execute(
             select(AgentHeartbeat)
@@ -572,9 +578,10 @@ async def seller_workers(session: AsyncSession, agent_id: str, owner_id: str) ->
 # --- key rotation --------------------------------------------------------------------------------
 
 
-async def rotate_key(session: AsyncSession, key_id: str) -> agent_schemas.KeyRotated:
-    """Revoke the calling key and issue its replacement with the same scopes and label.
-    Compare-and-set: two concurrent rotations of one key cannot both mint a replacement."""
+async def rotate_key(session: AsyncSession, actor: Actor) -> agent_schemas.KeyRotated:
+    """Revoke the calling key (an owner-level key too) and issue its replacement with the same scopes and
+    label. Compare-and-set: two concurrent rotations of one key cannot both mint a replacement."""
+    key_id = actor.require_key().key_id
     old = await api_keys.revoke(session, key_id, reason="rotated")
     if old is None:
         raise Conflict("This key was revoked already.", code="key_revoked")

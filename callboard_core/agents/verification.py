@@ -19,7 +19,7 @@ from callboard_core.auth import service as auth
 from callboard_core.config import Settings
 from callboard_core.errors import Conflict
 from callboard_core.mail.service import Mailer
-from callboard_core.principals import UserPrincipal
+from callboard_core.principals import Actor
 from callboard_core.users import service as users
 
 
@@ -41,13 +41,14 @@ def _require_claimed(agent: Agent) -> None:
 
 
 async def start(
-    session: AsyncSession, settings: Settings, mailer: Mailer, principal: UserPrincipal, agent_id: str
+    session: AsyncSession, settings: Settings, mailer: Mailer, actor: Actor, agent_id: str
 ) -> agent_schemas.ClaimVerification:
-    agent = await agents.get_owned(session, agent_id, principal.user_id)
+    user_id = actor.require_user()
+    agent = await agents.get_owned(session, agent_id, user_id)
     _require_claimed(agent)
     if agent.claim_status == ClaimStatus.VERIFIED:
         return _result(agent, "verified")
-    user = await users.get(session, principal.user_id)
+    user = await users.get(session, user_id)
     if user.email_verified_at is None:
         await auth.issue_magic_link(
             session, settings, mailer, email=user.email, user_id=user.id, purpose=auth.VERIFY_EMAIL
@@ -55,14 +56,13 @@ async def start(
     return _result(agent, "verification_sent")
 
 
-async def verify(
-    session: AsyncSession, principal: UserPrincipal, agent_id: str
-) -> agent_schemas.ClaimVerification:
-    agent = await agents.get_owned(session, agent_id, principal.user_id)
+async def verify(session: AsyncSession, actor: Actor, agent_id: str) -> agent_schemas.ClaimVerification:
+    user_id = actor.require_user()
+    agent = await agents.get_owned(session, agent_id, user_id)
     _require_claimed(agent)
     if agent.claim_status == ClaimStatus.VERIFIED:
         return _result(agent, "verified")
-    user = await users.get(session, principal.user_id)
+    user = await users.get(session, user_id)
     if user.email_verified_at is None:
         raise Conflict(
             "Confirm your email address first: follow the link we mailed you, then try again.",
@@ -75,7 +75,7 @@ async def verify(
             update(Agent)
             .where(
                 Agent.id == agent.id,
-                Agent.owner_id == principal.user_id,
+                Agent.owner_id == user_id,
                 Agent.claim_status == ClaimStatus.CLAIMED,
             )
             .values(claim_status=ClaimStatus.VERIFIED, verified_at=now, updated_at=now)

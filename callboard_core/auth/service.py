@@ -36,7 +36,7 @@ from callboard_core.errors import (
     from_pydantic,
 )
 from callboard_core.mail.service import Mail, Mailer
-from callboard_core.principals import UserPrincipal
+from callboard_core.principals import Actor
 from callboard_core.schemas import ApiModel, StatusResponse
 from callboard_core.security import passwords, tokens
 from callboard_core.users import service as users
@@ -486,14 +486,14 @@ async def dev_login(
 # --- the signed-in user's own account ------------------------------------------------------------
 
 
-async def me(session: AsyncSession, user_id: str) -> UserEnvelope:
-    return UserEnvelope(user=users.public(await users.get(session, user_id)))
+async def me(session: AsyncSession, actor: Actor) -> UserEnvelope:
+    return UserEnvelope(user=users.public(await users.get(session, actor.require_user())))
 
 
 async def update_onboarding_profile(
-    session: AsyncSession, user_id: str, body: auth_schemas.OnboardingProfileUpdate
+    session: AsyncSession, actor: Actor, body: auth_schemas.OnboardingProfileUpdate
 ) -> UserEnvelope:
-    user = await users.get(session, user_id)
+    user = await users.get(session, actor.require_user())
     data = body.model_dump(exclude_unset=True)
     _apply_profile(user, data)
     if user.profile_set_at is None:
@@ -503,17 +503,19 @@ async def update_onboarding_profile(
     return UserEnvelope(user=users.public(user))
 
 
-async def change_password(session: AsyncSession, principal: UserPrincipal, password: str) -> StatusResponse:
-    """Set a new password; every other session of the user ends, this one stays."""
+async def change_password(
+    session: AsyncSession, actor: Actor, password: str, *, keep_session_id: str
+) -> StatusResponse:
+    """Set a new password; every other session of the user ends, `keep_session_id` (the caller's) stays."""
     users.check_password_strength(password)
-    user = await users.get(session, principal.user_id)
+    user = await users.get(session, actor.require_user())
     user.password_hash = await passwords.hash_password(password)
     user.updated_at = clock.now()
     await session.execute(
         update(UserSession)
         .where(
             UserSession.user_id == user.id,
-            UserSession.id != principal.session_id,
+            UserSession.id != keep_session_id,
             UserSession.revoked_at.is_(None),
         )
         .values(revoked_at=clock.now())
@@ -522,9 +524,9 @@ async def change_password(session: AsyncSession, principal: UserPrincipal, passw
     return StatusResponse(status="updated")
 
 
-async def logout(session: AsyncSession, user_id: str) -> StatusResponse:
+async def logout(session: AsyncSession, actor: Actor) -> StatusResponse:
     """End every live session of the user (every browser), not only this one."""
-    await sessions.revoke_all(session, user_id)
+    await sessions.revoke_all(session, actor.require_user())
     return StatusResponse(status="ok")
 
 

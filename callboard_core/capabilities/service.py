@@ -32,7 +32,7 @@ from callboard_core.capabilities.models import (
     TaxonomyStatus,
 )
 from callboard_core.errors import Conflict, NotFound, ValidationFailed, field_error
-from callboard_core.principals import UserPrincipal
+from callboard_core.principals import Actor
 
 # A person may keep this many requests waiting for review at once.
 MAX_PENDING_PER_USER = 50
@@ -314,9 +314,10 @@ async def _with_similar(
 
 
 async def request_tag(
-    session: AsyncSession, user: UserPrincipal, body: capability_schemas.TagRequestCreate
+    session: AsyncSession, actor: Actor, body: capability_schemas.TagRequestCreate
 ) -> capability_schemas.CapabilityTagRequest:
     """Ask staff for a tag the taxonomy lacks. Not used for matching until reviewed."""
+    user_id = actor.require_user()
     normalized = normalize(body.raw_text)
     if not normalized:
         raise field_error("rawText", "Describe the capability in a few words.", "empty")
@@ -331,13 +332,13 @@ async def request_tag(
     if body.suggested_category_id is not None:
         await get_category(session, body.suggested_category_id, active_only=True)
     if body.agent_id is not None:
-        await _holders().check_owned_agent(session, body.agent_id, user.user_id)
+        await _holders().check_owned_agent(session, body.agent_id, user_id)
     # Asking twice for the same thing returns the request already waiting.
     mine = (
         await session.execute(
             select(CapabilityTagRequest)
             .where(
-                CapabilityTagRequest.requested_by_user_id == user.user_id,
+                CapabilityTagRequest.requested_by_user_id == user_id,
                 CapabilityTagRequest.normalized_text == normalized,
                 CapabilityTagRequest.status == TagRequestStatus.PENDING,
             )
@@ -350,7 +351,7 @@ async def request_tag(
                 select(func.count())
                 .select_from(CapabilityTagRequest)
                 .where(
-                    CapabilityTagRequest.requested_by_user_id == user.user_id,
+                    CapabilityTagRequest.requested_by_user_id == user_id,
                     CapabilityTagRequest.status == TagRequestStatus.PENDING,
                 )
             )
@@ -366,7 +367,7 @@ async def request_tag(
             normalized_text=normalized,
             suggested_category_id=body.suggested_category_id,
             explanation=body.explanation,
-            requested_by_user_id=user.user_id,
+            requested_by_user_id=user_id,
             agent_id=body.agent_id,
             status=TagRequestStatus.PENDING,
         )
@@ -413,12 +414,13 @@ async def list_requests(
 
 
 def _record(
-    session: AsyncSession, staff: UserPrincipal, action: str, target_type: str, target_id: str, **data: Any
+    session: AsyncSession, actor: Actor, action: str, target_type: str, target_id: str, **data: Any
 ) -> None:
+    actor_type, actor_id = actor.audit
     audit.record(
         session,
-        actor_type="user",
-        actor_id=staff.user_id,
+        actor_type=actor_type,
+        actor_id=actor_id,
         action=action,
         target_type=target_type,
         target_id=target_id,
@@ -473,7 +475,7 @@ def _derive_slug(explicit: str | None, name: str) -> str:
 
 
 async def create_category(
-    session: AsyncSession, staff: UserPrincipal, body: capability_schemas.CategoryCreate
+    session: AsyncSession, actor: Actor, body: capability_schemas.CategoryCreate
 ) -> capability_schemas.CapabilityCategory:
     slug = _derive_slug(body.slug, body.name)
     await _category_slug_free(session, slug)
@@ -493,12 +495,12 @@ async def create_category(
     await _flush_unique(
         session, f"A category with the slug '{slug}' exists already.", "category_slug_taken", slug=slug
     )
-    _record(session, staff, "capability_category.create", "capability_category", category.id, slug=slug)
+    _record(session, actor, "capability_category.create", "capability_category", category.id, slug=slug)
     return category_view(category, [])
 
 
 async def update_category(
-    session: AsyncSession, staff: UserPrincipal, category_id: str, body: capability_schemas.CategoryUpdate
+    session: AsyncSession, actor: Actor, category_id: str, body: capability_schemas.CategoryUpdate
 ) -> capability_schemas.CapabilityCategory:
     category = await get_category(session, category_id)
     data = body.model_dump(exclude_unset=True)
@@ -514,7 +516,7 @@ async def update_category(
     )
     _record(
         session,
-        staff,
+        actor,
         "capability_category.update",
         "capability_category",
         category.id,
@@ -566,7 +568,7 @@ async def _new_tag(
 
 
 async def create_tag(
-    session: AsyncSession, staff: UserPrincipal, body: capability_schemas.TagCreate
+    session: AsyncSession, actor: Actor, body: capability_schemas.TagCreate
 ) -> capability_schemas.CapabilityTag:
     category = await get_category(session, body.category_id)
     tag = await _new_tag(
@@ -582,7 +584,7 @@ async def create_tag(
     )
     _record(
         session,
-        staff,
+        actor,
         "capability_tag.create",
         "capability_tag",
         tag.id,
@@ -593,7 +595,7 @@ async def create_tag(
 
 
 async def update_tag(
-    session: AsyncSession, staff: UserPrincipal, tag_id: str, body: capability_schemas.TagUpdate
+    session: AsyncSession, actor: Actor, tag_id: str, body: capability_schemas.TagUpdate
 ) -> capability_schemas.CapabilityTag:
     tag = await get_tag(session, tag_id)
     data = body.model_dump(exclude_unset=True)
@@ -620,7 +622,7 @@ async def update_tag(
         await _holders().tag_renamed(session, tag.id, new_slug)
     _record(
         session,
-        staff,
+        actor,
         "capability_tag.update",
         "capability_tag",
         tag.id,
@@ -630,7 +632,7 @@ async def update_tag(
 
 
 async def merge_tag(
-    session: AsyncSession, staff: UserPrincipal, tag_id: str, into_tag_id: str
+    session: AsyncSession, actor: Actor, tag_id: str, into_tag_id: str
 ) -> capability_schemas.CapabilityTag:
     """Fold a tag into another: it becomes DEPRECATED with mergedIntoTagId, its slug and aliases become
     aliases of the target, and agents holding it hold the target instead (no duplicates). Returns the target."""
@@ -669,7 +671,7 @@ async def merge_tag(
     repointed = await _holders().tag_merged(session, tag.id, target.id, target.slug)
     _record(
         session,
-        staff,
+        actor,
         "capability_tag.merge",
         "capability_tag",
         tag.id,
@@ -686,7 +688,7 @@ async def merge_tag(
 
 
 async def review_request(
-    session: AsyncSession, staff: UserPrincipal, request_id: str, body: capability_schemas.TagRequestReview
+    session: AsyncSession, actor: Actor, request_id: str, body: capability_schemas.TagRequestReview
 ) -> capability_schemas.CapabilityTagRequest:
     request = await get_request(session, request_id)
     states.check(
@@ -733,7 +735,7 @@ async def review_request(
 
     now = clock.now()
     values: dict[str, Any] = dict(
-        reviewed_by_user_id=staff.user_id,
+        reviewed_by_user_id=actor.require_user(),
         reviewed_at=now,
         updated_at=now,
         resolved_tag_id=resolved.id if resolved else None,
@@ -775,7 +777,7 @@ async def review_request(
             await session.flush()
     _record(
         session,
-        staff,
+        actor,
         "capability_request.review",
         "capability_tag_request",
         request.id,

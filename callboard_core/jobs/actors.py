@@ -1,49 +1,18 @@
-"""Who acts on a job: an agent through its API key, or a signed-in owner acting for one of its agents
-(the owner mirrors). Object-level authorization lives here: anything not the actor's is a 404."""
+"""Object-level authorization for the job lifecycle: which agent an Actor (callboard_core.principals) acts as,
+an agent through its API key or a signed-in owner acting for one of its agents (the owner mirrors). Anything
+not the actor's is a 404."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from callboard_core.agents.models import Agent, AgentStatus
 from callboard_core.errors import Conflict, Forbidden, NotFound
+from callboard_core.principals import Actor
 
 Row = TypeVar("Row")
-
-
-@dataclass(frozen=True, slots=True)
-class Actor:
-    agent_id: str | None = None
-    user_id: str | None = None
-    staff: bool = False
-
-    @classmethod
-    def agent(cls, agent_id: str) -> Actor:
-        return cls(agent_id=agent_id)
-
-    @classmethod
-    def owner(cls, user_id: str) -> Actor:
-        return cls(user_id=user_id)
-
-    @classmethod
-    def admin(cls, user_id: str) -> Actor:
-        return cls(user_id=user_id, staff=True)
-
-    @property
-    def kind(self) -> str:
-        if self.staff:
-            return "staff"
-        return "agent" if self.agent_id else "owner"
-
-    @property
-    def id(self) -> str | None:
-        return self.agent_id or self.user_id
-
-
-SYSTEM = Actor()  # the deadline sweeper and automatic moves
 
 
 def may_act_for(actor: Actor, agent: Agent) -> bool:

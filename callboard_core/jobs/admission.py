@@ -22,7 +22,6 @@ from callboard_core.agent_notifications import service as notifications
 from callboard_core.ids import new_id
 from callboard_core.jobs import events, states
 from callboard_core.jobs import schemas as job_schemas
-from callboard_core.jobs.actors import SYSTEM, Actor
 from callboard_core.jobs.models import Job, JobApplication, JobInvitation, ParticipationSlot
 from callboard_core.jobs.service import lock, move, requester_job, view
 from callboard_core.jobs.states import (
@@ -35,6 +34,7 @@ from callboard_core.jobs.states import (
     JobStatus,
     SlotStatus,
 )
+from callboard_core.principals import SYSTEM, Actor
 
 # How long an admitted worker has to acknowledge its slot (capped by the latest submission deadline).
 ACK_WINDOW = timedelta(hours=1)

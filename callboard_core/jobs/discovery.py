@@ -32,10 +32,11 @@ from callboard_core.db.base import UTCDateTime
 from callboard_core.db.engine import json_loads
 from callboard_core.db.readcache import ReadCache
 from callboard_core.jobs import schemas as job_schemas
-from callboard_core.jobs.actors import Actor, acting_agent
+from callboard_core.jobs.actors import acting_agent
 from callboard_core.jobs.models import Job
 from callboard_core.jobs.pagination import decode_cursor, encode_cursor
 from callboard_core.jobs.states import JobStatus
+from callboard_core.principals import Actor
 
 # What a preview shows, read as raw Core rows: JSON columns as their text, times as the driver gives them.
 # Previews are memoised per job and rookie flag together with the raw row they were made from: a job nobody

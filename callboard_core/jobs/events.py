@@ -12,8 +12,8 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from callboard_core import clock
 from callboard_core.agent_notifications import service as notifications
 from callboard_core.jobs import schemas as job_schemas
-from callboard_core.jobs.actors import Actor
 from callboard_core.jobs.models import JobEvent
+from callboard_core.principals import Actor
 
 _tiebreak = itertools.count()
 

@@ -12,9 +12,10 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from callboard_core.agent_notifications import service as notifications
 from callboard_core.agents.models import Agent, ClaimStatus, Intent
 from callboard_core.db.readcache import ReadCache
-from callboard_core.jobs.actors import Actor, acting_agent
+from callboard_core.jobs.actors import acting_agent
 from callboard_core.jobs.models import Job, JobInvitation, ParticipationSlot
 from callboard_core.jobs.states import LIVE_SLOTS, InvitationStatus, JobStatus, SlotStatus
+from callboard_core.principals import Actor
 from callboard_core.schemas import ApiModel, JsonObject
 
 

@@ -20,7 +20,7 @@ from callboard_core.files.schemas import FileView, UploadRequest, UploadTicket
 from callboard_core.job_types import service as job_types
 from callboard_core.jobs import admission, events, review, states
 from callboard_core.jobs import schemas as job_schemas
-from callboard_core.jobs.actors import SYSTEM, Actor, acting_agent, require_can_work, worker_row
+from callboard_core.jobs.actors import acting_agent, require_can_work, worker_row
 from callboard_core.jobs.models import (
     Job,
     JobApplication,
@@ -40,6 +40,7 @@ from callboard_core.jobs.states import (
     SlotStatus,
     SubmissionStatus,
 )
+from callboard_core.principals import SYSTEM, Actor
 
 # --- views ---------------------------------------------------------------------------------------
 

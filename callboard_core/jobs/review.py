@@ -20,7 +20,6 @@ from callboard_core.files.models import FileKind, StoredFile
 from callboard_core.files.schemas import UploadRequest
 from callboard_core.jobs import events, states
 from callboard_core.jobs import schemas as job_schemas
-from callboard_core.jobs.actors import SYSTEM, Actor
 from callboard_core.jobs.models import (
     Award,
     Job,
@@ -40,6 +39,7 @@ from callboard_core.jobs.states import (
     SlotStatus,
     SubmissionStatus,
 )
+from callboard_core.principals import SYSTEM, Actor
 
 # --- input files (drafts) ------------------------------------------------------------------------
 

@@ -22,10 +22,11 @@ from callboard_core.files.models import FileStatus
 from callboard_core.job_types import service as job_types
 from callboard_core.jobs import events, states
 from callboard_core.jobs import schemas as job_schemas
-from callboard_core.jobs.actors import Actor, acting_agent, require_can_work
+from callboard_core.jobs.actors import acting_agent, require_can_work
 from callboard_core.jobs.models import Job, JobInvitation
 from callboard_core.jobs.pagination import decode_cursor, encode_cursor
 from callboard_core.jobs.states import JOB_MOVES, JobStatus, check_job
+from callboard_core.principals import Actor
 
 DEFAULT_JOB_TYPE = "general"
 DEFAULT_APPLICATION_CAP = 50
@@ -468,9 +469,9 @@ async def get_for_requester(session: AsyncSession, actor: Actor, job_id: str) ->
 
 
 async def list_for_owner(
-    session: AsyncSession, user_id: str, query: job_schemas.OwnerJobsQuery
+    session: AsyncSession, actor: Actor, query: job_schemas.OwnerJobsQuery
 ) -> job_schemas.OwnerJobList:
-    stmt = select(Job).where(Job.owner_id == user_id)
+    stmt = select(Job).where(Job.owner_id == actor.require_user())
     if query.status:
         stmt = stmt.where(Job.status == query.status)
     if query.cursor:

@@ -16,9 +16,9 @@ from callboard_core import clock
 from callboard_core.container import Core
 from callboard_core.jobs import admission, events, invitations
 from callboard_core.jobs import service as jobs
-from callboard_core.jobs.actors import SYSTEM
 from callboard_core.jobs.models import Job, JobInvitation, ParticipationSlot
 from callboard_core.jobs.states import SLOT_MOVES, InvitationStatus, JobStatus, SlotStatus
+from callboard_core.principals import SYSTEM
 
 log = logging.getLogger("callboard.sweeper")
 BATCH = 200

@@ -29,6 +29,7 @@ from callboard_core.ids import new_id
 from callboard_core.onboarding import proposal
 from callboard_core.onboarding import schemas as onboarding_schemas
 from callboard_core.onboarding.models import ActivationSource, InstallToken, OnboardingActivation
+from callboard_core.principals import Actor
 from callboard_core.security import tokens
 
 INSTALL_TOKEN_TTL = timedelta(minutes=15)
@@ -344,18 +345,17 @@ async def activate(
     )
 
 
-async def issue_read_key(
-    session: AsyncSession, agent_id: str, owner_id: str
-) -> onboarding_schemas.ClaimedKey:
-    """The onboarding claim's key: read-only, for an agent of the owner."""
+async def issue_read_key(session: AsyncSession, actor: Actor, agent_id: str) -> onboarding_schemas.ClaimedKey:
+    """The onboarding claim's key: read-only, for an agent of the signed-in owner."""
+    actor_type, actor_id = actor.audit
     created = await agent_keys.mint(
         session,
         agent_id=agent_id,
-        owner_id=owner_id,
+        owner_id=actor.require_user(),
         scopes=[api_keys.READ],
         label="onboarding claim",
-        actor_type="user",
-        actor_id=owner_id,
+        actor_type=actor_type,
+        actor_id=actor_id,
     )
     return onboarding_schemas.ClaimedKey(key=created.key, key_info=created.key_info)
 

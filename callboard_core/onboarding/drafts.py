@@ -29,6 +29,7 @@ from callboard_core.onboarding.models import (
     RegistrationDraft,
 )
 from callboard_core.onboarding.sessions import guide_for
+from callboard_core.principals import Actor
 from callboard_core.security import tokens
 
 # Long enough for the agent's human to sign in and claim; the owner's actions after the claim ignore it.
@@ -278,11 +279,12 @@ async def status(
 
 
 async def claim(
-    session: AsyncSession, owner_id: str, slug: str, body: onboarding_schemas.ClaimBody
+    session: AsyncSession, actor: Actor, slug: str, body: onboarding_schemas.ClaimBody
 ) -> onboarding_schemas.DraftEnvelope:
     """The signed-in owner takes an unclaimed draft whose token they hold (claiming again is a no-op).
     `agentId` links one of the owner's agents: activation then configures it instead of creating one.
     A draft claimed by another owner is a 404, like an unknown one; so is a wrong token on an unclaimed draft."""
+    owner_id = actor.require_user()
     row = await _by_slug(session, slug, lock=True)
     if row is None or (row.owner_id is not None and row.owner_id != owner_id):
         raise _not_found()
@@ -327,10 +329,11 @@ async def claim(
 async def activate(
     session: AsyncSession,
     settings: Settings,
-    owner_id: str,
+    actor: Actor,
     slug: str,
     body: onboarding_schemas.DraftActivationBody,
 ) -> onboarding_schemas.DraftActivated:
+    owner_id = actor.require_user()
     row = await _by_slug(session, slug, lock=True)
     if row is None or (row.owner_id is not None and row.owner_id != owner_id):
         raise _not_found()

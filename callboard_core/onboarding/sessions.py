@@ -30,7 +30,7 @@ from callboard_core.onboarding.models import (
     OnboardingSession,
     SessionStatus,
 )
-from callboard_core.principals import OnboardingPrincipal
+from callboard_core.principals import Actor, OnboardingPrincipal
 from callboard_core.security import tokens
 
 TOKEN_TTL = timedelta(hours=1)
@@ -126,7 +126,7 @@ async def _load(
 
 async def _owned(
     session: AsyncSession,
-    owner_id: str,
+    actor: Actor,
     *,
     session_id: str | None = None,
     slug: str | None = None,
@@ -137,7 +137,7 @@ async def _owned(
         OnboardingSession.id == session_id if session_id is not None else OnboardingSession.slug == slug
     )
     row = await _load(session, condition, lock=lock)
-    if row is None or row.owner_id != owner_id:
+    if row is None or row.owner_id != actor.require_user():
         raise _not_found()
     return row
 
@@ -207,7 +207,7 @@ def _prompt(
 
 
 async def mint(
-    session: AsyncSession, settings: Settings, owner_id: str, body: onboarding_schemas.MintBody
+    session: AsyncSession, settings: Settings, actor: Actor, body: onboarding_schemas.MintBody
 ) -> onboarding_schemas.Minted:
     """A new session and its agent token (one hour, shown once, stored hashed)."""
     slug = "ws-" + random_string(16)
@@ -215,7 +215,7 @@ async def mint(
     request = body.model_dump(exclude_none=True)
     row = OnboardingSession(
         slug=slug,
-        owner_id=owner_id,
+        owner_id=actor.require_user(),
         token_hash=tokens.hash_token(token),
         token_expires_at=clock.now() + TOKEN_TTL,
         status=SessionStatus.PENDING,
@@ -242,8 +242,9 @@ async def _activations(session: AsyncSession, ids: Sequence[str]) -> dict[str, O
     return {a.onboarding_session_id: a for a in rows if a.onboarding_session_id}
 
 
-async def list_for_owner(session: AsyncSession, owner_id: str) -> onboarding_schemas.SessionList:
+async def list_for_owner(session: AsyncSession, actor: Actor) -> onboarding_schemas.SessionList:
     """The owner's sessions, newest first (at most LIST_LIMIT), with the total."""
+    owner_id = actor.require_user()
     total = (
         await session.execute(
             select(func.count()).select_from(OnboardingSession).where(OnboardingSession.owner_id == owner_id)
@@ -265,25 +266,23 @@ async def list_for_owner(session: AsyncSession, owner_id: str) -> onboarding_sch
     )
 
 
-async def get(session: AsyncSession, owner_id: str, session_id: str) -> onboarding_schemas.SessionEnvelope:
-    return await _envelope(session, await _owned(session, owner_id, session_id=session_id))
+async def get(session: AsyncSession, actor: Actor, session_id: str) -> onboarding_schemas.SessionEnvelope:
+    return await _envelope(session, await _owned(session, actor, session_id=session_id))
 
 
 async def update(
-    session: AsyncSession, owner_id: str, session_id: str, body: onboarding_schemas.OwnerDraftUpdate
+    session: AsyncSession, actor: Actor, session_id: str, body: onboarding_schemas.OwnerDraftUpdate
 ) -> onboarding_schemas.SessionEnvelope:
     """The owner edits the proposal (only the fields sent; null clears) while the session is open."""
-    row = await _owned(session, owner_id, session_id=session_id, lock=True)
+    row = await _owned(session, actor, session_id=session_id, lock=True)
     _require(row, "edit")
     await _move(session, row, "edit", data=proposal.merge(row.data, body, proposal.OWNER_NOT_NULL))
     return await _envelope(session, row)
 
 
-async def dismiss(
-    session: AsyncSession, owner_id: str, session_id: str
-) -> onboarding_schemas.SessionEnvelope:
+async def dismiss(session: AsyncSession, actor: Actor, session_id: str) -> onboarding_schemas.SessionEnvelope:
     """Open -> DISMISSED; dismissing again answers the same. An activated session stays activated (409)."""
-    row = await _owned(session, owner_id, session_id=session_id, lock=True)
+    row = await _owned(session, actor, session_id=session_id, lock=True)
     if row.status != SessionStatus.DISMISSED:
         _require(row, "dismiss")
         await _move(session, row, "dismiss", dismissed_at=clock.now())
@@ -291,10 +290,10 @@ async def dismiss(
 
 
 async def review(
-    session: AsyncSession, owner_id: str, slug: str, body: onboarding_schemas.TokenBody
+    session: AsyncSession, actor: Actor, slug: str, body: onboarding_schemas.TokenBody
 ) -> onboarding_schemas.SessionEnvelope:
     """The owner opens the session the agent pointed them to (slug and token), whatever the token's age."""
-    row = await _owned(session, owner_id, slug=slug, lock=True)
+    row = await _owned(session, actor, slug=slug, lock=True)
     if not proposal.token_matches(row.token_hash, body.token):
         raise proposal.token_mismatch()
     row.reviewed_at = clock.now()
@@ -305,11 +304,11 @@ async def review(
 async def activate(
     session: AsyncSession,
     settings: Settings,
-    owner_id: str,
+    actor: Actor,
     session_id: str,
     body: onboarding_schemas.ActivationBody,
 ) -> onboarding_schemas.SessionActivated:
-    row = await _owned(session, owner_id, session_id=session_id, lock=True)
+    row = await _owned(session, actor, session_id=session_id, lock=True)
     if row.status == SessionStatus.ACTIVATED:
         raise Conflict(
             "This session was activated already.", code="already_activated", current_state=row.status
@@ -318,7 +317,7 @@ async def activate(
     data = row.data or {}
     subject = activations.Subject(
         source=ActivationSource.ONBOARDING_SESSION,
-        owner_id=owner_id,
+        owner_id=actor.require_user(),
         subject_id=row.id,
         draft=proposal.draft_of(data),
         request=onboarding_schemas.OwnerRequest.model_validate(data.get("request") or {}),
@@ -331,11 +330,11 @@ async def activate(
 
 
 async def claim(
-    session: AsyncSession, owner_id: str, slug: str, body: onboarding_schemas.ClaimBody
+    session: AsyncSession, actor: Actor, slug: str, body: onboarding_schemas.ClaimBody
 ) -> onboarding_schemas.ClaimedKey:
     """A read-only key through the session: for `agentId` (one of the owner's agents) or, without it, for
     the agent the session activated."""
-    row = await _owned(session, owner_id, slug=slug)
+    row = await _owned(session, actor, slug=slug)
     if not proposal.token_matches(row.token_hash, body.token):
         raise proposal.token_mismatch()
     states.check(SESSION_MOVES["claim"], row.status, what="session", message="This session was dismissed.")
@@ -349,8 +348,8 @@ async def claim(
             code="agent_required",
             current_state=row.status,
         )
-    agent = await agent_keys.mintable_agent(session, agent_id, owner_id)
-    return await activations.issue_read_key(session, agent.id, owner_id)
+    agent = await agent_keys.mintable_agent(session, agent_id, actor.require_user())
+    return await activations.issue_read_key(session, actor, agent.id)
 
 
 # --- the agent's side (bearer token) -----------------------------------------------------------------

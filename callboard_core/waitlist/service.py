@@ -15,7 +15,7 @@ from callboard_core.audit import service as audit
 from callboard_core.config import Settings
 from callboard_core.errors import Conflict, NotFound
 from callboard_core.mail.service import Mail, Mailer
-from callboard_core.principals import UserPrincipal
+from callboard_core.principals import Actor
 from callboard_core.users import service as users
 from callboard_core.users.models import SignupIntent
 from callboard_core.waitlist import schemas as waitlist_schemas
@@ -105,11 +105,12 @@ async def join(
 # --- staff ---------------------------------------------------------------------------------------
 
 
-def _record(session: AsyncSession, staff: UserPrincipal, action: str, signup_id: str, **data: Any) -> None:
+def _record(session: AsyncSession, actor: Actor, action: str, signup_id: str, **data: Any) -> None:
+    actor_type, actor_id = actor.audit
     audit.record(
         session,
-        actor_type="user",
-        actor_id=staff.user_id,
+        actor_type=actor_type,
+        actor_id=actor_id,
         action=action,
         target_type="waitlist_signup",
         target_id=signup_id,
@@ -154,7 +155,7 @@ async def list_signups(
 
 
 async def update_signup(
-    session: AsyncSession, staff: UserPrincipal, signup_id: str, body: waitlist_schemas.WaitlistUpdate
+    session: AsyncSession, actor: Actor, signup_id: str, body: waitlist_schemas.WaitlistUpdate
 ) -> waitlist_schemas.WaitlistSignup:
     signup = await get(session, signup_id)
     before = signup.status
@@ -177,7 +178,7 @@ async def update_signup(
     )
     _record(
         session,
-        staff,
+        actor,
         "waitlist.update",
         signup.id,
         status=[before, body.status],
@@ -187,7 +188,7 @@ async def update_signup(
 
 
 async def delete_signup(
-    session: AsyncSession, staff: UserPrincipal, signup_id: str, reason: str | None = None
+    session: AsyncSession, actor: Actor, signup_id: str, reason: str | None = None
 ) -> waitlist_schemas.WaitlistSignup:
     """Soft delete: status DELETED and deletedAt; hidden from the list unless includeDeleted. Idempotent."""
     signup = await get(session, signup_id)
@@ -204,14 +205,14 @@ async def delete_signup(
         updated_at=now,
     )
     if won is not None:
-        _record(session, staff, "waitlist.delete", signup.id, previous_status=before, reason=reason)
+        _record(session, actor, "waitlist.delete", signup.id, previous_status=before, reason=reason)
     else:
         await session.refresh(signup)
     return view(signup)
 
 
 async def convert(
-    session: AsyncSession, mailer: Mailer, settings: Settings, staff: UserPrincipal, signup_id: str
+    session: AsyncSession, mailer: Mailer, settings: Settings, actor: Actor, signup_id: str
 ) -> waitlist_schemas.WaitlistConversion:
     """Turn an APPROVED (or INVITED, to resend) signup into an account with preview access and mail the
     person a sign-in link. The signup becomes INVITED and notified."""
@@ -276,7 +277,7 @@ async def convert(
             ),
         ),
     )
-    _record(session, staff, "waitlist.convert", signup.id, user_id=user.id, user_created=created)
+    _record(session, actor, "waitlist.convert", signup.id, user_id=user.id, user_created=created)
     return waitlist_schemas.WaitlistConversion(
         signup=view(signup), user=users.public(user), user_created=created
     )

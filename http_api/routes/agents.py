@@ -41,13 +41,13 @@ async def claim_preview(ctx: RequestContext) -> agent_schemas.ClaimPreview:
 @routes.post("/api/v2/claim/{code}", auth=AuthKind.SESSION, response=agent_schemas.ClaimResult)
 async def claim_agent(ctx: RequestContext) -> agent_schemas.ClaimResult:
     """Claim a provisional agent for the signed-in owner; its keys become read+write."""
-    return await agents.claim(ctx.session, ctx.params["code"], ctx.user.user_id)
+    return await agents.claim(ctx.session, ctx.actor, ctx.params["code"])
 
 
 @routes.get("/api/v2/agents/me", auth=AuthKind.KEY_READ, response=agent_schemas.AgentResponse)
 async def get_me(ctx: RequestContext) -> agent_schemas.AgentResponse:
     """The calling agent."""
-    return await agents.me(ctx.session, ctx.agent_id, ctx.core.read_cache)
+    return await agents.me(ctx.session, ctx.actor, ctx.core.read_cache)
 
 
 @routes.patch(
@@ -58,13 +58,13 @@ async def get_me(ctx: RequestContext) -> agent_schemas.AgentResponse:
 )
 async def update_me(ctx: RequestContext) -> agent_schemas.AgentResponse:
     """Update the calling agent's name, description, endpoint, capabilities, roles or intent."""
-    return await agents.update_me(ctx.session, ctx.agent_id, ctx.body)
+    return await agents.update_me(ctx.session, ctx.actor, ctx.body)
 
 
 @routes.post("/api/v2/agents/me/claim-link", auth=AuthKind.KEY_READ, response=agent_schemas.ClaimLink)
 async def remint_claim_link(ctx: RequestContext) -> agent_schemas.ClaimLink:
     """Mint a fresh claim link for a provisional agent (earlier links stop working)."""
-    return await agents.claim_link_for_me(ctx.session, ctx.core.settings, ctx.agent_id)
+    return await agents.claim_link_for_me(ctx.session, ctx.core.settings, ctx.actor)
 
 
 @routes.post(
@@ -75,13 +75,13 @@ async def remint_claim_link(ctx: RequestContext) -> agent_schemas.ClaimLink:
 )
 async def heartbeat(ctx: RequestContext) -> agent_schemas.HeartbeatAck:
     """Report that a runtime of this agent is alive, and what it is doing."""
-    return await agents.heartbeat(ctx.session, ctx.agent_id, ctx.body)
+    return await agents.heartbeat(ctx.session, ctx.actor, ctx.body)
 
 
 @routes.get("/api/v2/agents/me/heartbeats", auth=AuthKind.KEY_READ, response=agent_schemas.HeartbeatList)
 async def list_heartbeats(ctx: RequestContext) -> agent_schemas.HeartbeatList:
     """The latest heartbeat of each runtime of this agent, newest first."""
-    return await agents.heartbeats(ctx.session, ctx.agent_id)
+    return await agents.heartbeats(ctx.session, ctx.actor)
 
 
 @routes.post("/api/v2/agents/me/rotate-key", auth=AuthKind.KEY_READ, response=agent_schemas.KeyRotated)
@@ -89,7 +89,7 @@ async def rotate_key(ctx: RequestContext) -> agent_schemas.KeyRotated:
     """Replace the calling key: the new key is returned once and the old one stops working now.
 
     Send an Idempotency-Key: a retry after a lost response then returns the same new key."""
-    return await agents.rotate_key(ctx.session, ctx.key.key_id)
+    return await agents.rotate_key(ctx.session, ctx.key_actor)
 
 
 @routes.post(
@@ -97,7 +97,7 @@ async def rotate_key(ctx: RequestContext) -> agent_schemas.KeyRotated:
 )
 async def mint_enroll_token(ctx: RequestContext) -> agent_schemas.EnrollToken:
     """Mint a single-use enroll token (one hour) so an agent registers already claimed by you."""
-    return await agents.mint_enroll_token(ctx.session, ctx.core.settings, ctx.user.user_id)
+    return await agents.mint_enroll_token(ctx.session, ctx.core.settings, ctx.actor)
 
 
 @routes.patch(
@@ -108,7 +108,7 @@ async def mint_enroll_token(ctx: RequestContext) -> agent_schemas.EnrollToken:
 )
 async def update_policy(ctx: RequestContext) -> agent_schemas.AgentPolicy:
     """Set an agent's auto-publish limit (0: every paid publish needs you) and intent."""
-    return await agents.update_policy(ctx.session, ctx.params["agentId"], ctx.user.user_id, ctx.body)
+    return await agents.update_policy(ctx.session, ctx.actor, ctx.params["agentId"], ctx.body)
 
 
 @routes.post(
@@ -122,7 +122,7 @@ async def claim_verification_start(ctx: RequestContext) -> agent_schemas.ClaimVe
 
     A VERIFIED agent answers status "verified"; otherwise "verification_sent" (finish with claim/verify)."""
     return await claim_verification.start(
-        ctx.session, ctx.core.settings, ctx.core.mailer, ctx.user, ctx.params["agentId"]
+        ctx.session, ctx.core.settings, ctx.core.mailer, ctx.actor, ctx.params["agentId"]
     )
 
 
@@ -131,4 +131,4 @@ async def claim_verification_start(ctx: RequestContext) -> agent_schemas.ClaimVe
 )
 async def claim_verification_verify(ctx: RequestContext) -> agent_schemas.ClaimVerification:
     """Mark a claimed agent VERIFIED once your email is verified (409 email_not_verified otherwise)."""
-    return await claim_verification.verify(ctx.session, ctx.user, ctx.params["agentId"])
+    return await claim_verification.verify(ctx.session, ctx.actor, ctx.params["agentId"])

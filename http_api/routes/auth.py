@@ -147,7 +147,7 @@ async def legal_versions(ctx: RequestContext) -> auth_schemas.LegalVersions:
 @routes.get("/auth/me", auth=AuthKind.SESSION, response=UserEnvelope)
 async def me(ctx: RequestContext) -> UserEnvelope:
     """The signed-in user; 401 without a session."""
-    return await auth.me(ctx.session, ctx.user.user_id)
+    return await auth.me(ctx.session, ctx.actor)
 
 
 @routes.post(
@@ -158,7 +158,7 @@ async def me(ctx: RequestContext) -> UserEnvelope:
 )
 async def onboarding_profile(ctx: RequestContext) -> UserEnvelope:
     """Set name and onboarding profile fields (only those sent change); returns the user."""
-    return await auth.update_onboarding_profile(ctx.session, ctx.user.user_id, ctx.body)
+    return await auth.update_onboarding_profile(ctx.session, ctx.actor, ctx.body)
 
 
 @routes.post(
@@ -166,11 +166,13 @@ async def onboarding_profile(ctx: RequestContext) -> UserEnvelope:
 )
 async def change_password(ctx: RequestContext) -> StatusResponse:
     """Set the signed-in user's password; the user's other sessions end."""
-    return await auth.change_password(ctx.session, ctx.user, ctx.body.password)
+    return await auth.change_password(
+        ctx.session, ctx.actor, ctx.body.password, keep_session_id=ctx.user.session_id
+    )
 
 
 @routes.post("/auth/logout", auth=AuthKind.SESSION, response=StatusResponse, idempotent=False)
 async def logout(ctx: RequestContext) -> StatusResponse:
     """End every live session of the user and clear the cookie."""
     ctx.cookies.append(Cookie(COOKIE_NAME, delete=True))
-    return await auth.logout(ctx.session, ctx.user.user_id)
+    return await auth.logout(ctx.session, ctx.actor)

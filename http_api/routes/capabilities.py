@@ -48,7 +48,7 @@ async def request_tag(ctx: RequestContext) -> capability_schemas.CapabilityTagRe
     """Request a custom capability tag; staff review it before it is used for matching.
 
     409 `tag_exists` (with the tag's slug) when an active tag already has this name, slug or alias."""
-    return await capabilities.request_tag(ctx.session, ctx.user, ctx.body)
+    return await capabilities.request_tag(ctx.session, ctx.actor, ctx.body)
 
 
 # --- staff ---------------------------------------------------------------------------------------
@@ -74,7 +74,7 @@ async def admin_list_capabilities(ctx: RequestContext) -> capability_schemas.Cap
 )
 async def admin_create_category(ctx: RequestContext) -> capability_schemas.CapabilityCategory:
     """Create a category; the slug is made from the name when absent (409 when taken)."""
-    return await capabilities.create_category(ctx.session, ctx.user, ctx.body)
+    return await capabilities.create_category(ctx.session, ctx.actor, ctx.body)
 
 
 @routes.patch(
@@ -85,7 +85,7 @@ async def admin_create_category(ctx: RequestContext) -> capability_schemas.Capab
 )
 async def admin_update_category(ctx: RequestContext) -> capability_schemas.CapabilityCategory:
     """Update a category (slug, name, description, sortOrder, status)."""
-    return await capabilities.update_category(ctx.session, ctx.user, ctx.params["categoryId"], ctx.body)
+    return await capabilities.update_category(ctx.session, ctx.actor, ctx.params["categoryId"], ctx.body)
 
 
 @routes.get(
@@ -108,7 +108,7 @@ async def admin_search_tags(ctx: RequestContext) -> capability_schemas.TagList:
 )
 async def admin_create_tag(ctx: RequestContext) -> capability_schemas.CapabilityTag:
     """Create a tag in a category; the slug is made from the name when absent (409 when taken)."""
-    return await capabilities.create_tag(ctx.session, ctx.user, ctx.body)
+    return await capabilities.create_tag(ctx.session, ctx.actor, ctx.body)
 
 
 @routes.patch(
@@ -119,7 +119,7 @@ async def admin_create_tag(ctx: RequestContext) -> capability_schemas.Capability
 )
 async def admin_update_tag(ctx: RequestContext) -> capability_schemas.CapabilityTag:
     """Update a tag; a new slug follows the tag onto the agents that hold it."""
-    return await capabilities.update_tag(ctx.session, ctx.user, ctx.params["tagId"], ctx.body)
+    return await capabilities.update_tag(ctx.session, ctx.actor, ctx.params["tagId"], ctx.body)
 
 
 @routes.post(
@@ -133,7 +133,7 @@ async def admin_merge_tag(ctx: RequestContext) -> capability_schemas.CapabilityT
 
     The tag becomes DEPRECATED with mergedIntoTagId; its slug and aliases become aliases of the target;
     agents holding it hold the target instead."""
-    return await capabilities.merge_tag(ctx.session, ctx.user, ctx.params["tagId"], ctx.body.into_tag_id)
+    return await capabilities.merge_tag(ctx.session, ctx.actor, ctx.params["tagId"], ctx.body.into_tag_id)
 
 
 @routes.get(
@@ -158,4 +158,4 @@ async def admin_review_tag_request(ctx: RequestContext) -> capability_schemas.Ca
 
     APPROVE_NEW creates a tag in `categoryId`; MAP_EXISTING adds the request's text as an alias of
     `resolvedTagId`. `applyToSimilar` applies the decision to the other PENDING requests with the same text."""
-    return await capabilities.review_request(ctx.session, ctx.user, ctx.params["requestId"], ctx.body)
+    return await capabilities.review_request(ctx.session, ctx.actor, ctx.params["requestId"], ctx.body)

@@ -21,7 +21,7 @@ async def create_agent(ctx: RequestContext) -> agent_schemas.AgentCreated:
     """Create an agent you own (claimed at once) and its read+write runtime API key, shown once.
 
     `ownerId` in the body is ignored: the owner is the signed-in user."""
-    return await dashboard.create(ctx.session, ctx.user.user_id, ctx.body)
+    return await dashboard.create(ctx.session, ctx.actor, ctx.body)
 
 
 # Declared before /agents/dashboard/{agentId}, so "mine" is not taken for an agent id.
@@ -33,7 +33,7 @@ async def create_agent(ctx: RequestContext) -> agent_schemas.AgentCreated:
 )
 async def list_my_agents(ctx: RequestContext) -> agent_schemas.AgentList:
     """Your agents, newest first, filtered; archived ones only with includeArchived=true."""
-    return await dashboard.list_mine(ctx.session, ctx.user.user_id, ctx.query)
+    return await dashboard.list_mine(ctx.session, ctx.actor, ctx.query)
 
 
 @routes.get(
@@ -41,7 +41,7 @@ async def list_my_agents(ctx: RequestContext) -> agent_schemas.AgentList:
 )
 async def get_agent(ctx: RequestContext) -> agent_schemas.AgentDashboardResponse:
     """One of your agents, with the owner-only fields."""
-    return await dashboard.get(ctx.session, ctx.params["agentId"], ctx.user.user_id)
+    return await dashboard.get(ctx.session, ctx.actor, ctx.params["agentId"])
 
 
 @routes.put(
@@ -52,7 +52,7 @@ async def get_agent(ctx: RequestContext) -> agent_schemas.AgentDashboardResponse
 )
 async def update_agent(ctx: RequestContext) -> agent_schemas.AgentDashboardResponse:
     """Edit one of your agents; only the fields sent change. A new handle must be free (409 handle_taken)."""
-    return await dashboard.update(ctx.session, ctx.params["agentId"], ctx.user.user_id, ctx.body)
+    return await dashboard.update(ctx.session, ctx.actor, ctx.params["agentId"], ctx.body)
 
 
 @routes.post(
@@ -64,7 +64,7 @@ async def update_agent(ctx: RequestContext) -> agent_schemas.AgentDashboardRespo
 )
 async def deactivate_agent(ctx: RequestContext) -> agent_schemas.AgentDashboardResponse:
     """ACTIVE -> INACTIVE: hidden from discovery and blocked from new work; its API keys stay valid."""
-    return await lifecycle.deactivate(ctx.session, ctx.params["agentId"], ctx.user.user_id, ctx.body.reason)
+    return await lifecycle.deactivate(ctx.session, ctx.actor, ctx.params["agentId"], ctx.body.reason)
 
 
 @routes.post(
@@ -74,7 +74,7 @@ async def deactivate_agent(ctx: RequestContext) -> agent_schemas.AgentDashboardR
 )
 async def reactivate_agent(ctx: RequestContext) -> agent_schemas.AgentDashboardResponse:
     """INACTIVE -> ACTIVE. Archived agents must be unarchived first; a suspension is lifted only by staff."""
-    return await lifecycle.reactivate(ctx.session, ctx.params["agentId"], ctx.user.user_id)
+    return await lifecycle.reactivate(ctx.session, ctx.actor, ctx.params["agentId"])
 
 
 @routes.post(
@@ -88,7 +88,7 @@ async def archive_agent(ctx: RequestContext) -> agent_schemas.AgentDashboardResp
     """Archive: the agent becomes INACTIVE and every one of its API keys is revoked.
 
     Refused with 409 and a `blockers` list while work or money is in flight."""
-    return await lifecycle.archive(ctx.session, ctx.params["agentId"], ctx.user.user_id, ctx.body.reason)
+    return await lifecycle.archive(ctx.session, ctx.actor, ctx.params["agentId"], ctx.body.reason)
 
 
 @routes.post(
@@ -98,7 +98,7 @@ async def archive_agent(ctx: RequestContext) -> agent_schemas.AgentDashboardResp
 )
 async def unarchive_agent(ctx: RequestContext) -> agent_schemas.AgentDashboardResponse:
     """Archived -> INACTIVE. Its keys stay revoked: mint a new one (POST /api-keys/dashboard)."""
-    return await lifecycle.unarchive(ctx.session, ctx.params["agentId"], ctx.user.user_id)
+    return await lifecycle.unarchive(ctx.session, ctx.actor, ctx.params["agentId"])
 
 
 @routes.delete(
@@ -112,7 +112,7 @@ async def delete_agent(ctx: RequestContext) -> agent_schemas.AgentDeleted:
 
     With marketplace history the mode is SOFT (a tombstone; the handle stays reserved); otherwise HARD
     (removed outright). Refused with 409 and a `blockers` list while work or money is in flight."""
-    return await lifecycle.delete_agent(ctx.session, ctx.params["agentId"], ctx.user.user_id, ctx.body)
+    return await lifecycle.delete_agent(ctx.session, ctx.actor, ctx.params["agentId"], ctx.body)
 
 
 @routes.get(
@@ -122,7 +122,7 @@ async def delete_agent(ctx: RequestContext) -> agent_schemas.AgentDeleted:
 )
 async def lifecycle_blockers(ctx: RequestContext) -> agent_schemas.LifecycleBlockers:
     """What keeps this agent from being archived or deleted; empty means both would succeed."""
-    return await lifecycle.lifecycle_blockers(ctx.session, ctx.params["agentId"], ctx.user.user_id)
+    return await lifecycle.lifecycle_blockers(ctx.session, ctx.actor, ctx.params["agentId"])
 
 
 @routes.get(
@@ -133,4 +133,4 @@ async def lifecycle_blockers(ctx: RequestContext) -> agent_schemas.LifecycleBloc
 )
 async def seller_workers(ctx: RequestContext) -> agent_schemas.SellerWorkers:
     """The latest heartbeat of each runtime (worker) of one of your agents."""
-    return await agents.seller_workers(ctx.session, ctx.query.seller_agent_id, ctx.user.user_id)
+    return await agents.seller_workers(ctx.session, ctx.actor, ctx.query.seller_agent_id)

@@ -42,7 +42,7 @@ async def owner_worker_outcomes(ctx: RequestContext) -> job_schemas.OutcomeList:
 async def list_notifications(ctx: RequestContext) -> ns.AgentNotificationList:
     """Your notifications, newest first (unread only unless includeRead=true)."""
     return await notifications.list_for(
-        ctx.session, ctx.agent_id, include_read=ctx.query.include_read, limit=ctx.query.limit
+        ctx.session, ctx.actor, include_read=ctx.query.include_read, limit=ctx.query.limit
     )
 
 
@@ -51,7 +51,7 @@ async def list_notifications(ctx: RequestContext) -> ns.AgentNotificationList:
 )
 async def mark_notification_read(ctx: RequestContext) -> ns.AgentNotificationView:
     """Mark one notification read."""
-    return await notifications.mark_read(ctx.session, ctx.agent_id, ctx.params["id"])
+    return await notifications.mark_read(ctx.session, ctx.actor, ctx.params["id"])
 
 
 @routes.post(
@@ -62,4 +62,4 @@ async def mark_notification_read(ctx: RequestContext) -> ns.AgentNotificationVie
 )
 async def mark_notifications_read(ctx: RequestContext) -> ns.MarkedRead:
     """Mark up to 100 notifications read; ids that are not yours are ignored. Returns how many changed."""
-    return await notifications.mark_read_batch(ctx.session, ctx.agent_id, ctx.body.ids)
+    return await notifications.mark_read_batch(ctx.session, ctx.actor, ctx.body.ids)

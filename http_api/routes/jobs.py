@@ -1,6 +1,7 @@
 """The job lifecycle over HTTP: requester and worker routes for agents (API key), their owner mirrors
 (session, acting for an owned agent) and the earlier bounty naming. Every handler: parse, one service
-call, render. `ctx.actor` is the calling agent or the signed-in owner; the services check ownership."""
+call, render. `ctx.actor` is the calling agent, the signed-in owner, or on the admin routes the staff member;
+the services check ownership."""
 
 from __future__ import annotations
 
@@ -9,7 +10,6 @@ from callboard_core.files.service import Hashed
 from callboard_core.jobs import admission, discovery, invitations, participation, review, starter
 from callboard_core.jobs import schemas as job_schemas
 from callboard_core.jobs import service as jobs
-from callboard_core.jobs.actors import Actor
 from http_api.endpoint import JSONBytesResponse
 from http_api.route_table import AuthKind, RequestContext, RouteGroup
 
@@ -59,7 +59,7 @@ async def owner_create_job(ctx: RequestContext) -> job_schemas.JobView:
 )
 async def owner_list_jobs(ctx: RequestContext) -> job_schemas.OwnerJobList:
     """Your agents' jobs, newest first (filter by status; cursor pagination)."""
-    return await jobs.list_for_owner(ctx.session, ctx.user.user_id, ctx.query)
+    return await jobs.list_for_owner(ctx.session, ctx.actor, ctx.query)
 
 
 @routes.get(
@@ -369,9 +369,7 @@ async def released_artifact(ctx: RequestContext) -> job_schemas.ReleasedArtifact
 )
 async def admin_released_artifact(ctx: RequestContext) -> job_schemas.ReleasedArtifact:
     """Staff: any award's released artifact."""
-    return await review.released_artifact(
-        ctx.session, ctx.core.blobs, Actor.admin(ctx.user.user_id), ctx.params["id"]
-    )
+    return await review.released_artifact(ctx.session, ctx.core.blobs, ctx.actor, ctx.params["id"])
 
 
 @routes.get(

@@ -29,19 +29,19 @@ S, P, BEARER = AuthKind.SESSION, AuthKind.PUBLIC, AuthKind.ONBOARDING
 async def mint_session(ctx: RequestContext) -> onboarding_schemas.Minted:
     """Start an onboarding session: a workspace slug and the agent's bearer token (one hour, shown once)
     with a prompt to paste to the agent."""
-    return await sessions.mint(ctx.session, ctx.core.settings, ctx.user.user_id, ctx.body)
+    return await sessions.mint(ctx.session, ctx.core.settings, ctx.actor, ctx.body)
 
 
 @routes.get("/api/onboarding/sessions", auth=S, response=onboarding_schemas.SessionList)
 async def list_sessions(ctx: RequestContext) -> onboarding_schemas.SessionList:
     """Your onboarding sessions, newest first (at most 100), and how many there are."""
-    return await sessions.list_for_owner(ctx.session, ctx.user.user_id)
+    return await sessions.list_for_owner(ctx.session, ctx.actor)
 
 
 @routes.get("/api/onboarding/sessions/{sessionId}", auth=S, response=onboarding_schemas.SessionEnvelope)
 async def get_session(ctx: RequestContext) -> onboarding_schemas.SessionEnvelope:
     """One of your sessions with the agent's proposal; still actionable after the agent's token expired."""
-    return await sessions.get(ctx.session, ctx.user.user_id, ctx.params["sessionId"])
+    return await sessions.get(ctx.session, ctx.actor, ctx.params["sessionId"])
 
 
 @routes.patch(
@@ -52,7 +52,7 @@ async def get_session(ctx: RequestContext) -> onboarding_schemas.SessionEnvelope
 )
 async def update_session(ctx: RequestContext) -> onboarding_schemas.SessionEnvelope:
     """Edit the agent's proposal while the session is open: only the fields sent change; null clears one."""
-    return await sessions.update(ctx.session, ctx.user.user_id, ctx.params["sessionId"], ctx.body)
+    return await sessions.update(ctx.session, ctx.actor, ctx.params["sessionId"], ctx.body)
 
 
 @routes.post(
@@ -60,7 +60,7 @@ async def update_session(ctx: RequestContext) -> onboarding_schemas.SessionEnvel
 )
 async def dismiss_session(ctx: RequestContext) -> onboarding_schemas.SessionEnvelope:
     """Dismiss a stale or unwanted session; the agent's side stops (409 onboarding_session_closed)."""
-    return await sessions.dismiss(ctx.session, ctx.user.user_id, ctx.params["sessionId"])
+    return await sessions.dismiss(ctx.session, ctx.actor, ctx.params["sessionId"])
 
 
 @routes.post(
@@ -71,7 +71,7 @@ async def dismiss_session(ctx: RequestContext) -> onboarding_schemas.SessionEnve
 )
 async def review_session(ctx: RequestContext) -> onboarding_schemas.SessionEnvelope:
     """Open the session an agent pointed you to, by its slug and token (also after the token expired)."""
-    return await sessions.review(ctx.session, ctx.user.user_id, ctx.params["slug"], ctx.body)
+    return await sessions.review(ctx.session, ctx.actor, ctx.params["slug"], ctx.body)
 
 
 @routes.post(
@@ -88,7 +88,7 @@ async def activate_session(ctx: RequestContext) -> onboarding_schemas.SessionAct
     Policy fields left out: SAFE_DEFAULTS uses no spending and owner approval for everything; ADVANCED
     takes the agent's proposed policy first."""
     return await sessions.activate(
-        ctx.session, ctx.core.settings, ctx.user.user_id, ctx.params["sessionId"], ctx.body
+        ctx.session, ctx.core.settings, ctx.actor, ctx.params["sessionId"], ctx.body
     )
 
 
@@ -146,7 +146,7 @@ async def onboard_setup_save(ctx: RequestContext) -> onboarding_schemas.SessionE
 async def onboard_claim(ctx: RequestContext) -> onboarding_schemas.ClaimedKey:
     """Mint a read-only key through your session (its token in the body): for agentId, or for the agent
     the session activated."""
-    return await sessions.claim(ctx.session, ctx.user.user_id, ctx.params["slug"], ctx.body)
+    return await sessions.claim(ctx.session, ctx.actor, ctx.params["slug"], ctx.body)
 
 
 # --- registration drafts ---------------------------------------------------------------------------
@@ -226,7 +226,7 @@ async def register_status(ctx: RequestContext) -> onboarding_schemas.DraftStatus
 )
 async def register_claim(ctx: RequestContext) -> onboarding_schemas.DraftEnvelope:
     """Claim an agent's draft with its token; it stays under review: nothing is listed, no credentials."""
-    return await drafts.claim(ctx.session, ctx.user.user_id, ctx.params["slug"], ctx.body)
+    return await drafts.claim(ctx.session, ctx.actor, ctx.params["slug"], ctx.body)
 
 
 @routes.post(
@@ -239,6 +239,4 @@ async def register_claim(ctx: RequestContext) -> onboarding_schemas.DraftEnvelop
 async def register_activate(ctx: RequestContext) -> onboarding_schemas.DraftActivated:
     """Activate a draft you claimed (its token in the body): creates the agent with the policy, returns its
     key (shown once), the runtime kit and a single-use install command."""
-    return await drafts.activate(
-        ctx.session, ctx.core.settings, ctx.user.user_id, ctx.params["slug"], ctx.body
-    )
+    return await drafts.activate(ctx.session, ctx.core.settings, ctx.actor, ctx.params["slug"], ctx.body)

@@ -15,6 +15,7 @@ from starlette.responses import HTMLResponse, Response
 from callboard_core.agents import service as agents
 from callboard_core.auth import service as auth
 from callboard_core.auth import sessions
+from callboard_core.principals import Actor
 from callboard_core.ratelimit import SIGNIN
 from callboard_core.users import service as users
 from http_api.auth import check_origin, optional_user
@@ -67,7 +68,7 @@ async def logout_page(ctx: RequestContext) -> Response:
     principal = await optional_user(ctx.request, ctx.session)
     if principal is not None:
         check_origin(ctx.request, ctx.core, required=True)
-        await auth.logout(ctx.session, principal.user_id)
+        await auth.logout(ctx.session, Actor.of_user(principal))
     ctx.cookies.append(Cookie(sessions.COOKIE_NAME, delete=True))
     return redirect("/login")
 
@@ -186,7 +187,7 @@ async def claim_submit(ctx: RequestContext) -> Response:
     if principal is None:
         return redirect(login_url(f"/claim/{code}"))
     check_origin(ctx.request, ctx.core, required=True)
-    result = await attempt(ctx, lambda: agents.claim(ctx.session, code, principal.user_id))
+    result = await attempt(ctx, lambda: agents.claim(ctx.session, Actor.of_user(principal), code))
     return render(
         ctx,
         "claim.html",

@@ -44,7 +44,7 @@ async def admin_list_waitlist(ctx: RequestContext) -> waitlist_schemas.WaitlistL
 )
 async def admin_update_waitlist(ctx: RequestContext) -> waitlist_schemas.WaitlistSignup:
     """Set a signup's status (and notes)."""
-    return await waitlist.update_signup(ctx.session, ctx.user, ctx.params["signupId"], ctx.body)
+    return await waitlist.update_signup(ctx.session, ctx.actor, ctx.params["signupId"], ctx.body)
 
 
 @routes.delete(
@@ -56,7 +56,7 @@ async def admin_update_waitlist(ctx: RequestContext) -> waitlist_schemas.Waitlis
 )
 async def admin_delete_waitlist(ctx: RequestContext) -> waitlist_schemas.WaitlistSignup:
     """Soft-delete a signup (status DELETED); an optional `reason` goes to the audit log."""
-    return await waitlist.delete_signup(ctx.session, ctx.user, ctx.params["signupId"], ctx.body.reason)
+    return await waitlist.delete_signup(ctx.session, ctx.actor, ctx.params["signupId"], ctx.body.reason)
 
 
 @routes.post(
@@ -67,5 +67,5 @@ async def admin_convert_waitlist(ctx: RequestContext) -> waitlist_schemas.Waitli
 
     Creates the account when none has this email; the signup becomes INVITED and notified."""
     return await waitlist.convert(
-        ctx.session, ctx.core.mailer, ctx.core.settings, ctx.user, ctx.params["signupId"]
+        ctx.session, ctx.core.mailer, ctx.core.settings, ctx.actor, ctx.params["signupId"]
     )

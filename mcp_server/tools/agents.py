@@ -22,11 +22,11 @@ async def home_tool(call: ToolCall) -> home.Home:
 @tools.read()
 async def whoami(call: ToolCall) -> agent_schemas.AgentResponse:
     """Your own agent record: id, handle, capabilities, claim status, roles."""
-    return await agents.me(call.session, call.agent_id, call.core.read_cache)
+    return await agents.me(call.session, call.actor, call.core.read_cache)
 
 
 @tools.write(scope=api_keys.READ, idempotent=False)
 async def heartbeat(call: ToolCall, body: agent_schemas.HeartbeatBody) -> agent_schemas.HeartbeatAck:
     """Report that your runtime is alive (a read-scope key is enough). Send it every few minutes while
     you work."""
-    return await agents.heartbeat(call.session, call.agent_id, body)
+    return await agents.heartbeat(call.session, call.actor, body)
