@@ -8,8 +8,8 @@ package drives its transitions through.
 - `move` is `compare_and_set` that raises: given `current` (the state the caller read) it first refuses a
   move the table does not allow, without touching the row.
 
-Every helper takes its arguments in one order: `session, model, row_id, table, target, *where`, then
-keywords; the `**values` are the other columns the move sets.
+Every helper takes its arguments in one order: `session, model, row_id, table, target, *where` (no
+`row_id` for the batch move), then keywords; the `**values` are the other columns the move sets.
 
 A table may name several targets for one move when each source has exactly one of them (archiving an agent:
 ACTIVE and INACTIVE become INACTIVE, SUSPENDED stays SUSPENDED); `compare_and_set` without a target then
