@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from callboard_core.agents import capability_links
 from callboard_core.blobs import BlobStore, build_blob_store
 from callboard_core.config import Environment, Settings
 from callboard_core.db import Database, UnitOfWork
@@ -28,9 +29,11 @@ class Core:
     @classmethod
     def build(cls, settings: Settings) -> Core:
         passwords.configure(fast=settings.env is Environment.TEST)
-        # Explicit, not an import side effect: a process that never imports the job services (a CLI, a
-        # worker) must still refuse to archive or delete an agent with work in flight.
+        # Explicit, not import side effects (both idempotent): a process that never imports the job services
+        # (a CLI, a worker) must still refuse to archive or delete an agent with work in flight, and a
+        # taxonomy edit (tag rename, merge) must reach the agents' tags whatever was imported first.
         lifecycle_hooks.register()
+        capability_links.register()
         db = Database(
             settings.database_url,
             pool_size=settings.db_pool_size,

@@ -4,7 +4,12 @@ package drives its transitions through.
 - `check` refuses a move its table does not allow before any row is touched (409 with `current_state`).
 - `compare_and_set` moves one row: `UPDATE ... WHERE id = :id AND status IN (<sources>) RETURNING`, so of
   two racing requests exactly one wins; the loser gets None (or, through `move`, the 409 with the state the
-  winner left behind).
+  winner left behind). `compare_and_set_where` is the same for every row matching a filter (a batch move).
+- `move` is `compare_and_set` that raises: given `current` (the state the caller read) it first refuses a
+  move the table does not allow, without touching the row.
+
+Every helper takes its arguments in one order: `session, model, row_id, table, target, *where` (no
+`row_id` for the batch move), then keywords; the `**values` are the other columns the move sets.
 
 A table may name several targets for one move when each source has exactly one of them (archiving an agent:
 ACTIVE and INACTIVE become INACTIVE, SUSPENDED stays SUSPENDED); `compare_and_set` without a target then
@@ -42,6 +47,25 @@ def conflict(message: str, *, code: str = "invalid_state", current: str | None, 
     return Conflict(message, code=code, current_state=current, **details)
 
 
+def refusal(
+    current: str | None,
+    target: str | None = None,
+    *,
+    what: str,
+    code: str = "invalid_state",
+    message: str | None = None,
+    **details: Any,
+) -> Conflict:
+    """The 409 for a move the table does not allow from `current`: "This {what} is X; it cannot become Y."
+    (or `message`)."""
+    text = message or (
+        f"This {what} is {current}; it cannot become {target}."
+        if target is not None
+        else f"This {what} is {current}; it cannot make this move."
+    )
+    return conflict(text, code=code, current=current, **details)
+
+
 def check(
     table: Table[S],
     current: str,
@@ -54,12 +78,7 @@ def check(
 ) -> None:
     """Refuse a move the table does not allow, naming the current state."""
     if not allowed(table, current, target):
-        text = message or (
-            f"This {what} is {current}; it cannot become {target}."
-            if target is not None
-            else f"This {what} is {current}; it cannot make this move."
-        )
-        raise conflict(text, code=code, current=current, **details)
+        raise refusal(current, target, what=what, code=code, message=message, **details)
 
 
 def _key(model: type[Any]) -> Any:
@@ -156,16 +175,34 @@ async def move(
     table: Table[S],
     target: S | None = None,
     *where: ColumnElement[bool],
-    message: str,
+    what: str | None = None,
+    message: str | None = None,
     code: str = "invalid_state",
+    current: str | None = None,
+    details: Mapping[str, Any] | None = None,
     state_column: str = "status",
     **values: Any,
 ) -> M:
-    """`compare_and_set`, and a 409 carrying the state the row is in when it did not move."""
+    """`compare_and_set`, or a 409 `code` carrying the state the row is in (`current_state`) and `details`.
+
+    Given `current` (the state the caller read), a move the table does not allow is refused (`check`) before
+    the row is touched. When the row did not move, the 409 is `message` if given; otherwise the table's
+    refusal for the state found ("This {what} is X; it cannot become Y."), or, when that state would still
+    allow the move (a `where` said no, or the row went and came back), "The {what} changed while this
+    request ran; try again." with the current state only."""
+    if message is None and what is None:
+        raise TypeError("move() needs `what` (the row's name in its messages) or a `message`")
+    name, extra = what or "row", dict(details or {})
+    if current is not None:
+        check(table, current, target, what=name, code=code, message=message, **extra)
     row = await compare_and_set(
         session, model, row_id, table, target, *where, state_column=state_column, **values
     )
-    if row is None:
-        current = await current_state(session, model, row_id, state_column=state_column)
-        raise conflict(message, code=code, current=current)
-    return row
+    if row is not None:
+        return row
+    now = await current_state(session, model, row_id, state_column=state_column)
+    if message is not None:
+        raise conflict(message, code=code, current=now, **extra)
+    if allowed(table, now, target):  # a `where` said no, or the row left and came back meanwhile
+        raise conflict(f"The {name} changed while this request ran; try again.", code=code, current=now)
+    raise refusal(now, target, what=name, code=code, **extra)

@@ -1,5 +1,2 @@
-# Agents hold capability tags: the taxonomy reaches them through this registration (as jobs/__init__.py
-# plugs the job lifecycle into agents.lifecycle).
-from callboard_core.agents import capability_links
-
-capability_links.register()
+# Importing this package does nothing by itself: `Core.build` registers the agents' side of the capability
+# taxonomy (`capability_links.register`), as it plugs the job lifecycle into the agent lifecycle.

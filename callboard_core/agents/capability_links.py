@@ -1,6 +1,6 @@
 """The agents' side of the capability taxonomy: agents hold tags (`AgentCapability`), so a taxonomy change
-reaches them here. Registered with capabilities.service (its `TagHolders`) when callboard_core.agents is
-imported, so the taxonomy never imports agents."""
+reaches them here. Registered with capabilities.service (its `TagHolders`) by `Core.build`, so the taxonomy
+never imports agents and importing agents registers nothing."""
 
 from __future__ import annotations
 
@@ -44,5 +44,13 @@ class AgentTagHolders:
         return len(moved.all())
 
 
+_registered = False
+
+
 def register() -> None:
+    """Make the agents the taxonomy's tag holders. Called by `Core.build`; idempotent."""
+    global _registered
+    if _registered:
+        return
     capabilities.register_tag_holders(AgentTagHolders())
+    _registered = True

@@ -75,13 +75,14 @@ async def find_blockers(session: AsyncSession, agent_id: str) -> list[agent_sche
 
 
 async def has_history(session: AsyncSession, agent_id: str) -> bool:
+    if await _recorded_history(session, agent_id):
+        return True
     for provider in list(_history_providers):
         if await provider(session, agent_id):
             return True
     return False
 
 
-@register_history_provider
 async def _recorded_history(session: AsyncSession, agent_id: str) -> bool:
     """What the agent row itself records: completed tasks, or a staff suspension (kept for moderation)."""
     row = (

@@ -6,7 +6,7 @@ Python over the candidate rows: one behaviour on SQLite and PostgreSQL, Unicode 
 
 The taxonomy knows nothing of agents (agents depend on it). What a taxonomy change means for the agents that
 hold a tag, and whether a requester owns the agent a request names, is asked of the `TagHolders` that the
-agents package registers (agents/capability_links.py).
+agents package provides (agents/capability_links.py, registered by `Core.build`).
 """
 
 from __future__ import annotations
@@ -66,9 +66,9 @@ def register_tag_holders(holders: TagHolders) -> None:
 
 
 def _holders() -> TagHolders:
-    if _tag_holders is None:  # importing callboard_core.agents registers them
+    if _tag_holders is None:  # Core.build registers them (agents/capability_links.py)
         raise RuntimeError(
-            "No TagHolders registered: import callboard_core.agents before the taxonomy is edited."
+            "No TagHolders registered: build the Core (Core.build) before the taxonomy is edited."
         )
     return _tag_holders
 

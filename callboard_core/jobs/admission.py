@@ -17,10 +17,10 @@ from datetime import datetime, timedelta
 from sqlalchemy import case, func, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from callboard_core import clock
+from callboard_core import clock, states
 from callboard_core.agent_notifications import service as notifications
 from callboard_core.ids import new_id
-from callboard_core.jobs import events, states
+from callboard_core.jobs import events
 from callboard_core.jobs import schemas as job_schemas
 from callboard_core.jobs.models import Job, JobApplication, JobInvitation, ParticipationSlot
 from callboard_core.jobs.service import lock, move, requester_job, view
@@ -104,7 +104,7 @@ async def close_admission(session: AsyncSession, job: Job, actor: Actor | None =
     actor = actor or SYSTEM
     job = await move(session, job, "close_admission", JobStatus.IN_PROGRESS, admission_closed_at=now)
     # Pending invitations reserved places until now; unanswered, they lapse.
-    lapsed = await states.move_all(
+    lapsed = await states.compare_and_set_where(
         session,
         JobInvitation,
         INVITATION_MOVES,
@@ -142,7 +142,7 @@ async def close_admission(session: AsyncSession, job: Job, actor: Actor | None =
     # Two set-based updates, not one per applicant: admission of thousands stays well under a second.
     admitted_ids = [ranked[i].id for i in sorted(admitted)]
     if admitted_ids:
-        await states.move_all(
+        await states.compare_and_set_where(
             session,
             JobApplication,
             APPLICATION_MOVES,
@@ -152,7 +152,7 @@ async def close_admission(session: AsyncSession, job: Job, actor: Actor | None =
             updated_at=now,
         )
     if len(ranked) > len(admitted_ids):
-        await states.move_all(
+        await states.compare_and_set_where(
             session,
             JobApplication,
             APPLICATION_MOVES,
@@ -255,11 +255,11 @@ async def reoffer(session: AsyncSession, job: Job) -> int:
         ).one_or_none()
         if candidate is None or not await hold_places(session, job.id):
             break
-        moved = await states.try_move(
+        moved = await states.compare_and_set(
             session,
             JobApplication,
-            APPLICATION_MOVES,
             candidate.id,
+            APPLICATION_MOVES,
             ApplicationStatus.ADMITTED,
             decided_at=now,
             updated_at=now,
@@ -300,11 +300,11 @@ async def end_slot(
     now = clock.now()
     await lock(session, slot.job_id)
     guards = [getattr(ParticipationSlot, deadline_column) < now] if deadline_column else []
-    moved = await states.try_move(
+    moved = await states.compare_and_set(
         session,
         ParticipationSlot,
-        SLOT_MOVES,
         slot.id,
+        SLOT_MOVES,
         target,
         *guards,
         ended_at=now,
@@ -361,7 +361,7 @@ async def settle(session: AsyncSession, job: Job, *, deadline_passed: bool = Fal
     ):
         return job
     if waiting:
-        await states.move_all(
+        await states.compare_and_set_where(
             session,
             JobApplication,
             APPLICATION_MOVES,

@@ -8,13 +8,13 @@ from typing import Any
 from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from callboard_core import clock
+from callboard_core import clock, states
 from callboard_core.agents import reputation
 from callboard_core.agents.models import Agent
 from callboard_core.db.uow import add_or_conflict
 from callboard_core.errors import Conflict, NotFound, ValidationFailed
 from callboard_core.ids import new_id
-from callboard_core.jobs import admission, events, states
+from callboard_core.jobs import admission, events
 from callboard_core.jobs import schemas as job_schemas
 from callboard_core.jobs.actors import acting_agent, require_can_work, worker_row
 from callboard_core.jobs.models import Job, JobApplication, JobInvitation, ParticipationSlot
@@ -148,10 +148,11 @@ async def _settle_invitation(
     await states.move(
         session,
         JobInvitation,
-        INVITATION_MOVES,
         inv.id,
+        INVITATION_MOVES,
         target,
         what="invitation",
+        details={"target_state": target},
         responded_at=now,
         updated_at=now,
         **values,
@@ -246,10 +247,11 @@ async def respond(
         application = await states.move(
             session,
             JobApplication,
-            APPLICATION_MOVES,
             application.id,
+            APPLICATION_MOVES,
             ApplicationStatus.ADMITTED,
             what="application",
+            details={"target_state": ApplicationStatus.ADMITTED},
             via_invitation_id=inv.id,
             decided_at=now,
         )

@@ -7,7 +7,7 @@ from datetime import timedelta
 from sqlalchemy import or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from callboard_core import clock
+from callboard_core import clock, states
 from callboard_core.agents import reputation
 from callboard_core.agents.models import Agent
 from callboard_core.blobs import BlobStore
@@ -18,7 +18,7 @@ from callboard_core.files import service as files
 from callboard_core.files.models import FileKind
 from callboard_core.files.schemas import FileView, UploadRequest, UploadTicket
 from callboard_core.job_types import service as job_types
-from callboard_core.jobs import admission, events, review, states
+from callboard_core.jobs import admission, events, review
 from callboard_core.jobs import schemas as job_schemas
 from callboard_core.jobs.actors import acting_agent, require_can_work, worker_row
 from callboard_core.jobs.models import (
@@ -258,11 +258,11 @@ async def withdraw_application(
                 current_state=app.status,
             )
     previous = app.status
-    moved = await states.try_move(
+    moved = await states.compare_and_set(
         session,
         JobApplication,
-        APPLICATION_MOVES,
         app.id,
+        APPLICATION_MOVES,
         ApplicationStatus.WITHDRAWN,
         withdrawn_at=now,
         updated_at=now,
@@ -413,11 +413,11 @@ async def acknowledge(session: AsyncSession, actor: Actor, slot_id: str) -> job_
     job = await get(session, slot.job_id)
     now = clock.now()
     deadline = min(now + timedelta(milliseconds=job.fair_work_duration_ms), job.latest_submission_deadline_at)
-    moved = await states.try_move(
+    moved = await states.compare_and_set(
         session,
         ParticipationSlot,
-        SLOT_MOVES,
         slot.id,
+        SLOT_MOVES,
         SlotStatus.ACKNOWLEDGED,
         ParticipationSlot.acknowledge_by >= now,
         acknowledged_at=now,
@@ -607,11 +607,11 @@ async def submit(
         )
     await files.verify_all(session, blobs, [f for _, f in attached], hashed)
     now = clock.now()
-    moved = await states.try_move(
+    moved = await states.compare_and_set(
         session,
         ParticipationSlot,
-        SLOT_MOVES,
         slot.id,
+        SLOT_MOVES,
         SlotStatus.SUBMITTED,
         or_(ParticipationSlot.work_deadline_at.is_(None), ParticipationSlot.work_deadline_at >= now),
         submitted_at=now,
@@ -667,11 +667,11 @@ async def withdraw_slot(session: AsyncSession, actor: Actor, slot_id: str) -> jo
             code="invalid_state",
             current_state=slot.status,
         )
-    await states.try_move(
+    await states.compare_and_set(
         session,
         JobApplication,
-        APPLICATION_MOVES,
         slot.application_id,
+        APPLICATION_MOVES,
         ApplicationStatus.WITHDRAWN,
         withdrawn_at=clock.now(),
     )

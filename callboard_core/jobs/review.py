@@ -8,7 +8,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from callboard_core import clock
+from callboard_core import clock, states
 from callboard_core.agents import reputation
 from callboard_core.agents.models import Agent
 from callboard_core.blobs import BlobStore
@@ -18,7 +18,7 @@ from callboard_core.errors import Conflict, NotFound, ValidationFailed
 from callboard_core.files import service as files
 from callboard_core.files.models import FileKind, StoredFile
 from callboard_core.files.schemas import UploadRequest
-from callboard_core.jobs import events, states
+from callboard_core.jobs import events
 from callboard_core.jobs import schemas as job_schemas
 from callboard_core.jobs.models import (
     Award,
@@ -221,7 +221,7 @@ async def _close_work(session: AsyncSession, job: Job, *, winner: Submission | N
     """What every closed job does: decide the submissions, end leftover slots and applications, count the
     completed work for each submitter (starter jobs are practice and count nothing)."""
     now = clock.now()
-    await states.move_all(
+    await states.compare_and_set_where(
         session,
         Submission,
         SUBMISSION_MOVES,
@@ -230,7 +230,7 @@ async def _close_work(session: AsyncSession, job: Job, *, winner: Submission | N
         Submission.id != (winner.id if winner else ""),
         decided_at=now,
     )
-    await states.move_all(
+    await states.compare_and_set_where(
         session,
         ParticipationSlot,
         SLOT_MOVES,
@@ -240,7 +240,7 @@ async def _close_work(session: AsyncSession, job: Job, *, winner: Submission | N
         end_reason="job_closed",
         updated_at=now,
     )
-    await states.move_all(
+    await states.compare_and_set_where(
         session,
         JobApplication,
         APPLICATION_MOVES,
@@ -328,10 +328,11 @@ async def award_submission(
     await states.move(
         session,
         Submission,
-        SUBMISSION_MOVES,
         submission.id,
+        SUBMISSION_MOVES,
         SubmissionStatus.AWARDED,
         what="submission",
+        details={"target_state": SubmissionStatus.AWARDED},
         decided_at=now,
     )
     await _close_work(session, job, winner=submission)

@@ -12,7 +12,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from callboard_core import clock
+from callboard_core import clock, states
 from callboard_core.agents.models import Agent
 from callboard_core.blobs import BlobStore
 from callboard_core.capabilities.models import CapabilityTag, TaxonomyStatus
@@ -20,7 +20,7 @@ from callboard_core.errors import Conflict, NotFound, PaymentNotReady, Validatio
 from callboard_core.files import service as files
 from callboard_core.files.models import FileStatus
 from callboard_core.job_types import service as job_types
-from callboard_core.jobs import events, states
+from callboard_core.jobs import events
 from callboard_core.jobs import schemas as job_schemas
 from callboard_core.jobs.actors import acting_agent, require_can_work
 from callboard_core.jobs.models import Job, JobInvitation
@@ -155,12 +155,12 @@ async def move(session: AsyncSession, job: Job, move_name: str, target: JobStatu
     return await states.move(
         session,
         Job,
-        JOB_MOVES[move_name],
         job.id,
+        JOB_MOVES[move_name],
         target,
         what="job",
         current=job.status,
-        details={"job_id": job.id},
+        details={"target_state": target, "job_id": job.id},
         **values,
     )
 

@@ -1,21 +1,18 @@
-"""The state machines of the job lifecycle: one table each, in one place.
+"""The state machines of the job lifecycle: one table each (`{target: frozenset(sources)}`), in one place,
+and the state sets the services filter by.
 
-A transition not in its table is refused (409 `invalid_state` with the current state) before any row is
-touched; the row itself then moves by compare-and-set (`UPDATE ... WHERE status = <from>`), so two racing
-requests cannot both move it. docs/decisions.md explains each state.
+The rows move through `callboard_core.states` like every other machine's: a transition not in its table is
+refused (409 `invalid_state` with the current state) before any row is touched; the row itself then moves
+by compare-and-set (`UPDATE ... WHERE status IN <sources>`), so two racing requests cannot both move it.
+docs/decisions.md explains each state.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from enum import StrEnum
-from typing import Any, TypeVar
+from typing import Any
 
-from sqlalchemy import ColumnElement, update
-from sqlalchemy.ext.asyncio import AsyncSession
-from sqlalchemy.orm import DeclarativeBase
-
-from callboard_core.errors import Conflict
+from callboard_core import states
 
 
 class JobStatus(StrEnum):
@@ -113,109 +110,7 @@ ACTIVE_JOBS = frozenset(
 )
 
 
-def check(
-    table: Mapping[Any, frozenset[Any]], current: str, target: str, *, what: str, **details: object
-) -> None:
-    """Refuse a move the table does not allow, naming the current state."""
-    if current not in table.get(target, frozenset()):
-        raise Conflict(
-            f"This {what} is {current}; it cannot become {target}.",
-            code="invalid_state",
-            current_state=current,
-            target_state=target,
-            **details,
-        )
-
-
-def check_job(move_name: str, current: str, target: JobStatus, **details: object) -> None:
-    check(JOB_MOVES[move_name], current, target, what="job", **details)
-
-
-# --- the moves -----------------------------------------------------------------------------------
-# One compare-and-set for every machine. A row is any mapped class with `id` and `status` columns; the
-# table is that machine's `{target: allowed sources}` (for jobs, `JOB_MOVES[<move name>]`).
-
-RowT = TypeVar("RowT", bound=DeclarativeBase)
-
-
-def _sources(table: Mapping[Any, frozenset[Any]], target: str) -> list[str]:
-    return [str(state) for state in table.get(target, frozenset())]
-
-
-async def try_move(
-    session: AsyncSession,
-    model: type[RowT],
-    table: Mapping[Any, frozenset[Any]],
-    row_id: str,
-    target: StrEnum,
-    *guards: ColumnElement[bool],
-    **values: Any,
-) -> RowT | None:
-    """`UPDATE model SET status = target, **values WHERE id = row_id AND status IN <table's sources>
-    AND guards RETURNING *`: the moved row (the session's copy refreshed), or None when the table, a guard
-    or a racing request said no. For callers with their own answer to a refusal (deadlines, retries)."""
-    ident, status = getattr(model, "id"), getattr(model, "status")  # noqa: B009 - columns of any row class
-    return (
-        await session.scalars(
-            update(model)
-            .where(ident == row_id, status.in_(_sources(table, target)), *guards)
-            .values(status=target, **values)
-            .returning(model)
-            .execution_options(synchronize_session=False, populate_existing=True)
-        )
-    ).one_or_none()
-
-
-async def move(
-    session: AsyncSession,
-    model: type[RowT],
-    table: Mapping[Any, frozenset[Any]],
-    row_id: str,
-    target: StrEnum,
-    *guards: ColumnElement[bool],
-    what: str,
-    current: str | None = None,
-    details: Mapping[str, object] | None = None,
-    **values: Any,
-) -> RowT:
-    """`try_move`, or 409 `invalid_state` with `current_state`. Given `current` (the state the caller read),
-    a move the table does not allow is refused before any row is touched."""
-    details = details or {}
-    if current is not None:
-        check(table, current, target, what=what, **details)
-    moved = await try_move(session, model, table, row_id, target, *guards, **values)
-    if moved is not None:
-        return moved
-    row = await session.get(model, row_id, populate_existing=True)
-    now_state = getattr(row, "status", None)
-    check(table, now_state or "", target, what=what, **details)
-    raise Conflict(
-        f"The {what} changed while this request ran; try again.",
-        code="invalid_state",
-        current_state=now_state,
-    )
-
-
-async def move_all(
-    session: AsyncSession,
-    model: type[RowT],
-    table: Mapping[Any, frozenset[Any]],
-    target: StrEnum,
-    *where: ColumnElement[bool],
-    **values: Any,
-) -> list[str]:
-    """The set-based move: every row matching `where` whose state the table lets become `target` (the rows
-    a job closing or admitting decides at once). Returns the moved ids; the session's copies are not
-    refreshed."""
-    ident, status = getattr(model, "id"), getattr(model, "status")  # noqa: B009
-    return list(
-        (
-            await session.scalars(
-                update(model)
-                .where(*where, status.in_(_sources(table, target)))
-                .values(status=target, **values)
-                .returning(ident)
-                .execution_options(synchronize_session=False)
-            )
-        ).all()
-    )
+def check_job(move_name: str, current: str, target: JobStatus, **details: Any) -> None:
+    """Refuse a job move `JOB_MOVES[move_name]` does not allow from `current` (409 `invalid_state` naming the
+    current and the target state) before any row is touched."""
+    states.check(JOB_MOVES[move_name], current, target, what="job", target_state=target, **details)

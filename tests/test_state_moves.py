@@ -1,0 +1,150 @@
+"""The one compare-and-set every state machine moves by (callboard_core/states.py): the job lifecycle's
+tables and the others' (the waitlist's, the agents')."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import pytest
+
+from callboard_core import clock, states
+from callboard_core.agents.models import Agent, AgentStatus
+from callboard_core.agents.states import AGENT_MOVES
+from callboard_core.container import Core
+from callboard_core.errors import Conflict
+from callboard_core.jobs.models import Job
+from callboard_core.jobs.states import JOB_MOVES, JobStatus
+from callboard_core.waitlist.models import WAITLIST_MOVES, WaitlistSignup, WaitlistStatus
+from tests.jobs_helpers import job_body, new_agent, new_owner
+
+
+async def test_move_is_compare_and_set_along_the_table(app: Any, core: Core, client: Any) -> None:
+    requester = await new_agent(await new_owner(app, core))
+    created = await client.post("/api/v2/jobs", headers=requester.h, json=job_body())
+    assert created.status_code == 201, created.text
+    job_id = created.json()["id"]
+    publish = JOB_MOVES["publish"]
+    async with core.uow() as uow:
+        session = uow.session
+        job = await session.get(Job, job_id)
+        assert job is not None and job.status == JobStatus.DRAFT
+        # A guard that says no: nothing moves.
+        assert (
+            await states.compare_and_set(
+                session, Job, job_id, publish, JobStatus.ADMISSION_OPEN, Job.id == "x"
+            )
+            is None
+        )
+        now = clock.now()
+        moved = await states.move(
+            session, Job, job_id, publish, JobStatus.ADMISSION_OPEN, what="job", published_at=now
+        )
+        # The session's copy is the moved row, refreshed.
+        assert moved is job and job.status == JobStatus.ADMISSION_OPEN and job.published_at is not None
+        # The same move again: the table no longer allows it, so a 409 naming the current state.
+        with pytest.raises(Conflict) as refused:
+            await states.move(session, Job, job_id, publish, JobStatus.ADMISSION_OPEN, what="job")
+        assert refused.value.code == "invalid_state"
+        assert refused.value.details["current_state"] == JobStatus.ADMISSION_OPEN
+        # A stale caller (it read DRAFT) loses the race the same way.
+        with pytest.raises(Conflict) as lost:
+            await states.move(
+                session, Job, job_id, publish, JobStatus.ADMISSION_OPEN, what="job", current=JobStatus.DRAFT
+            )
+        assert lost.value.details["current_state"] == JobStatus.ADMISSION_OPEN
+        # Only rows in an allowed source state move in a set-based move.
+        assert (
+            await states.compare_and_set_where(
+                session, Job, publish, JobStatus.ADMISSION_OPEN, Job.id == job_id
+            )
+            == []
+        )
+
+
+async def test_the_same_helpers_drive_the_waitlist_table(core: Core) -> None:
+    convert, update = WAITLIST_MOVES["convert"], WAITLIST_MOVES["update"]
+    async with core.uow() as uow:
+        session = uow.session
+        signup = WaitlistSignup(
+            email=f"moves-{uuid.uuid4().hex[:8]}@example.com", name="M", use_case="u", role="BUYER"
+        )
+        session.add(signup)
+        await session.flush()
+        assert signup.status == WaitlistStatus.PENDING
+        # Given the state the caller read, a move the table refuses is a 409 before the row is touched.
+        with pytest.raises(Conflict) as refused:
+            await states.move(
+                session,
+                WaitlistSignup,
+                signup.id,
+                convert,
+                WaitlistStatus.INVITED,
+                what="signup",
+                current=signup.status,
+                details={"target_state": WaitlistStatus.INVITED},
+                notes="touched",
+            )
+        assert refused.value.code == "invalid_state"
+        assert str(refused.value) == "This signup is PENDING; it cannot become INVITED."
+        assert refused.value.details == {"current_state": "PENDING", "target_state": "INVITED"}
+        await session.refresh(signup)
+        assert signup.notes is None
+        # A caller's own message and code, without a state read first: the row's state as stored now.
+        with pytest.raises(Conflict) as own:
+            await states.move(
+                session,
+                WaitlistSignup,
+                signup.id,
+                convert,
+                WaitlistStatus.INVITED,
+                message="Not yet.",
+                code="nope",
+            )
+        assert (str(own.value), own.value.code, own.value.details) == (
+            "Not yet.",
+            "nope",
+            {"current_state": "PENDING"},
+        )
+        moved = await states.move(
+            session, WaitlistSignup, signup.id, update, WaitlistStatus.APPROVED, what="signup", notes="ok"
+        )
+        assert moved is signup and signup.status == WaitlistStatus.APPROVED and signup.notes == "ok"
+        # The table allows the move but a `where` says no: the lost-race message, the current state only.
+        with pytest.raises(Conflict) as lost:
+            await states.move(
+                session,
+                WaitlistSignup,
+                signup.id,
+                convert,
+                WaitlistStatus.INVITED,
+                WaitlistSignup.notes.is_(None),
+                what="signup",
+                details={"target_state": WaitlistStatus.INVITED},
+            )
+        assert str(lost.value) == "The signup changed while this request ran; try again."
+        assert lost.value.details == {"current_state": "APPROVED"}
+        # A batch move takes exactly the rows the table and the filter allow.
+        delete = WAITLIST_MOVES["delete"]
+        where = WaitlistSignup.id == signup.id
+        assert await states.compare_and_set_where(
+            session, WaitlistSignup, delete, WaitlistStatus.DELETED, where
+        ) == [signup.id]
+        assert (
+            await states.compare_and_set_where(session, WaitlistSignup, delete, WaitlistStatus.DELETED, where)
+            == []
+        )
+
+
+async def test_a_table_with_several_targets_picks_each_rows_own(app: Any, core: Core) -> None:
+    owner = await new_owner(app, core)
+    agent = await new_agent(owner)
+    archive = AGENT_MOVES["archive"]  # ACTIVE and INACTIVE become INACTIVE, SUSPENDED stays SUSPENDED
+    async with core.uow() as uow:
+        session = uow.session
+        moved = await states.compare_and_set(session, Agent, agent.id, archive)
+        assert moved is not None and moved.status == AgentStatus.INACTIVE
+        states.check(archive, moved.status, what="agent")
+        with pytest.raises(Conflict) as refused:
+            states.check(AGENT_MOVES["deactivate"], moved.status, AgentStatus.INACTIVE, what="agent")
+        assert str(refused.value) == "This agent is INACTIVE; it cannot become INACTIVE."
