@@ -395,17 +395,9 @@ def _context(
     ip: str,
 ) -> RequestContext:
     params = request.scope.get("path_params")
+    # Positional, in RequestContext's field order.
     return RequestContext(
-        request=request,
-        core=core,
-        session=session,
-        principal=principal,
-        body=body,
-        query=query,
-        params=dict(params) if params else {},
-        request_id=rid,
-        client_ip=ip,
-        auth=route.auth,
+        request, core, session, principal, body, query, dict(params) if params else {}, rid, ip, route.auth
     )
 
 

@@ -62,11 +62,11 @@ class RequestContext:
     params: dict[str, str]
     request_id: str
     client_ip: str
+    auth: AuthKind  # the route's auth kind: a staff route's session acts as staff
     cookies: list[Cookie] = field(default_factory=list)
     headers: dict[str, str] = field(default_factory=dict)
     status: int | None = None
     prepared: Any = None  # what the route's `prepare` step returned (write routes that declare one)
-    auth: AuthKind | None = None  # the route's auth kind: a staff route's session acts as staff
 
     @property
     def user(self) -> UserPrincipal:
