@@ -257,6 +257,7 @@ async def test_malformed_postings_are_refused(core: Core) -> None:
             [(available, True), (adjustments, -1)],
             [(available, 100), (available, -100)],  # one account twice
             [(available, 100), (reserved, 50), (adjustments, -100)],
+            [(available, 10**15), (adjustments, -(10**15))],  # beyond any real amount
         ]
         codes = []
         for i, entries in enumerate(bad):
@@ -301,6 +302,12 @@ async def test_entries_and_transactions_cannot_be_changed(core: Core) -> None:
         txn = await uow.session.get(LedgerTransaction, txn_id)
         assert txn is not None
         txn.meta = {"changed": True}
+        with pytest.raises(ImmutableLedgerRow):
+            await uow.session.flush()
+        await uow.session.rollback()
+    async with core.uow() as uow:
+        entry = await uow.session.get(LedgerEntry, entry_id)
+        await uow.session.delete(entry)
         with pytest.raises(ImmutableLedgerRow):
             await uow.session.flush()
         await uow.session.rollback()

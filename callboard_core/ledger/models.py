@@ -5,9 +5,11 @@ negative one takes from it, and every transaction's entries sum to zero. Owner a
 platform owes the owner (so they are never negative); PROCESSOR_CLEARING is the processor's side of the
 books (a top-up takes from it, so it runs negative by the money that came in and has not gone out again).
 
-Entries and transactions are immutable: the ORM refuses to update them (`before_update` raises) and the
-database refuses UPDATE with a trigger (PostgreSQL and SQLite, migration 0004). DELETE stays possible only
-because the test suite wipes every table after each test; no code path deletes ledger rows.
+Entries and transactions are immutable: the ORM refuses to update or delete them (`before_update` and
+`before_delete` raise) and the database refuses UPDATE with a trigger (PostgreSQL and SQLite, migration
+0004), and DELETE too on PostgreSQL. A plain SQL DELETE stays possible on SQLite only because the test
+suite wipes every table after each test that way (PostgreSQL's wipe is a TRUNCATE, which row triggers do
+not see); no code path deletes ledger rows.
 """
 
 from __future__ import annotations
@@ -139,11 +141,12 @@ class ImmutableLedgerRow(RuntimeError):
     """A code path tried to change a posted ledger row: a bug, never a client error."""
 
 
-def _refuse_update(_mapper: Mapper[Any], _connection: Any, target: Any) -> None:
+def _refuse_change(_mapper: Mapper[Any], _connection: Any, target: Any) -> None:
     raise ImmutableLedgerRow(
         f"{type(target).__name__} {target.id} is immutable; post a correcting transaction"
     )
 
 
-event.listen(LedgerEntry, "before_update", _refuse_update)
-event.listen(LedgerTransaction, "before_update", _refuse_update)
+for _model in (LedgerEntry, LedgerTransaction):
+    event.listen(_model, "before_update", _refuse_change)
+    event.listen(_model, "before_delete", _refuse_change)

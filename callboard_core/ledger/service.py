@@ -72,6 +72,7 @@ from callboard_core.ledger.schemas import Balance, StatementEntry, StatementPage
 Leg = tuple[LedgerAccount, int]
 
 MAX_KEY_LENGTH = 200
+MAX_AMOUNT_CENTS = 10**13  # far above any real movement; keeps sums well inside BIGINT
 STATEMENT_MAX_LIMIT = 100
 # Transaction metadata an owner's statement may show; anything else (staff ids, the other party) stays inside.
 STATEMENT_METADATA_KEYS = ("reason", "payoutId", "payCents", "feeCents")
@@ -93,7 +94,7 @@ def _validate(key: str, entries: Sequence[Leg]) -> list[Leg]:
         raise _invalid("A posting needs at least two entries.")
     for account, amount in entries:
         # bool is an int; a float or Decimal amount is a bug upstream, never rounded here.
-        if type(amount) is not int or amount == 0:
+        if type(amount) is not int or amount == 0 or abs(amount) > MAX_AMOUNT_CENTS:
             raise _invalid(f"Entry amounts are non-zero integer cents (got {amount!r} for {account.kind}).")
     ids = [account.id for account, _ in entries]
     if None in ids or len(set(ids)) != len(ids):
