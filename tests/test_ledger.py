@@ -263,7 +263,7 @@ async def test_malformed_postings_are_refused(core: Core) -> None:
         for i, entries in enumerate(bad):
             with pytest.raises(ValidationFailed) as refused:
                 await ledger.post(s, key=f"bad:{user}:{i}", kind=TransactionKind.ADJUSTMENT, entries=entries)
-            codes.append(refused.value.code)
+            codes.append(refused.value.errors[0]["code"])
         with pytest.raises(ValidationFailed):
             await ledger.post(
                 s, key="", kind=TransactionKind.ADJUSTMENT, entries=[(available, 1), (adjustments, -1)]

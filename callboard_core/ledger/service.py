@@ -44,11 +44,14 @@ resolution; a positive amount credits the owner, a negative one debits (guarded 
 
 from __future__ import annotations
 
+import base64
+import binascii
 from collections import Counter
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, cast
 
+import orjson
 from sqlalchemy import Table, and_, func, or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -57,7 +60,6 @@ from sqlalchemy.orm.attributes import set_committed_value
 from callboard_core import clock
 from callboard_core.errors import Conflict, ValidationFailed
 from callboard_core.ids import new_id
-from callboard_core.jobs.pagination import decode_cursor, encode_cursor
 from callboard_core.ledger import accounts
 from callboard_core.ledger.models import (
     OWNER_KINDS,
@@ -84,7 +86,8 @@ _transactions = cast(Table, LedgerTransaction.__table__)
 
 
 def _invalid(message: str, field: str = "entries", code: str = "invalid_posting") -> ValidationFailed:
-    return ValidationFailed(message, code=code, errors=[{"field": field, "code": code, "message": message}])
+    # Top-level `validation_failed` like every 422; the specific code is the field error's.
+    return ValidationFailed(message, errors=[{"field": field, "code": code, "message": message}])
 
 
 def _validate(key: str, entries: Sequence[Leg]) -> list[Leg]:
@@ -95,7 +98,10 @@ def _validate(key: str, entries: Sequence[Leg]) -> list[Leg]:
     for account, amount in entries:
         # bool is an int; a float or Decimal amount is a bug upstream, never rounded here.
         if type(amount) is not int or amount == 0 or abs(amount) > MAX_AMOUNT_CENTS:
-            raise _invalid(f"Entry amounts are non-zero integer cents (got {amount!r} for {account.kind}).")
+            raise _invalid(
+                f"Entry amounts are non-zero integer cents, at most {MAX_AMOUNT_CENTS} either way "
+                f"(got {amount!r} for {account.kind})."
+            )
     ids = [account.id for account, _ in entries]
     if None in ids or len(set(ids)) != len(ids):
         raise _invalid("Each entry is on a distinct, existing account.")
@@ -476,6 +482,22 @@ async def balances(session: AsyncSession, user_id: str) -> Balance:
     )
 
 
+def _encode_cursor(at: datetime, ident: str) -> str:
+    # The same opaque (timestamp, id) format as jobs/pagination.py: the ledger sits below jobs, so it
+    # keeps its own copy rather than import upwards.
+    return base64.urlsafe_b64encode(orjson.dumps([at.isoformat(), ident])).decode().rstrip("=")
+
+
+def _decode_cursor(cursor: str) -> tuple[datetime, str]:
+    try:
+        at, ident = orjson.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
+        return datetime.fromisoformat(at), str(ident)
+    except (binascii.Error, ValueError, TypeError, orjson.JSONDecodeError):
+        raise _invalid(
+            "The cursor is not valid; start again without it.", "cursor", "invalid_cursor"
+        ) from None
+
+
 async def statement(
     session: AsyncSession, user_id: str, *, cursor: str | None = None, limit: int = 50
 ) -> StatementPage:
@@ -485,7 +507,7 @@ async def statement(
     merged here, so a page costs the same however long the owner's history is."""
     if not 1 <= limit <= STATEMENT_MAX_LIMIT:
         raise _invalid(f"limit is 1-{STATEMENT_MAX_LIMIT}.", "limit", "invalid_limit")
-    after: tuple[datetime, str] | None = decode_cursor(cursor) if cursor else None
+    after: tuple[datetime, str] | None = _decode_cursor(cursor) if cursor else None
     owned = (
         await session.execute(
             select(_accounts.c.id, _accounts.c.kind).where(
@@ -538,7 +560,7 @@ async def statement(
             )
         )
     last = page[-1][1] if page else None
-    next_cursor = encode_cursor(last.created_at, last.id) if last is not None and len(rows) > limit else None
+    next_cursor = _encode_cursor(last.created_at, last.id) if last is not None and len(rows) > limit else None
     return StatementPage(entries=entries, next_cursor=next_cursor)
 
 
