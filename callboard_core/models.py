@@ -11,6 +11,7 @@ from callboard_core.files import models as files
 from callboard_core.idempotency import models as idempotency
 from callboard_core.job_types import models as job_types
 from callboard_core.jobs import models as jobs
+from callboard_core.ledger import models as ledger
 from callboard_core.mail import models as mail
 from callboard_core.onboarding import models as onboarding
 from callboard_core.users import models as users
@@ -29,6 +30,7 @@ __all__ = [
     "idempotency",
     "job_types",
     "jobs",
+    "ledger",
     "mail",
     "metadata",
     "onboarding",

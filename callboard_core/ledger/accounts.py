@@ -1,0 +1,88 @@
+"""Ledger accounts: get-or-create, race-safe on both databases."""
+
+from __future__ import annotations
+
+from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from callboard_core.errors import ValidationFailed
+from callboard_core.ledger.models import (
+    NEGATIVE_ALLOWED,
+    PLATFORM_HOLDER,
+    AccountKind,
+    Currency,
+    LedgerAccount,
+)
+
+
+def _holder(kind: AccountKind, user_id: str | None) -> str:
+    if kind.is_owner:
+        if not user_id:
+            raise ValueError(f"{kind} is an owner account: a user id is required")
+        return user_id
+    if user_id is not None:
+        raise ValueError(f"{kind} is a platform account: it has no user")
+    return PLATFORM_HOLDER
+
+
+def _currency(currency: str) -> Currency:
+    try:
+        return Currency(currency)
+    except ValueError:
+        raise ValidationFailed(
+            f"Currency {currency!r} is not supported (only usd).", code="unsupported_currency"
+        ) from None
+
+
+async def find(
+    session: AsyncSession, kind: AccountKind, user_id: str | None = None, currency: str = Currency.USD
+) -> LedgerAccount | None:
+    kind = AccountKind(kind)
+    return await session.scalar(
+        select(LedgerAccount).where(
+            LedgerAccount.kind == kind,
+            LedgerAccount.holder_id == _holder(kind, user_id),
+            LedgerAccount.currency == _currency(currency),
+        )
+    )
+
+
+async def get_or_create(
+    session: AsyncSession, kind: AccountKind, user_id: str | None = None, currency: str = Currency.USD
+) -> LedgerAccount:
+    """The account, created at zero if missing. Two callers creating it at once both get the one row: the
+    insert runs in a savepoint, and the loser of the unique (kind, holder_id, currency) index reads the
+    winner's row (on PostgreSQL its insert waits for the winner's commit, then fails)."""
+    kind = AccountKind(kind)
+    existing = await find(session, kind, user_id, currency)
+    if existing is not None:
+        return existing
+    account = LedgerAccount(
+        kind=kind,
+        holder_id=_holder(kind, user_id),
+        currency=_currency(currency),
+        allow_negative=kind in NEGATIVE_ALLOWED,
+        balance_cents=0,
+    )
+    await session.flush()  # the caller's pending rows must not ride in (and roll back with) our savepoint
+    try:
+        async with session.begin_nested():
+            session.add(account)
+            await session.flush()
+    except IntegrityError:
+        existing = await find(session, kind, user_id, currency)
+        if existing is None:
+            raise
+        return existing
+    return account
+
+
+async def owner(session: AsyncSession, kind: AccountKind, user_id: str) -> LedgerAccount:
+    if not AccountKind(kind).is_owner:
+        raise ValueError(f"{kind} is not an owner account")
+    return await get_or_create(session, kind, user_id)
+
+
+async def platform(session: AsyncSession, kind: AccountKind) -> LedgerAccount:
+    return await get_or_create(session, kind)

@@ -1,0 +1,626 @@
+"""Posting to the ledger, the marketplace's money flows, and the reads and checks over it.
+
+Every movement is `post`: one transaction of at least two signed entries that sum to zero, posted at most
+once per idempotency key, applied to the accounts' cached balances by guarded compare-and-set. The flows
+below are thin wrappers; each is a little T-account table (Dr = entry taken from the account, negative;
+Cr = entry added to it, positive; see models.py for the sign convention) and its idempotency key.
+
+top_up (TOPUP, `topup:<checkout id>`): money came in through the processor.
+    PROCESSOR_CLEARING          -amount
+    OWNER_AVAILABLE (owner)     +amount
+
+reserve (RESERVE, `reserve:<job id>`): a paid job is published; its cost goes into escrow. Refused with
+409 `insufficient_funds` when the available balance is short.
+    OWNER_AVAILABLE (requester) -amount
+    OWNER_RESERVED (requester)  +amount
+
+release (RELEASE, `release:<job id>` or the caller's key): escrow goes back (no award, cancellation).
+    OWNER_RESERVED (requester)  -amount
+    OWNER_AVAILABLE (requester) +amount
+
+capture (CAPTURE, `capture:<job id>` or the caller's key): the award pays the worker's owner and the fee.
+    OWNER_RESERVED (requester)  -(pay + fee)
+    OWNER_PAYABLE (worker owner) +pay
+    PLATFORM_FEES                +fee        (no entry when the fee is 0)
+
+payout_started (PAYOUT, `payout:<payout id>`): earnings leave for the owner's processor account.
+    OWNER_PAYABLE               -amount
+    OWNER_PAYOUT_IN_TRANSIT     +amount
+
+payout_settled (PAYOUT_SETTLED) / payout_failed (PAYOUT_FAILED), both `payout_outcome:<payout id>`, so a
+payout can end only one way (the other outcome under the same key is 409 `ledger_key_reused`):
+    settled:  OWNER_PAYOUT_IN_TRANSIT -amount, PROCESSOR_CLEARING +amount
+    failed:   OWNER_PAYOUT_IN_TRANSIT -amount, OWNER_PAYABLE      +amount
+
+refund (REFUND, `refund:<processor refund id>`): unspent top-up money goes back to the card.
+    OWNER_AVAILABLE             -amount
+    PROCESSOR_CLEARING          +amount
+
+adjust (ADJUSTMENT, the caller's key, e.g. `adjust:<adjustment id>`): staff adjustment or dispute
+resolution; a positive amount credits the owner, a negative one debits (guarded like any debit).
+    OWNER_AVAILABLE             +amount
+    PLATFORM_ADJUSTMENTS        -amount
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from collections import Counter
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any, cast
+
+import orjson
+from sqlalchemy import Table, and_, func, or_, select, update
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.orm.attributes import set_committed_value
+
+from callboard_core import clock
+from callboard_core.errors import Conflict, ValidationFailed
+from callboard_core.ids import new_id
+from callboard_core.ledger import accounts
+from callboard_core.ledger.models import (
+    OWNER_KINDS,
+    AccountKind,
+    LedgerAccount,
+    LedgerEntry,
+    LedgerTransaction,
+    TransactionKind,
+)
+from callboard_core.ledger.schemas import Balance, StatementEntry, StatementPage
+
+Leg = tuple[LedgerAccount, int]
+
+MAX_KEY_LENGTH = 200
+MAX_AMOUNT_CENTS = 10**13  # far above any real movement; keeps sums well inside BIGINT
+STATEMENT_MAX_LIMIT = 100
+# Transaction metadata an owner's statement may show; anything else (staff ids, the other party) stays inside.
+STATEMENT_METADATA_KEYS = ("reason", "payoutId", "payCents", "feeCents")
+
+# Core tables: balance moves and checks are plain SQL, outside the ORM's unit of work.
+_accounts = cast(Table, LedgerAccount.__table__)
+_entries = cast(Table, LedgerEntry.__table__)
+_transactions = cast(Table, LedgerTransaction.__table__)
+
+
+def _invalid(message: str, field: str = "entries", code: str = "invalid_posting") -> ValidationFailed:
+    # Top-level `validation_failed` like every 422; the specific code is the field error's.
+    return ValidationFailed(message, errors=[{"field": field, "code": code, "message": message}])
+
+
+def _validate(key: str, entries: Sequence[Leg]) -> list[Leg]:
+    if not key or len(key) > MAX_KEY_LENGTH:
+        raise _invalid(f"The idempotency key must be 1-{MAX_KEY_LENGTH} characters.", "key")
+    if len(entries) < 2:
+        raise _invalid("A posting needs at least two entries.")
+    for account, amount in entries:
+        # bool is an int; a float or Decimal amount is a bug upstream, never rounded here.
+        if type(amount) is not int or amount == 0 or abs(amount) > MAX_AMOUNT_CENTS:
+            raise _invalid(
+                f"Entry amounts are non-zero integer cents, at most {MAX_AMOUNT_CENTS} either way "
+                f"(got {amount!r} for {account.kind})."
+            )
+    ids = [account.id for account, _ in entries]
+    if None in ids or len(set(ids)) != len(ids):
+        raise _invalid("Each entry is on a distinct, existing account.")
+    if len({account.currency for account, _ in entries}) != 1:
+        raise _invalid("All entries of a posting are in one currency.")
+    total = sum(amount for _, amount in entries)
+    if total != 0:
+        raise _invalid(f"A posting's entries sum to zero (these sum to {total}).")
+    # Accounts are locked (updated) in id order, so two postings over the same accounts cannot deadlock.
+    return sorted(entries, key=lambda leg: leg[0].id)
+
+
+async def _by_key(session: AsyncSession, key: str) -> LedgerTransaction | None:
+    return await session.scalar(
+        select(LedgerTransaction)
+        .where(LedgerTransaction.idempotency_key == key)
+        .execution_options(populate_existing=True)
+    )
+
+
+async def _same_or_conflict(
+    session: AsyncSession, existing: LedgerTransaction, kind: str, legs: Sequence[Leg]
+) -> LedgerTransaction:
+    """A retry of the same posting gets the transaction back; another posting under the key is a 409."""
+    posted = (
+        await session.execute(
+            select(_entries.c.account_id, _entries.c.amount_cents).where(
+                _entries.c.transaction_id == existing.id
+            )
+        )
+    ).all()
+    same_entries = Counter((a, int(n)) for a, n in posted) == Counter((a.id, n) for a, n in legs)
+    if existing.kind == kind and same_entries:
+        return existing
+    raise Conflict(
+        f"Ledger key {existing.idempotency_key!r} was already used for another posting.",
+        code="ledger_key_reused",
+        key=existing.idempotency_key,
+        transaction_id=existing.id,
+    )
+
+
+async def _apply(session: AsyncSession, account: LedgerAccount, amount: int) -> int:
+    """Move the cached balance by amount; a debit that would take a non-negative account below zero
+    updates no row and is refused. The flag is read from the row, not trusted from the object."""
+    new_balance = await session.scalar(
+        update(_accounts)
+        .where(
+            _accounts.c.id == account.id,
+            or_(_accounts.c.allow_negative, _accounts.c.balance_cents + amount >= 0),
+        )
+        .values(balance_cents=_accounts.c.balance_cents + amount)
+        .returning(_accounts.c.balance_cents)
+    )
+    if new_balance is not None:
+        return int(new_balance)
+    balance = await session.scalar(select(_accounts.c.balance_cents).where(_accounts.c.id == account.id))
+    if balance is None:
+        raise RuntimeError(f"ledger account {account.id} does not exist")
+    balance = int(balance)
+    raise Conflict(
+        f"Insufficient funds: {account.kind} holds {balance} cents, {-amount} are needed "
+        f"(short by {-(balance + amount)}).",
+        code="insufficient_funds",
+        account_kind=account.kind,
+        balance_cents=balance,
+        required_cents=-amount,
+        shortfall_cents=-(balance + amount),
+        currency=account.currency,
+    )
+
+
+async def post(
+    session: AsyncSession,
+    *,
+    key: str,
+    kind: TransactionKind | str,
+    entries: Sequence[Leg],
+    job_id: str | None = None,
+    user_id: str | None = None,
+    processor_ref: str | None = None,
+    metadata: dict[str, Any] | None = None,
+) -> LedgerTransaction:
+    """Post one balanced transaction in the caller's database transaction (flush only).
+
+    Idempotent by `key`: posting it again returns the existing transaction when kind and entries are the
+    same, and raises 409 `ledger_key_reused` otherwise. Concurrent posts of one key land once (the unique
+    index decides; the loser reads the winner's row). A refused debit (409 `insufficient_funds`) rolls the
+    savepoint back: no transaction, no entry, no balance change remains."""
+    kind = TransactionKind(kind)
+    legs = _validate(key, entries)
+    existing = await _by_key(session, key)
+    if existing is not None:
+        return await _same_or_conflict(session, existing, kind, legs)
+
+    at = clock.now()
+    txn = LedgerTransaction(
+        id=new_id("ltx"),
+        kind=kind,
+        idempotency_key=key,
+        job_id=job_id,
+        user_id=user_id,
+        processor_ref=processor_ref,
+        meta=dict(metadata or {}),
+        created_at=at,
+    )
+    await session.flush()  # the caller's pending rows must not ride in (and roll back with) our savepoint
+    balances: list[tuple[LedgerAccount, int]] = []
+    try:
+        async with session.begin_nested():
+            # The key first: a duplicate is found before any balance moves (PostgreSQL: the insert waits
+            # for a concurrent holder of the key to finish, then fails if it committed).
+            session.add(txn)
+            await session.flush()
+            for account, amount in legs:
+                balances.append((account, await _apply(session, account, amount)))
+            session.add_all(
+                LedgerEntry(transaction_id=txn.id, account_id=account.id, amount_cents=amount, created_at=at)
+                for account, amount in legs
+            )
+            await session.flush()
+    except IntegrityError:
+        existing = await _by_key(session, key)
+        if existing is None:
+            raise
+        return await _same_or_conflict(session, existing, kind, legs)
+    # The objects the caller holds show the new cache without a reload (and without a dirty flag).
+    for account, balance in balances:
+        set_committed_value(account, "balance_cents", balance)
+    return txn
+
+
+async def entries_of(session: AsyncSession, transaction_id: str) -> list[LedgerEntry]:
+    rows = await session.scalars(
+        select(LedgerEntry).where(LedgerEntry.transaction_id == transaction_id).order_by(LedgerEntry.id)
+    )
+    return list(rows)
+
+
+# --- The marketplace's flows (see the module docstring) -------------------------------------------------
+
+
+def _positive(amount_cents: int, field: str = "amountCents") -> int:
+    if type(amount_cents) is not int or amount_cents <= 0:
+        raise _invalid("The amount is a positive integer number of cents.", field, "invalid_amount")
+    return amount_cents
+
+
+async def top_up(
+    session: AsyncSession, *, user_id: str, amount_cents: int, processor_ref: str, key: str | None = None
+) -> LedgerTransaction:
+    amount = _positive(amount_cents)
+    return await post(
+        session,
+        key=key or f"topup:{processor_ref}",
+        kind=TransactionKind.TOPUP,
+        entries=[
+            (await accounts.platform(session, AccountKind.PROCESSOR_CLEARING), -amount),
+            (await accounts.owner(session, AccountKind.OWNER_AVAILABLE, user_id), amount),
+        ],
+        user_id=user_id,
+        processor_ref=processor_ref,
+    )
+
+
+async def reserve(
+    session: AsyncSession, *, user_id: str, amount_cents: int, job_id: str, key: str | None = None
+) -> LedgerTransaction:
+    amount = _positive(amount_cents)
+    return await post(
+        session,
+        key=key or f"reserve:{job_id}",
+        kind=TransactionKind.RESERVE,
+        entries=[
+            (await accounts.owner(session, AccountKind.OWNER_AVAILABLE, user_id), -amount),
+            (await accounts.owner(session, AccountKind.OWNER_RESERVED, user_id), amount),
+        ],
+        job_id=job_id,
+        user_id=user_id,
+    )
+
+
+async def release(
+    session: AsyncSession, *, user_id: str, amount_cents: int, job_id: str, key: str | None = None
+) -> LedgerTransaction:
+    amount = _positive(amount_cents)
+    return await post(
+        session,
+        key=key or f"release:{job_id}",
+        kind=TransactionKind.RELEASE,
+        entries=[
+            (await accounts.owner(session, AccountKind.OWNER_RESERVED, user_id), -amount),
+            (await accounts.owner(session, AccountKind.OWNER_AVAILABLE, user_id), amount),
+        ],
+        job_id=job_id,
+        user_id=user_id,
+    )
+
+
+async def capture(
+    session: AsyncSession,
+    *,
+    requester_user_id: str,
+    worker_owner_user_id: str,
+    pay_cents: int,
+    fee_cents: int,
+    job_id: str,
+    key: str | None = None,
+) -> LedgerTransaction:
+    pay = _positive(pay_cents, "payCents")
+    if type(fee_cents) is not int or fee_cents < 0:
+        raise _invalid("The fee is a non-negative integer number of cents.", "feeCents", "invalid_amount")
+    legs: list[Leg] = [
+        (await accounts.owner(session, AccountKind.OWNER_RESERVED, requester_user_id), -(pay + fee_cents)),
+        (await accounts.owner(session, AccountKind.OWNER_PAYABLE, worker_owner_user_id), pay),
+    ]
+    if fee_cents:
+        legs.append((await accounts.platform(session, AccountKind.PLATFORM_FEES), fee_cents))
+    return await post(
+        session,
+        key=key or f"capture:{job_id}",
+        kind=TransactionKind.CAPTURE,
+        entries=legs,
+        job_id=job_id,
+        user_id=requester_user_id,
+        metadata={"workerOwnerId": worker_owner_user_id, "payCents": pay, "feeCents": fee_cents},
+    )
+
+
+async def payout_started(
+    session: AsyncSession,
+    *,
+    user_id: str,
+    amount_cents: int,
+    payout_id: str,
+    processor_ref: str | None = None,
+) -> LedgerTransaction:
+    amount = _positive(amount_cents)
+    return await post(
+        session,
+        key=f"payout:{payout_id}",
+        kind=TransactionKind.PAYOUT,
+        entries=[
+            (await accounts.owner(session, AccountKind.OWNER_PAYABLE, user_id), -amount),
+            (await accounts.owner(session, AccountKind.OWNER_PAYOUT_IN_TRANSIT, user_id), amount),
+        ],
+        user_id=user_id,
+        processor_ref=processor_ref,
+        metadata={"payoutId": payout_id},
+    )
+
+
+async def payout_settled(
+    session: AsyncSession,
+    *,
+    user_id: str,
+    amount_cents: int,
+    payout_id: str,
+    processor_ref: str | None = None,
+) -> LedgerTransaction:
+    amount = _positive(amount_cents)
+    return await post(
+        session,
+        key=f"payout_outcome:{payout_id}",
+        kind=TransactionKind.PAYOUT_SETTLED,
+        entries=[
+            (await accounts.owner(session, AccountKind.OWNER_PAYOUT_IN_TRANSIT, user_id), -amount),
+            (await accounts.platform(session, AccountKind.PROCESSOR_CLEARING), amount),
+        ],
+        user_id=user_id,
+        processor_ref=processor_ref,
+        metadata={"payoutId": payout_id},
+    )
+
+
+async def payout_failed(
+    session: AsyncSession,
+    *,
+    user_id: str,
+    amount_cents: int,
+    payout_id: str,
+    processor_ref: str | None = None,
+    reason: str | None = None,
+) -> LedgerTransaction:
+    amount = _positive(amount_cents)
+    meta: dict[str, Any] = {"payoutId": payout_id}
+    if reason:
+        meta["reason"] = reason
+    return await post(
+        session,
+        key=f"payout_outcome:{payout_id}",
+        kind=TransactionKind.PAYOUT_FAILED,
+        entries=[
+            (await accounts.owner(session, AccountKind.OWNER_PAYOUT_IN_TRANSIT, user_id), -amount),
+            (await accounts.owner(session, AccountKind.OWNER_PAYABLE, user_id), amount),
+        ],
+        user_id=user_id,
+        processor_ref=processor_ref,
+        metadata=meta,
+    )
+
+
+async def refund(
+    session: AsyncSession, *, user_id: str, amount_cents: int, processor_ref: str, key: str | None = None
+) -> LedgerTransaction:
+    amount = _positive(amount_cents)
+    return await post(
+        session,
+        key=key or f"refund:{processor_ref}",
+        kind=TransactionKind.REFUND,
+        entries=[
+            (await accounts.owner(session, AccountKind.OWNER_AVAILABLE, user_id), -amount),
+            (await accounts.platform(session, AccountKind.PROCESSOR_CLEARING), amount),
+        ],
+        user_id=user_id,
+        processor_ref=processor_ref,
+    )
+
+
+async def adjust(
+    session: AsyncSession,
+    *,
+    user_id: str,
+    amount_cents: int,
+    key: str,
+    reason: str,
+    staff_user_id: str | None = None,
+    job_id: str | None = None,
+) -> LedgerTransaction:
+    if type(amount_cents) is not int or amount_cents == 0:
+        raise _invalid(
+            "The adjustment is a non-zero integer number of cents.", "amountCents", "invalid_amount"
+        )
+    if not reason.strip():
+        raise _invalid("An adjustment needs a reason.", "reason", "reason_required")
+    meta: dict[str, Any] = {"reason": reason}
+    if staff_user_id:
+        meta["staffUserId"] = staff_user_id
+    return await post(
+        session,
+        key=key,
+        kind=TransactionKind.ADJUSTMENT,
+        entries=[
+            (await accounts.owner(session, AccountKind.OWNER_AVAILABLE, user_id), amount_cents),
+            (await accounts.platform(session, AccountKind.PLATFORM_ADJUSTMENTS), -amount_cents),
+        ],
+        job_id=job_id,
+        user_id=user_id,
+        metadata=meta,
+    )
+
+
+# --- Reads -------------------------------------------------------------------------------------------------
+
+
+async def balances(session: AsyncSession, user_id: str) -> Balance:
+    """The owner's balances from the cached account balances (zero for accounts not yet created)."""
+    rows = (
+        await session.execute(
+            select(_accounts.c.kind, _accounts.c.balance_cents).where(
+                _accounts.c.holder_id == user_id,
+                _accounts.c.kind.in_(OWNER_KINDS),
+                _accounts.c.currency == "usd",
+            )
+        )
+    ).all()
+    by_kind = {kind: int(cents) for kind, cents in rows}
+    available = by_kind.get(AccountKind.OWNER_AVAILABLE, 0)
+    reserved = by_kind.get(AccountKind.OWNER_RESERVED, 0)
+    return Balance(
+        user_id=user_id,
+        currency="usd",
+        balance_cents=available + reserved,
+        reserved_cents=reserved,
+        available_cents=available,
+        payable_cents=by_kind.get(AccountKind.OWNER_PAYABLE, 0),
+        payout_in_transit_cents=by_kind.get(AccountKind.OWNER_PAYOUT_IN_TRANSIT, 0),
+    )
+
+
+def _encode_cursor(at: datetime, ident: str) -> str:
+    # The same opaque (timestamp, id) format as jobs/pagination.py: the ledger sits below jobs, so it
+    # keeps its own copy rather than import upwards.
+    return base64.urlsafe_b64encode(orjson.dumps([at.isoformat(), ident])).decode().rstrip("=")
+
+
+def _decode_cursor(cursor: str) -> tuple[datetime, str]:
+    try:
+        at, ident = orjson.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
+        return datetime.fromisoformat(at), str(ident)
+    except (binascii.Error, ValueError, TypeError, orjson.JSONDecodeError):
+        raise _invalid(
+            "The cursor is not valid; start again without it.", "cursor", "invalid_cursor"
+        ) from None
+
+
+async def statement(
+    session: AsyncSession, user_id: str, *, cursor: str | None = None, limit: int = 50
+) -> StatementPage:
+    """The owner's entries on all of their accounts, newest first, keyset-paged on (created_at, id).
+
+    Each account's page is read from its own index range (at most limit + 1 rows each) and the few lists are
+    merged here, so a page costs the same however long the owner's history is."""
+    if not 1 <= limit <= STATEMENT_MAX_LIMIT:
+        raise _invalid(f"limit is 1-{STATEMENT_MAX_LIMIT}.", "limit", "invalid_limit")
+    after: tuple[datetime, str] | None = _decode_cursor(cursor) if cursor else None
+    owned = (
+        await session.execute(
+            select(_accounts.c.id, _accounts.c.kind).where(
+                _accounts.c.holder_id == user_id, _accounts.c.kind.in_(OWNER_KINDS)
+            )
+        )
+    ).all()
+    rows: list[Any] = []
+    for account_id, account_kind in owned:
+        query = (
+            select(
+                LedgerEntry.id,
+                LedgerEntry.amount_cents,
+                LedgerEntry.created_at,
+                LedgerTransaction.id.label("transaction_id"),
+                LedgerTransaction.kind,
+                LedgerTransaction.job_id,
+                LedgerTransaction.processor_ref,
+                LedgerTransaction.meta,
+            )
+            .join(LedgerTransaction, LedgerTransaction.id == LedgerEntry.transaction_id)
+            .where(LedgerEntry.account_id == account_id)
+            .order_by(LedgerEntry.created_at.desc(), LedgerEntry.id.desc())
+            .limit(limit + 1)
+        )
+        if after is not None:
+            at, ident = after
+            query = query.where(
+                or_(LedgerEntry.created_at < at, and_(LedgerEntry.created_at == at, LedgerEntry.id < ident))
+            )
+        rows.extend((AccountKind(account_kind), row) for row in (await session.execute(query)).all())
+    rows.sort(key=lambda pair: (pair[1].created_at, pair[1].id), reverse=True)
+    page = rows[:limit]
+    entries = []
+    for account_kind, row in page:
+        meta: dict[str, Any] = {"account": account_kind.short}
+        if row.job_id:
+            meta["jobId"] = row.job_id
+        meta.update({k: v for k, v in (row.meta or {}).items() if k in STATEMENT_METADATA_KEYS})
+        entries.append(
+            StatementEntry(
+                id=row.id,
+                kind=row.kind,
+                amount_cents=int(row.amount_cents),
+                task_contract_id=None,
+                transaction_id=row.transaction_id,
+                processor_ref=row.processor_ref,
+                metadata=meta,
+                created_at=row.created_at,
+            )
+        )
+    last = page[-1][1] if page else None
+    next_cursor = _encode_cursor(last.created_at, last.id) if last is not None and len(rows) > limit else None
+    return StatementPage(entries=entries, next_cursor=next_cursor)
+
+
+# --- The invariant check -----------------------------------------------------------------------------------
+
+
+async def verify(session: AsyncSession) -> list[str]:
+    """Every problem with the books, one line each; empty when they are sound. Full scans: a check for the
+    test suite and an operator's job, not for a request."""
+    problems: list[str] = []
+    sums = (
+        select(
+            _transactions.c.id,
+            func.count(_entries.c.id).label("n"),
+            func.coalesce(func.sum(_entries.c.amount_cents), 0).label("total"),
+            func.count(func.distinct(_accounts.c.currency)).label("currencies"),
+        )
+        .select_from(_transactions)
+        .outerjoin(_entries, _entries.c.transaction_id == _transactions.c.id)
+        .outerjoin(_accounts, _accounts.c.id == _entries.c.account_id)
+        .group_by(_transactions.c.id)
+    )
+    for txn_id, count, total, currencies in (await session.execute(sums)).all():
+        if int(total) != 0:
+            problems.append(f"transaction {txn_id}: entries sum to {int(total)}, not 0")
+        if count < 2:
+            problems.append(f"transaction {txn_id}: {count} entries (a posting has at least two)")
+        if currencies > 1:
+            problems.append(f"transaction {txn_id}: entries in {currencies} currencies")
+    orphans = await session.scalar(
+        select(func.count())
+        .select_from(_entries)
+        .where(~select(_transactions.c.id).where(_transactions.c.id == _entries.c.transaction_id).exists())
+    )
+    if orphans:
+        problems.append(f"{orphans} entries belong to no transaction")
+    for (entry_id,) in (
+        await session.execute(select(_entries.c.id).where(_entries.c.amount_cents == 0))
+    ).all():
+        problems.append(f"entry {entry_id}: amount 0")
+    derived = (
+        select(_entries.c.account_id, func.sum(_entries.c.amount_cents).label("total"))
+        .group_by(_entries.c.account_id)
+        .subquery()
+    )
+    cached = select(
+        _accounts.c.id,
+        _accounts.c.kind,
+        _accounts.c.allow_negative,
+        _accounts.c.balance_cents,
+        func.coalesce(derived.c.total, 0),
+    ).outerjoin(derived, derived.c.account_id == _accounts.c.id)
+    for account_id, kind, allow_negative, balance, total in (await session.execute(cached)).all():
+        balance, total = int(balance), int(total)
+        if balance != total:
+            problems.append(
+                f"account {account_id} ({kind}): cached balance {balance} but its entries sum to {total}"
+            )
+        if not allow_negative and min(balance, total) < 0:
+            problems.append(
+                f"account {account_id} ({kind}) may not be negative: balance {min(balance, total)}"
+            )
+    return problems

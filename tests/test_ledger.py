@@ -1,0 +1,496 @@
+"""The double-entry ledger: postings, balances, idempotency, immutability, the statement, the invariant check
+and concurrency, on SQLite and PostgreSQL. After every test the books must verify clean."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, TypeVar
+
+import pytest
+from sqlalchemy import select, text
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from callboard_core.container import Core
+from callboard_core.errors import Conflict, ValidationFailed
+from callboard_core.ids import new_id
+from callboard_core.ledger import accounts
+from callboard_core.ledger import service as ledger
+from callboard_core.ledger.models import (
+    AccountKind,
+    ImmutableLedgerRow,
+    LedgerAccount,
+    LedgerEntry,
+    LedgerTransaction,
+    TransactionKind,
+)
+
+T = TypeVar("T")
+
+
+@pytest.fixture(autouse=True)
+async def books_balance(core: Core) -> AsyncIterator[None]:
+    yield
+    async with core.uow(write=False) as uow:
+        assert await ledger.verify(uow.session) == []
+
+
+async def run(core: Core, fn: Callable[[AsyncSession], Awaitable[T]]) -> T:
+    """fn in its own unit of work (committed unless it raises)."""
+    async with core.uow() as uow:
+        return await fn(uow.session)
+
+
+async def balance(core: Core, user_id: str) -> dict[str, int]:
+    async with core.uow(write=False) as uow:
+        b = await ledger.balances(uow.session, user_id)
+    return {
+        "available": b.available_cents,
+        "reserved": b.reserved_cents,
+        "payable": b.payable_cents,
+        "in_transit": b.payout_in_transit_cents,
+        "balance": b.balance_cents,
+    }
+
+
+async def platform_balance(core: Core, kind: AccountKind) -> int:
+    async with core.uow() as uow:
+        return (await accounts.platform(uow.session, kind)).balance_cents
+
+
+async def funded(core: Core, amount: int) -> str:
+    user = new_id("usr")
+    await run(
+        core,
+        lambda s: ledger.top_up(s, user_id=user, amount_cents=amount, processor_ref=new_id("cs")),
+    )
+    return user
+
+
+def money(available: int = 0, reserved: int = 0, payable: int = 0, in_transit: int = 0) -> dict[str, int]:
+    return {
+        "available": available,
+        "reserved": reserved,
+        "payable": payable,
+        "in_transit": in_transit,
+        "balance": available + reserved,
+    }
+
+
+async def test_the_money_flows_move_the_balances(core: Core) -> None:
+    requester, worker_owner = new_id("usr"), new_id("usr")
+    job = new_id("job")
+    fees_before = await platform_balance(core, AccountKind.PLATFORM_FEES)
+    clearing_before = await platform_balance(core, AccountKind.PROCESSOR_CLEARING)
+
+    await run(
+        core, lambda s: ledger.top_up(s, user_id=requester, amount_cents=10_000, processor_ref="cs_1" + job)
+    )
+    assert await balance(core, requester) == money(available=10_000)
+    await run(core, lambda s: ledger.reserve(s, user_id=requester, amount_cents=3_000, job_id=job))
+    assert await balance(core, requester) == money(available=7_000, reserved=3_000)
+    await run(core, lambda s: ledger.release(s, user_id=requester, amount_cents=1_000, job_id=job))
+    assert await balance(core, requester) == money(available=8_000, reserved=2_000)
+    txn = await run(
+        core,
+        lambda s: ledger.capture(
+            s,
+            requester_user_id=requester,
+            worker_owner_user_id=worker_owner,
+            pay_cents=1_500,
+            fee_cents=500,
+            job_id=job,
+        ),
+    )
+    assert txn.kind == TransactionKind.CAPTURE and txn.job_id == job and txn.user_id == requester
+    assert await balance(core, requester) == money(available=8_000)
+    assert await balance(core, worker_owner) == money(payable=1_500)
+    assert await platform_balance(core, AccountKind.PLATFORM_FEES) == fees_before + 500
+
+    payout = new_id("po")
+    await run(
+        core, lambda s: ledger.payout_started(s, user_id=worker_owner, amount_cents=1_000, payout_id=payout)
+    )
+    assert await balance(core, worker_owner) == money(payable=500, in_transit=1_000)
+    await run(
+        core, lambda s: ledger.payout_settled(s, user_id=worker_owner, amount_cents=1_000, payout_id=payout)
+    )
+    assert await balance(core, worker_owner) == money(payable=500)
+
+    failing = new_id("po")
+    await run(
+        core, lambda s: ledger.payout_started(s, user_id=worker_owner, amount_cents=500, payout_id=failing)
+    )
+    await run(
+        core, lambda s: ledger.payout_failed(s, user_id=worker_owner, amount_cents=500, payout_id=failing)
+    )
+    assert await balance(core, worker_owner) == money(payable=500)
+
+    await run(
+        core, lambda s: ledger.refund(s, user_id=requester, amount_cents=2_000, processor_ref="re_" + job)
+    )
+    await run(
+        core,
+        lambda s: ledger.adjust(
+            s, user_id=requester, amount_cents=250, key="adjust:a" + job, reason="goodwill"
+        ),
+    )
+    await run(
+        core,
+        lambda s: ledger.adjust(s, user_id=requester, amount_cents=-100, key="adjust:b" + job, reason="fix"),
+    )
+    assert await balance(core, requester) == money(available=6_150)
+    # In from the processor 10 000; out again: the 1 000 payout and the 2 000 refund.
+    assert await platform_balance(core, AccountKind.PROCESSOR_CLEARING) == clearing_before - 10_000 + 3_000
+
+
+async def test_a_capture_without_fee_has_two_entries(core: Core) -> None:
+    requester, worker_owner, job = await funded(core, 1_000), new_id("usr"), new_id("job")
+
+    async def flow(s: AsyncSession) -> list[LedgerEntry]:
+        await ledger.reserve(s, user_id=requester, amount_cents=1_000, job_id=job)
+        txn = await ledger.capture(
+            s,
+            requester_user_id=requester,
+            worker_owner_user_id=worker_owner,
+            pay_cents=1_000,
+            fee_cents=0,
+            job_id=job,
+        )
+        return await ledger.entries_of(s, txn.id)
+
+    entries = await run(core, flow)
+    assert sorted(e.amount_cents for e in entries) == [-1_000, 1_000]
+
+
+async def test_an_overdraft_is_refused_and_leaves_no_trace(core: Core) -> None:
+    user, job = await funded(core, 500), new_id("job")
+    async with core.uow() as uow:
+        s = uow.session
+        with pytest.raises(Conflict) as refused:
+            await ledger.reserve(s, user_id=user, amount_cents=600, job_id=job)
+        assert refused.value.code == "insufficient_funds"
+        assert refused.value.details["shortfall_cents"] == 100
+        assert refused.value.details["balance_cents"] == 500
+        assert "short by 100" in refused.value.message
+        # The savepoint took everything back; the rest of the unit of work goes on and commits.
+        assert await s.scalar(select(LedgerTransaction).where(LedgerTransaction.job_id == job)) is None
+        await ledger.reserve(s, user_id=user, amount_cents=200, job_id=job)
+    assert await balance(core, user) == money(available=300, reserved=200)
+    async with core.uow(write=False) as uow:
+        txns = (
+            await uow.session.scalars(select(LedgerTransaction).where(LedgerTransaction.user_id == user))
+        ).all()
+    assert sorted(t.kind for t in txns) == [TransactionKind.RESERVE, TransactionKind.TOPUP]
+
+
+async def test_a_repost_returns_the_transaction_and_another_posting_under_its_key_is_refused(
+    core: Core,
+) -> None:
+    user, ref = new_id("usr"), new_id("cs")
+    first = await run(core, lambda s: ledger.top_up(s, user_id=user, amount_cents=700, processor_ref=ref))
+    again = await run(core, lambda s: ledger.top_up(s, user_id=user, amount_cents=700, processor_ref=ref))
+    assert again.id == first.id
+    assert await balance(core, user) == money(available=700)
+    with pytest.raises(Conflict) as reused:
+        await run(core, lambda s: ledger.top_up(s, user_id=user, amount_cents=800, processor_ref=ref))
+    assert reused.value.code == "ledger_key_reused"
+    assert reused.value.details["transaction_id"] == first.id
+    with pytest.raises(Conflict) as other_kind:  # same entries, another kind of posting
+        await run(
+            core,
+            lambda s: ledger.adjust(s, user_id=user, amount_cents=5, key=f"topup:{ref}", reason="x"),
+        )
+    assert other_kind.value.code == "ledger_key_reused"
+
+    # A payout ends one way only: its failure after its settlement is another posting under the same key.
+    worker_owner, payout = new_id("usr"), new_id("po")
+    await run(
+        core,
+        lambda s: ledger.adjust(
+            s, user_id=worker_owner, amount_cents=300, key="adjust:" + payout, reason="seed"
+        ),
+    )
+
+    async def to_payable(s: AsyncSession) -> None:
+        available = await accounts.owner(s, AccountKind.OWNER_AVAILABLE, worker_owner)
+        payable = await accounts.owner(s, AccountKind.OWNER_PAYABLE, worker_owner)
+        await ledger.post(
+            s,
+            key="move:" + payout,
+            kind=TransactionKind.ADJUSTMENT,
+            entries=[(available, -300), (payable, 300)],
+        )
+
+    await run(core, to_payable)
+    await run(
+        core, lambda s: ledger.payout_started(s, user_id=worker_owner, amount_cents=300, payout_id=payout)
+    )
+    await run(
+        core, lambda s: ledger.payout_settled(s, user_id=worker_owner, amount_cents=300, payout_id=payout)
+    )
+    await run(
+        core, lambda s: ledger.payout_settled(s, user_id=worker_owner, amount_cents=300, payout_id=payout)
+    )
+    with pytest.raises(Conflict) as twice:
+        await run(
+            core, lambda s: ledger.payout_failed(s, user_id=worker_owner, amount_cents=300, payout_id=payout)
+        )
+    assert twice.value.code == "ledger_key_reused"
+    assert await balance(core, worker_owner) == money()
+
+
+async def test_malformed_postings_are_refused(core: Core) -> None:
+    user = new_id("usr")
+
+    async def attempt(s: AsyncSession) -> list[str]:
+        available = await accounts.owner(s, AccountKind.OWNER_AVAILABLE, user)
+        reserved = await accounts.owner(s, AccountKind.OWNER_RESERVED, user)
+        adjustments = await accounts.platform(s, AccountKind.PLATFORM_ADJUSTMENTS)
+        bad: list[list[tuple[LedgerAccount, Any]]] = [
+            [(adjustments, 0)],  # one entry
+            [],
+            [(available, 0), (adjustments, 0)],  # zero amounts
+            [(available, 100), (adjustments, -99)],  # unbalanced
+            [(available, 1.5), (adjustments, -1.5)],  # not integer cents
+            [(available, True), (adjustments, -1)],
+            [(available, 100), (available, -100)],  # one account twice
+            [(available, 100), (reserved, 50), (adjustments, -100)],
+            [(available, 10**15), (adjustments, -(10**15))],  # beyond any real amount
+        ]
+        codes = []
+        for i, entries in enumerate(bad):
+            with pytest.raises(ValidationFailed) as refused:
+                await ledger.post(s, key=f"bad:{user}:{i}", kind=TransactionKind.ADJUSTMENT, entries=entries)
+            codes.append(refused.value.errors[0]["code"])
+        with pytest.raises(ValidationFailed):
+            await ledger.post(
+                s, key="", kind=TransactionKind.ADJUSTMENT, entries=[(available, 1), (adjustments, -1)]
+            )
+        with pytest.raises(ValidationFailed):
+            await ledger.reserve(s, user_id=user, amount_cents=0, job_id=new_id("job"))
+        with pytest.raises(ValidationFailed):
+            await ledger.capture(
+                s, requester_user_id=user, worker_owner_user_id=user, pay_cents=1, fee_cents=-1, job_id="j"
+            )
+        return codes
+
+    assert set(await run(core, attempt)) == {"invalid_posting"}
+    async with core.uow(write=False) as uow:
+        assert (
+            await uow.session.scalar(select(LedgerTransaction).where(LedgerTransaction.user_id == user))
+            is None
+        )
+
+
+async def test_entries_and_transactions_cannot_be_changed(core: Core) -> None:
+    user = await funded(core, 900)
+    async with core.uow() as uow:
+        entry = await uow.session.scalar(
+            select(LedgerEntry)
+            .join(LedgerAccount, LedgerAccount.id == LedgerEntry.account_id)
+            .where(LedgerAccount.holder_id == user)
+        )
+        assert entry is not None
+        entry_id, txn_id = entry.id, entry.transaction_id
+        entry.amount_cents = 1
+        with pytest.raises(ImmutableLedgerRow):
+            await uow.session.flush()
+        await uow.session.rollback()
+    async with core.uow() as uow:
+        txn = await uow.session.get(LedgerTransaction, txn_id)
+        assert txn is not None
+        txn.meta = {"changed": True}
+        with pytest.raises(ImmutableLedgerRow):
+            await uow.session.flush()
+        await uow.session.rollback()
+    async with core.uow() as uow:
+        entry = await uow.session.get(LedgerEntry, entry_id)
+        await uow.session.delete(entry)
+        with pytest.raises(ImmutableLedgerRow):
+            await uow.session.flush()
+        await uow.session.rollback()
+
+    statements = [
+        ("UPDATE ledger_entries SET amount_cents = 1 WHERE id = :id", entry_id),
+        ("UPDATE ledger_transactions SET kind = 'REFUND' WHERE id = :id", txn_id),
+    ]
+    if not core.db.is_sqlite:  # SQLite keeps DELETE for the test suite's wipe; PostgreSQL wipes by TRUNCATE
+        statements += [
+            ("DELETE FROM ledger_entries WHERE id = :id", entry_id),
+            ("DELETE FROM ledger_transactions WHERE id = :id", txn_id),
+        ]
+    for sql, ident in statements:
+        with pytest.raises(DBAPIError, match="immutable"):
+            async with core.uow() as uow:
+                await uow.session.execute(text(sql), {"id": ident})
+    assert await balance(core, user) == money(available=900)
+
+
+async def test_the_statement_pages_newest_first_and_stays_stable(core: Core) -> None:
+    user = await funded(core, 10_000)
+    for _ in range(5):
+        job = new_id("job")
+        await run(core, lambda s, job=job: ledger.reserve(s, user_id=user, amount_cents=100, job_id=job))
+    # 1 top-up entry + 5 reserves × 2 entries (available and reserved)
+    async with core.uow(write=False) as uow:
+        everything = await ledger.statement(uow.session, user, limit=100)
+    assert len(everything.entries) == 11 and everything.next_cursor is None
+    keys = [(e.created_at, e.id) for e in everything.entries]
+    assert keys == sorted(keys, reverse=True)
+    top_up = everything.entries[-1]
+    assert (top_up.kind, top_up.amount_cents, top_up.metadata) == ("TOPUP", 10_000, {"account": "AVAILABLE"})
+    assert top_up.task_contract_id is None and top_up.processor_ref is not None and top_up.transaction_id
+    reserve = everything.entries[0]
+    assert reserve.kind == "RESERVE" and reserve.metadata["jobId"]
+    assert {(e.metadata["account"], e.amount_cents) for e in everything.entries[:2]} == {
+        ("AVAILABLE", -100),
+        ("RESERVED", 100),
+    }
+    wire = top_up.model_dump(by_alias=True, mode="json")
+    assert set(wire) == {
+        "id",
+        "kind",
+        "amountCents",
+        "taskContractId",
+        "transactionId",
+        "processorRef",
+        "metadata",
+        "createdAt",
+    }
+
+    seen: list[str] = []
+    cursor: str | None = None
+    while True:
+        async with core.uow(write=False) as uow:
+            page = await ledger.statement(uow.session, user, cursor=cursor, limit=3)
+        seen += [e.id for e in page.entries]
+        if cursor is None:  # newer postings after the first page do not shift the pages that follow
+            await run(core, lambda s: ledger.reserve(s, user_id=user, amount_cents=100, job_id=new_id("job")))
+        cursor = page.next_cursor
+        if cursor is None:
+            break
+    assert seen == [e.id for e in everything.entries]
+
+    async with core.uow(write=False) as uow:
+        with pytest.raises(ValidationFailed):
+            await ledger.statement(uow.session, user, cursor="not-a-cursor")
+        with pytest.raises(ValidationFailed):
+            await ledger.statement(uow.session, user, limit=0)
+        assert (await ledger.statement(uow.session, new_id("usr"))).entries == []
+
+
+async def test_verify_finds_a_wrong_cache_and_an_unbalanced_transaction(core: Core) -> None:
+    user = await funded(core, 400)
+    async with core.uow() as uow:
+        account = await accounts.owner(uow.session, AccountKind.OWNER_AVAILABLE, user)
+        clearing = await accounts.platform(uow.session, AccountKind.PROCESSOR_CLEARING)
+        account_id, clearing_id = account.id, clearing.id
+    async with core.uow() as uow:
+        await uow.session.execute(
+            text("UPDATE ledger_accounts SET balance_cents = 401 WHERE id = :id"), {"id": account_id}
+        )
+    async with core.uow(write=False) as uow:
+        problems = await ledger.verify(uow.session)
+    assert any(account_id in p and "cached balance 401" in p and "sum to 400" in p for p in problems), (
+        problems
+    )
+    async with core.uow() as uow:
+        await uow.session.execute(
+            text("UPDATE ledger_accounts SET balance_cents = 400 WHERE id = :id"), {"id": account_id}
+        )
+
+    # An unbalanced transaction written behind the service's back (one entry of 700 on the clearing account).
+    txn_id = new_id("ltx")
+    insert_entry = (
+        "INSERT INTO ledger_entries (id, transaction_id, account_id, amount_cents, created_at) "
+        "VALUES (:id, :txn, :acc, :amount, :at)"
+    )
+    async with core.uow() as uow:
+        from callboard_core import clock
+
+        at = clock.now().replace(tzinfo=None)
+        await uow.session.execute(
+            text(
+                "INSERT INTO ledger_transactions (id, kind, idempotency_key, metadata, created_at) "
+                "VALUES (:id, 'ADJUSTMENT', :key, '{}', :at)"
+            ),
+            {"id": txn_id, "key": "raw:" + txn_id, "at": at},
+        )
+        await uow.session.execute(
+            text(insert_entry),
+            {"id": new_id("led"), "txn": txn_id, "acc": clearing_id, "amount": 700, "at": at},
+        )
+    async with core.uow(write=False) as uow:
+        problems = await ledger.verify(uow.session)
+    assert f"transaction {txn_id}: entries sum to 700, not 0" in problems
+    assert f"transaction {txn_id}: 1 entries (a posting has at least two)" in problems
+    assert any(clearing_id in p and "cached balance" in p for p in problems)
+    # Repair so the autouse check sees sound books: the opposite entry on the same account and transaction.
+    async with core.uow() as uow:
+        await uow.session.execute(
+            text(insert_entry),
+            {"id": new_id("led"), "txn": txn_id, "acc": clearing_id, "amount": -700, "at": at},
+        )
+
+
+async def test_concurrent_reserves_never_overdraw(core: Core) -> None:
+    attempts, amount, funds = 30, 70, 1_000  # room for 14
+    user = await funded(core, funds)
+
+    async def reserve(i: int) -> str:
+        try:
+            await run(
+                core, lambda s: ledger.reserve(s, user_id=user, amount_cents=amount, job_id=f"job_{user}_{i}")
+            )
+        except Conflict as exc:
+            return exc.code
+        return "ok"
+
+    outcomes = await asyncio.gather(*(reserve(i) for i in range(attempts)))
+    assert outcomes.count("ok") == funds // amount
+    assert outcomes.count("insufficient_funds") == attempts - funds // amount
+    assert await balance(core, user) == money(available=funds % amount, reserved=funds - funds % amount)
+
+
+async def test_one_key_posted_concurrently_lands_once(core: Core) -> None:
+    # The accounts exist first, so the racers meet at the key's unique index, not at an account's creation.
+    user, ref = await funded(core, 1), new_id("cs")
+    results = await asyncio.gather(
+        *(
+            run(core, lambda s: ledger.top_up(s, user_id=user, amount_cents=250, processor_ref=ref))
+            for _ in range(12)
+        )
+    )
+    assert len({t.id for t in results}) == 1
+    assert await balance(core, user) == money(available=251)
+
+    # Different postings under one key: one lands, every other one is told the key is taken.
+    async def top_up(amount: int) -> str:
+        try:
+            await run(
+                core, lambda s: ledger.top_up(s, user_id=user, amount_cents=amount, processor_ref=ref + "b")
+            )
+        except Conflict as exc:
+            return exc.code
+        return str(amount)
+
+    outcomes = await asyncio.gather(*(top_up(100 + i) for i in range(8)))
+    landed = [o for o in outcomes if o != "ledger_key_reused"]
+    assert len(landed) == 1
+    assert await balance(core, user) == money(available=251 + int(landed[0]))
+
+
+async def test_accounts_are_created_once_under_concurrency(core: Core) -> None:
+    user = new_id("usr")
+    made = await asyncio.gather(
+        *(run(core, lambda s: accounts.owner(s, AccountKind.OWNER_PAYABLE, user)) for _ in range(10))
+    )
+    assert len({a.id for a in made}) == 1
+    assert made[0].allow_negative is False and made[0].currency == "usd"
+    async with core.uow() as uow:
+        clearing = await accounts.platform(uow.session, AccountKind.PROCESSOR_CLEARING)
+        assert clearing.allow_negative is True and clearing.holder_id == "platform"
+        with pytest.raises(ValidationFailed):
+            await accounts.get_or_create(uow.session, AccountKind.OWNER_AVAILABLE, user, currency="eur")

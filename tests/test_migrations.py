@@ -1,0 +1,245 @@
+"""Upgrade in place: a database made by the previous release (migrations up to 0003, rows written as that
+release wrote them) upgrades to head with its rows intact and the ledger in place, and 0004 downgrades
+cleanly. On SQLite (a fresh file) and PostgreSQL (a fresh database)."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+import pytest
+from alembic import command
+from alembic.script import ScriptDirectory
+from sqlalchemy import inspect, text
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+
+from callboard_core.db import Database
+from callboard_core.db.changefeed import TRIGGER
+from callboard_core.db.migrate import alembic_config
+from callboard_core.ids import new_id
+from callboard_core.ledger import service as ledger
+from tests.conftest import PG_ADMIN_URL, PG_AVAILABLE
+
+PREVIOUS = "0003"  # the last revision the previous release shipped
+LEDGER_TABLES = {"ledger_accounts", "ledger_transactions", "ledger_entries"}
+
+
+@pytest.fixture(
+    params=[
+        "sqlite",
+        pytest.param("postgres", marks=pytest.mark.skipif(not PG_AVAILABLE, reason="no PostgreSQL")),
+    ]
+)
+async def fresh_url(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[str]:
+    if request.param == "sqlite":
+        yield f"sqlite+aiosqlite:///{tmp_path / 'upgrade.db'}"
+        return
+    name = f"callboard_mig_{uuid.uuid4().hex[:12]}"
+    admin = await asyncpg.connect(PG_ADMIN_URL)
+    try:
+        await admin.execute(f'CREATE DATABASE "{name}"')
+    finally:
+        await admin.close()
+    base = PG_ADMIN_URL.rsplit("/", 1)[0].replace("postgresql://", "postgresql+asyncpg://")
+    try:
+        yield f"{base}/{name}"
+    finally:
+        admin = await asyncpg.connect(PG_ADMIN_URL)
+        try:
+            await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        finally:
+            await admin.close()
+
+
+async def migrate(url: str, revision: str, *, down: bool = False) -> None:
+    # Alembic's env runs its own event loop: keep it off the test's (as db/migrate.py does).
+    step = command.downgrade if down else command.upgrade
+    await asyncio.to_thread(step, alembic_config(url), revision)
+
+
+def head(url: str) -> str:
+    return str(ScriptDirectory.from_config(alembic_config(url)).get_current_head())
+
+
+async def tables(engine: AsyncEngine) -> set[str]:
+    async with engine.connect() as conn:
+        return set(await conn.run_sync(lambda sync: inspect(sync).get_table_names()))
+
+
+async def version(engine: AsyncEngine) -> str:
+    async with engine.connect() as conn:
+        return str(await conn.scalar(text("SELECT version_num FROM alembic_version")))
+
+
+def old_rows(sqlite: bool) -> dict[str, dict[str, Any]]:
+    """A user, an agent it owns and a published job, column by column as release 0003 wrote them."""
+    now = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
+    # The old release stored naive UTC text on SQLite (UTCDateTime) and timestamptz on PostgreSQL.
+    at = (lambda d: d.replace(tzinfo=None)) if sqlite else (lambda d: d)
+    user_id, agent_id = new_id("usr"), new_id("agt")
+    return {
+        "users": {
+            "id": user_id,
+            "email": f"{user_id}@example.com",
+            "role": "USER",
+            "status": "ACTIVE",
+            "preview_access": False,
+            "signup_intent": "BUYER",
+            "created_at": at(now),
+            "updated_at": at(now),
+        },
+        "agents": {
+            "id": agent_id,
+            "owner_id": user_id,
+            "name": "Old agent",
+            "handle": "old-" + agent_id[-8:],
+            "endpoint_url": "https://agent.example.com/hook",
+            "pricing_model": "PER_TASK",
+            "price_per_unit": 1.5,
+            "currency": "usd",
+            "auth_method": "API_KEY",
+            "status": "ACTIVE",
+            "reputation_score": 0.0,
+            "total_tasks": 0,
+            "success_rate": 0.0,
+            "avg_response_ms": 0.0,
+            "dispute_rate": 0.0,
+            "win_count": 0,
+            "processor_onboarding_complete": False,
+            "processor_charges_enabled": False,
+            "processor_payouts_enabled": False,
+            "claim_status": "CLAIMED",
+            "requester_enabled": True,
+            "worker_enabled": True,
+            "auto_publish_limit_cents": 0,
+            "intent": "BOTH",
+            "is_house": False,
+            "featured": False,
+            "created_at": at(now),
+            "updated_at": at(now),
+        },
+        "jobs": {
+            "id": new_id("job"),
+            "requester_agent_id": agent_id,
+            "owner_id": user_id,
+            "status": "ADMISSION_OPEN",
+            "title": "An old job",
+            "reward_amount_cents": 2_500,
+            "currency": "usd",
+            "application_cap": 20,
+            "participant_cap": 3,
+            "new_worker_reserved_application_count": 0,
+            "new_worker_reserved_slot_count": 0,
+            "admission_closes_at": at(now + timedelta(hours=1)),
+            "fair_work_duration_ms": 3_600_000,
+            "latest_submission_deadline_at": at(now + timedelta(days=1)),
+            "review_deadline_at": at(now + timedelta(days=2)),
+            "is_house": False,
+            "is_starter": False,
+            "application_count": 0,
+            "new_worker_application_count": 0,
+            "reserved_participants": 0,
+            "published_at": at(now),
+            "created_at": at(now),
+            "updated_at": at(now),
+        },
+    }
+
+
+async def read_back(engine: AsyncEngine, rows: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    found = {}
+    async with engine.connect() as conn:
+        for table, row in rows.items():
+            columns = ", ".join(row)
+            result = await conn.execute(
+                text(f"SELECT {columns} FROM {table} WHERE id = :id"), {"id": row["id"]}
+            )
+            found[table] = dict(result.mappings().one())
+    return found
+
+
+def normalized(rows: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    # SQLite hands booleans back as 0/1 and datetimes as text; compare what the values mean.
+    def value(v: Any) -> Any:
+        if isinstance(v, bool):
+            return int(v)
+        if isinstance(v, datetime):
+            return v.replace(tzinfo=None).isoformat(" ")
+        return v
+
+    return {t: {k: value(v) for k, v in row.items()} for t, row in rows.items()}
+
+
+async def test_the_previous_release_upgrades_in_place_and_0004_downgrades(fresh_url: str) -> None:
+    sqlite = fresh_url.startswith("sqlite")
+    await migrate(fresh_url, PREVIOUS)
+    engine = create_async_engine(fresh_url)
+    try:
+        assert await version(engine) == PREVIOUS
+        assert not LEDGER_TABLES & await tables(engine)
+        rows = old_rows(sqlite)
+        async with engine.begin() as conn:
+            for table, row in rows.items():
+                columns = ", ".join(row)
+                values = ", ".join(f":{c}" for c in row)
+                await conn.execute(text(f"INSERT INTO {table} ({columns}) VALUES ({values})"), row)
+        before = normalized(await read_back(engine, rows))
+
+        await migrate(fresh_url, "head")
+        assert await version(engine) == head(fresh_url)
+        assert await tables(engine) >= LEDGER_TABLES
+        assert normalized(await read_back(engine, rows)) == before
+        if not sqlite:
+            async with engine.connect() as conn:
+                triggers = set(
+                    (
+                        await conn.execute(
+                            text(
+                                "SELECT t.tgname || ':' || c.relname FROM pg_trigger t "
+                                "JOIN pg_class c ON c.oid = t.tgrelid WHERE c.relname LIKE 'ledger_%'"
+                            )
+                        )
+                    ).scalars()
+                )
+            # The change feed's notify trigger reached the new tables; entries and transactions are immutable.
+            assert {f"{TRIGGER}:{t}" for t in LEDGER_TABLES} <= triggers
+            assert {"ledger_entries_immutable:ledger_entries"} <= triggers
+            assert {"ledger_transactions_immutable:ledger_transactions"} <= triggers
+    finally:
+        await engine.dispose()
+
+    # The upgraded database takes postings for the owner the old release created.
+    db = Database(fresh_url)
+    try:
+        user_id = rows["users"]["id"]
+        async with db.session(write=True) as session, session.begin():
+            await ledger.top_up(session, user_id=user_id, amount_cents=3_000, processor_ref="cs_old")
+            await ledger.reserve(session, user_id=user_id, amount_cents=2_500, job_id=rows["jobs"]["id"])
+        async with db.session(write=True) as session, session.begin():
+            assert (await ledger.balances(session, user_id)).available_cents == 500
+            assert await ledger.verify(session) == []
+    finally:
+        await db.dispose()
+
+    await migrate(fresh_url, PREVIOUS, down=True)
+    engine = create_async_engine(fresh_url)
+    try:
+        assert await version(engine) == PREVIOUS
+        assert not LEDGER_TABLES & await tables(engine)
+        assert normalized(await read_back(engine, rows)) == before
+        if not sqlite:
+            async with engine.connect() as conn:
+                assert (
+                    await conn.scalar(
+                        text("SELECT count(*) FROM pg_proc WHERE proname = 'ledger_refuse_change'")
+                    )
+                    == 0
+                )
+    finally:
+        await engine.dispose()
+    await migrate(fresh_url, "head")  # and up again
