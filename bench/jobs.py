@@ -814,7 +814,7 @@ class DatabaseReport:
 
 
 def bench_database(kind: str, args: argparse.Namespace, wrk: str) -> DatabaseReport:
-    from callboard_core.jobs.pagination import encode_cursor
+    from callboard_core.pagination import encode_cursor
 
     label = "SQLite" if kind == "sqlite" else "PostgreSQL"
     report = DatabaseReport(label, "temporary file" if kind == "sqlite" else _redact(args.postgres_url))

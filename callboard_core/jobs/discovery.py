@@ -34,8 +34,8 @@ from callboard_core.db.readcache import ReadCache
 from callboard_core.jobs import schemas as job_schemas
 from callboard_core.jobs.actors import acting_agent
 from callboard_core.jobs.models import Job
-from callboard_core.jobs.pagination import decode_cursor, encode_cursor
 from callboard_core.jobs.states import JobStatus
+from callboard_core.pagination import decode_cursor, encode_cursor
 from callboard_core.principals import Actor
 
 # What a preview shows, read as raw Core rows: JSON columns as their text, times as the driver gives them.

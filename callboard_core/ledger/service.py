@@ -44,14 +44,11 @@ resolution; a positive amount credits the owner, a negative one debits (guarded 
 
 from __future__ import annotations
 
-import base64
-import binascii
 from collections import Counter
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, cast
 
-import orjson
 from sqlalchemy import Table, and_, func, or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -70,6 +67,7 @@ from callboard_core.ledger.models import (
     TransactionKind,
 )
 from callboard_core.ledger.schemas import Balance, StatementEntry, StatementPage
+from callboard_core.pagination import decode_cursor, encode_cursor
 
 Leg = tuple[LedgerAccount, int]
 
@@ -482,22 +480,6 @@ async def balances(session: AsyncSession, user_id: str) -> Balance:
     )
 
 
-def _encode_cursor(at: datetime, ident: str) -> str:
-    # The same opaque (timestamp, id) format as jobs/pagination.py: the ledger sits below jobs, so it
-    # keeps its own copy rather than import upwards.
-    return base64.urlsafe_b64encode(orjson.dumps([at.isoformat(), ident])).decode().rstrip("=")
-
-
-def _decode_cursor(cursor: str) -> tuple[datetime, str]:
-    try:
-        at, ident = orjson.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
-        return datetime.fromisoformat(at), str(ident)
-    except (binascii.Error, ValueError, TypeError, orjson.JSONDecodeError):
-        raise _invalid(
-            "The cursor is not valid; start again without it.", "cursor", "invalid_cursor"
-        ) from None
-
-
 async def statement(
     session: AsyncSession, user_id: str, *, cursor: str | None = None, limit: int = 50
 ) -> StatementPage:
@@ -507,7 +489,7 @@ async def statement(
     merged here, so a page costs the same however long the owner's history is."""
     if not 1 <= limit <= STATEMENT_MAX_LIMIT:
         raise _invalid(f"limit is 1-{STATEMENT_MAX_LIMIT}.", "limit", "invalid_limit")
-    after: tuple[datetime, str] | None = _decode_cursor(cursor) if cursor else None
+    after: tuple[datetime, str] | None = decode_cursor(cursor) if cursor else None
     owned = (
         await session.execute(
             select(_accounts.c.id, _accounts.c.kind).where(
@@ -560,7 +542,7 @@ async def statement(
             )
         )
     last = page[-1][1] if page else None
-    next_cursor = _encode_cursor(last.created_at, last.id) if last is not None and len(rows) > limit else None
+    next_cursor = encode_cursor(last.created_at, last.id) if last is not None and len(rows) > limit else None
     return StatementPage(entries=entries, next_cursor=next_cursor)
 
 

@@ -1,4 +1,4 @@
-"""Opaque keyset cursors: (timestamp, id) encoded as urlsafe base64 JSON."""
+"""Opaque keyset cursors shared by every list: (timestamp, id) encoded as urlsafe base64 JSON."""
 
 from __future__ import annotations
 
