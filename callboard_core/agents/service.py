@@ -12,7 +12,7 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from callboard_core import clock
+from callboard_core import clock, states
 from callboard_core.agents import keys as agent_keys
 from callboard_core.agents import schemas as agent_schemas
 from callboard_core.agents.models import (
@@ -25,6 +25,7 @@ from callboard_core.agents.models import (
     CapabilitySource,
     ClaimStatus,
 )
+from callboard_core.agents.states import CLAIM_MOVES
 from callboard_core.api_keys import service as api_keys
 from callboard_core.capabilities.models import CapabilityTag, TaxonomyStatus
 from callboard_core.config import Settings
@@ -431,16 +432,18 @@ async def claim(session: AsyncSession, actor: Actor, code: str) -> agent_schemas
     user_id = actor.require_user()
     link, agent = await _live_claim_link(session, code, claiming=True)
     now = clock.now()
-    won = (
-        await session.execute(
-            update(Agent)
-            .where(
-                Agent.id == agent.id, Agent.claim_status == ClaimStatus.PROVISIONAL, Agent.owner_id.is_(None)
-            )
-            .values(owner_id=user_id, claim_status=ClaimStatus.CLAIMED, claimed_at=now, updated_at=now)
-            .returning(Agent.id)
-        )
-    ).first()
+    won = await states.compare_and_set(
+        session,
+        Agent,
+        agent.id,
+        CLAIM_MOVES,
+        ClaimStatus.CLAIMED,
+        Agent.owner_id.is_(None),
+        state_column="claim_status",
+        owner_id=user_id,
+        claimed_at=now,
+        updated_at=now,
+    )
     if won is None:
         raise Conflict("This agent has been claimed already.", code="already_claimed")
     await session.execute(

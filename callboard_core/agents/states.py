@@ -8,14 +8,16 @@ deactivate/reactivate do not take it as a source.
 
 from __future__ import annotations
 
-from callboard_core.agents.models import AgentStatus
+from callboard_core.agents.models import AgentStatus, ClaimStatus
 
-A = AgentStatus
-_SET_ASIDE = {A.INACTIVE: frozenset({A.ACTIVE, A.INACTIVE}), A.SUSPENDED: frozenset({A.SUSPENDED})}
+_SET_ASIDE = {
+    AgentStatus.INACTIVE: frozenset({AgentStatus.ACTIVE, AgentStatus.INACTIVE}),
+    AgentStatus.SUSPENDED: frozenset({AgentStatus.SUSPENDED}),
+}
 
 AGENT_MOVES: dict[str, dict[AgentStatus, frozenset[AgentStatus]]] = {
-    "deactivate": {A.INACTIVE: frozenset({A.ACTIVE})},
-    "reactivate": {A.ACTIVE: frozenset({A.INACTIVE})},
+    "deactivate": {AgentStatus.INACTIVE: frozenset({AgentStatus.ACTIVE})},
+    "reactivate": {AgentStatus.ACTIVE: frozenset({AgentStatus.INACTIVE})},
     "archive": _SET_ASIDE,
     "unarchive": _SET_ASIDE,
     "delete": _SET_ASIDE,
@@ -28,4 +30,11 @@ ARCHIVED_BEFORE: dict[str, bool | None] = {
     "archive": False,
     "unarchive": True,
     "delete": None,
+}
+
+# The claim (`Agent.claim_status`): an owner claims a provisional agent (claim link), then verifies the claim
+# once their email is confirmed. Agents registered with an enroll token or created by an owner start CLAIMED.
+CLAIM_MOVES: dict[ClaimStatus, frozenset[ClaimStatus]] = {
+    ClaimStatus.CLAIMED: frozenset({ClaimStatus.PROVISIONAL}),
+    ClaimStatus.VERIFIED: frozenset({ClaimStatus.CLAIMED}),
 }

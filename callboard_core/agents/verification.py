@@ -8,13 +8,13 @@ from __future__ import annotations
 
 from typing import Literal
 
-from sqlalchemy import update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from callboard_core import clock
+from callboard_core import clock, states
 from callboard_core.agents import schemas as agent_schemas
 from callboard_core.agents import service as agents
 from callboard_core.agents.models import Agent, ClaimStatus
+from callboard_core.agents.states import CLAIM_MOVES
 from callboard_core.auth import service as auth
 from callboard_core.config import Settings
 from callboard_core.errors import Conflict
@@ -70,18 +70,17 @@ async def verify(session: AsyncSession, actor: Actor, agent_id: str) -> agent_sc
             claim_status=agent.claim_status,
         )
     now = clock.now()
-    won = (
-        await session.execute(
-            update(Agent)
-            .where(
-                Agent.id == agent.id,
-                Agent.owner_id == user_id,
-                Agent.claim_status == ClaimStatus.CLAIMED,
-            )
-            .values(claim_status=ClaimStatus.VERIFIED, verified_at=now, updated_at=now)
-            .returning(Agent.id)
-        )
-    ).first()
+    won = await states.compare_and_set(
+        session,
+        Agent,
+        agent.id,
+        CLAIM_MOVES,
+        ClaimStatus.VERIFIED,
+        Agent.owner_id == user_id,
+        state_column="claim_status",
+        verified_at=now,
+        updated_at=now,
+    )
     await session.refresh(agent)
     if won is None and agent.claim_status != ClaimStatus.VERIFIED:
         raise Conflict(
