@@ -26,19 +26,19 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from callboard_core.errors import Conflict
 
-S = TypeVar("S", bound=str)
+State = TypeVar("State", bound=str)
 M = TypeVar("M")
-Table = Mapping[S, frozenset[S]]
+Table = Mapping[State, frozenset[State]]
 
 
-def sources(table: Table[S], target: S | None = None) -> frozenset[S]:
+def sources(table: Table[State], target: State | None = None) -> frozenset[State]:
     """The states a row may leave for `target` (for any target of the table when None)."""
     if target is not None:
         return table.get(target, frozenset())
     return frozenset().union(*table.values())
 
 
-def allowed(table: Table[S], current: str | None, target: S | None = None) -> bool:
+def allowed(table: Table[State], current: str | None, target: State | None = None) -> bool:
     return current is not None and current in sources(table, target)
 
 
@@ -67,9 +67,9 @@ def refusal(
 
 
 def check(
-    table: Table[S],
+    table: Table[State],
     current: str,
-    target: S | None = None,
+    target: State | None = None,
     *,
     what: str,
     code: str = "invalid_state",
@@ -87,7 +87,7 @@ def _key(model: type[Any]) -> Any:
     return key
 
 
-def _target_expression(table: Table[S], column: Any, target: S | None) -> Any:
+def _target_expression(table: Table[State], column: Any, target: State | None) -> Any:
     if target is not None:
         return target
     if len(table) == 1:
@@ -104,8 +104,8 @@ def _target_expression(table: Table[S], column: Any, target: S | None) -> Any:
 
 def _moving(
     model: type[Any],
-    table: Table[S],
-    target: S | None,
+    table: Table[State],
+    target: State | None,
     where: tuple[ColumnElement[bool], ...],
     state_column: str,
     values: dict[str, Any],
@@ -123,8 +123,8 @@ async def compare_and_set(
     session: AsyncSession,
     model: type[M],
     row_id: str,
-    table: Table[S],
-    target: S | None = None,
+    table: Table[State],
+    target: State | None = None,
     *where: ColumnElement[bool],
     state_column: str = "status",
     **values: Any,
@@ -147,8 +147,8 @@ async def compare_and_set(
 async def compare_and_set_where(
     session: AsyncSession,
     model: type[Any],
-    table: Table[S],
-    target: S | None = None,
+    table: Table[State],
+    target: State | None = None,
     *where: ColumnElement[bool],
     state_column: str = "status",
     **values: Any,
@@ -172,8 +172,8 @@ async def move(
     session: AsyncSession,
     model: type[M],
     row_id: str,
-    table: Table[S],
-    target: S | None = None,
+    table: Table[State],
+    target: State | None = None,
     *where: ColumnElement[bool],
     what: str | None = None,
     message: str | None = None,

@@ -12,7 +12,7 @@ from http_api.auth import bearer_token
 from http_api.route_table import AuthKind, RequestContext, RouteGroup
 
 routes = RouteGroup("onboarding")
-S, P, BEARER = AuthKind.SESSION, AuthKind.PUBLIC, AuthKind.ONBOARDING
+SESSION, BEARER = AuthKind.SESSION, AuthKind.ONBOARDING
 
 
 # --- onboarding sessions: the owner ----------------------------------------------------------------
@@ -20,7 +20,7 @@ S, P, BEARER = AuthKind.SESSION, AuthKind.PUBLIC, AuthKind.ONBOARDING
 
 @routes.post(
     "/api/onboarding/mint",
-    auth=S,
+    auth=SESSION,
     body=onboarding_schemas.MintBody,
     body_optional=True,
     response=onboarding_schemas.Minted,
@@ -32,13 +32,13 @@ async def mint_session(ctx: RequestContext) -> onboarding_schemas.Minted:
     return await sessions.mint(ctx.session, ctx.core.settings, ctx.actor, ctx.body)
 
 
-@routes.get("/api/onboarding/sessions", auth=S, response=onboarding_schemas.SessionList)
+@routes.get("/api/onboarding/sessions", auth=SESSION, response=onboarding_schemas.SessionList)
 async def list_sessions(ctx: RequestContext) -> onboarding_schemas.SessionList:
     """Your onboarding sessions, newest first (at most 100), and how many there are."""
     return await sessions.list_for_owner(ctx.session, ctx.actor)
 
 
-@routes.get("/api/onboarding/sessions/{sessionId}", auth=S, response=onboarding_schemas.SessionEnvelope)
+@routes.get("/api/onboarding/sessions/{sessionId}", auth=SESSION, response=onboarding_schemas.SessionEnvelope)
 async def get_session(ctx: RequestContext) -> onboarding_schemas.SessionEnvelope:
     """One of your sessions with the agent's proposal; still actionable after the agent's token expired."""
     return await sessions.get(ctx.session, ctx.actor, ctx.params["sessionId"])
@@ -46,7 +46,7 @@ async def get_session(ctx: RequestContext) -> onboarding_schemas.SessionEnvelope
 
 @routes.patch(
     "/api/onboarding/sessions/{sessionId}",
-    auth=S,
+    auth=SESSION,
     body=onboarding_schemas.OwnerDraftUpdate,
     response=onboarding_schemas.SessionEnvelope,
 )
@@ -56,7 +56,7 @@ async def update_session(ctx: RequestContext) -> onboarding_schemas.SessionEnvel
 
 
 @routes.post(
-    "/api/onboarding/sessions/{sessionId}/dismiss", auth=S, response=onboarding_schemas.SessionEnvelope
+    "/api/onboarding/sessions/{sessionId}/dismiss", auth=SESSION, response=onboarding_schemas.SessionEnvelope
 )
 async def dismiss_session(ctx: RequestContext) -> onboarding_schemas.SessionEnvelope:
     """Dismiss a stale or unwanted session; the agent's side stops (409 onboarding_session_closed)."""
@@ -65,7 +65,7 @@ async def dismiss_session(ctx: RequestContext) -> onboarding_schemas.SessionEnve
 
 @routes.post(
     "/api/onboarding/sessions/{slug}/review",
-    auth=S,
+    auth=SESSION,
     body=onboarding_schemas.TokenBody,
     response=onboarding_schemas.SessionEnvelope,
 )
@@ -76,7 +76,7 @@ async def review_session(ctx: RequestContext) -> onboarding_schemas.SessionEnvel
 
 @routes.post(
     "/api/onboarding/sessions/{sessionId}/activate",
-    auth=S,
+    auth=SESSION,
     body=onboarding_schemas.ActivationBody,
     response=onboarding_schemas.SessionActivated,
     status=201,
@@ -94,7 +94,7 @@ async def activate_session(ctx: RequestContext) -> onboarding_schemas.SessionAct
 
 @routes.post(
     "/api/onboarding/install-token/exchange",
-    auth=P,
+    auth=AuthKind.PUBLIC,
     body=onboarding_schemas.TokenBody,
     response=onboarding_schemas.InstallExchanged,
     rate_limit=PUBLIC,
@@ -139,7 +139,7 @@ async def onboard_setup_save(ctx: RequestContext) -> onboarding_schemas.SessionE
 
 @routes.post(
     "/api/agent/onboard/{slug}/claim",
-    auth=S,
+    auth=SESSION,
     body=onboarding_schemas.ClaimBody,
     response=onboarding_schemas.ClaimedKey,
 )
@@ -152,7 +152,7 @@ async def onboard_claim(ctx: RequestContext) -> onboarding_schemas.ClaimedKey:
 # --- registration drafts ---------------------------------------------------------------------------
 
 
-@routes.post("/api/agent/register/start", auth=P, status=410, rate_limit=PUBLIC)
+@routes.post("/api/agent/register/start", auth=AuthKind.PUBLIC, status=410, rate_limit=PUBLIC)
 async def register_start(ctx: RequestContext) -> NoReturn:
     """Always 410 public_registration_unavailable: register a manifest instead
     (POST /api/agent/register/manifest), or have an owner mint an onboarding session."""
@@ -161,7 +161,7 @@ async def register_start(ctx: RequestContext) -> NoReturn:
 
 @routes.post(
     "/api/agent/register/manifest",
-    auth=P,
+    auth=AuthKind.PUBLIC,
     body=onboarding_schemas.ManifestBody,
     response=onboarding_schemas.RegistrationStarted,
     status=201,
@@ -175,7 +175,7 @@ async def register_manifest(ctx: RequestContext) -> onboarding_schemas.Registrat
 
 @routes.post(
     "/api/agent/register/{slug}/presence",
-    auth=P,
+    auth=AuthKind.PUBLIC,
     body=onboarding_schemas.PresenceBody,
     body_optional=True,
     response=onboarding_schemas.DraftPresenceAck,
@@ -187,7 +187,10 @@ async def register_presence(ctx: RequestContext) -> onboarding_schemas.DraftPres
 
 
 @routes.get(
-    "/api/agent/register/{slug}/setup", auth=P, response=onboarding_schemas.SetupGuide, rate_limit=PUBLIC
+    "/api/agent/register/{slug}/setup",
+    auth=AuthKind.PUBLIC,
+    response=onboarding_schemas.SetupGuide,
+    rate_limit=PUBLIC,
 )
 async def register_setup_guide(ctx: RequestContext) -> onboarding_schemas.SetupGuide:
     """What to propose for your draft (Authorization: Bearer <draft token>)."""
@@ -196,7 +199,7 @@ async def register_setup_guide(ctx: RequestContext) -> onboarding_schemas.SetupG
 
 @routes.post(
     "/api/agent/register/{slug}/setup",
-    auth=P,
+    auth=AuthKind.PUBLIC,
     body=onboarding_schemas.AgentSetupSave,
     response=onboarding_schemas.DraftEnvelope,
     rate_limit=PUBLIC,
@@ -208,7 +211,7 @@ async def register_setup_save(ctx: RequestContext) -> onboarding_schemas.DraftEn
 
 @routes.get(
     "/api/agent/register/{slug}/status",
-    auth=P,
+    auth=AuthKind.PUBLIC,
     response=onboarding_schemas.DraftStatusView,
     rate_limit=PUBLIC,
 )
@@ -220,7 +223,7 @@ async def register_status(ctx: RequestContext) -> onboarding_schemas.DraftStatus
 
 @routes.post(
     "/api/agent/register/{slug}/claim",
-    auth=S,
+    auth=SESSION,
     body=onboarding_schemas.ClaimBody,
     response=onboarding_schemas.DraftEnvelope,
 )
@@ -231,7 +234,7 @@ async def register_claim(ctx: RequestContext) -> onboarding_schemas.DraftEnvelop
 
 @routes.post(
     "/api/agent/register/{slug}/activate",
-    auth=S,
+    auth=SESSION,
     body=onboarding_schemas.DraftActivationBody,
     response=onboarding_schemas.DraftActivated,
     status=201,
