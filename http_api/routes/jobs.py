@@ -649,7 +649,7 @@ async def withdraw_slot(ctx: RequestContext) -> job_schemas.SlotView:
     name="owner_submission_status",
 )
 async def submission_status(ctx: RequestContext) -> job_schemas.SubmissionView:
-    """Your submission's state (SUBMITTED, AWARDED, NOT_AWARDED) and its job'job_schemas."""
+    """Your submission's state (SUBMITTED, AWARDED, NOT_AWARDED) and its job's."""
     return await participation.submission_status(ctx.session, ctx.actor, ctx.params["id"])
 
 
