@@ -5,6 +5,7 @@ from callboard_core.agents import models as agents
 from callboard_core.api_keys import models as api_keys
 from callboard_core.audit import models as audit
 from callboard_core.auth import models as auth
+from callboard_core.billing import models as billing
 from callboard_core.capabilities import models as capabilities
 from callboard_core.db.base import Base
 from callboard_core.files import models as files
@@ -25,6 +26,7 @@ __all__ = [
     "api_keys",
     "audit",
     "auth",
+    "billing",
     "capabilities",
     "files",
     "idempotency",

@@ -18,6 +18,7 @@ MODULES = [
     "http_api.routes.home",
     "http_api.routes.waitlist",
     "http_api.routes.onboarding",
+    "http_api.routes.billing",
 ]
 
 

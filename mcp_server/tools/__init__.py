@@ -1,5 +1,5 @@
 """The MCP tools, declared per area (mcp_server/tool_table.py); GROUPS is the order clients list them in."""
 
-from mcp_server.tools import agents, notifications, requester, worker
+from mcp_server.tools import agents, billing, notifications, requester, worker
 
-GROUPS = (agents.tools, worker.tools, requester.tools, notifications.tools)
+GROUPS = (agents.tools, worker.tools, requester.tools, notifications.tools, billing.tools)

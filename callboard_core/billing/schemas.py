@@ -1,0 +1,80 @@
+"""The buyer balance on the wire (the spec's BuyerBalanceSnapshot) and the owner's settings bodies."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import Field, StrictBool, StrictInt, StringConstraints
+
+from callboard_core.billing.models import MAX_SETTING_CENTS, MIN_AUTOTOPUP_AMOUNT_CENTS
+from callboard_core.ledger.schemas import StatementEntry
+from callboard_core.ledger.service import STATEMENT_MAX_LIMIT
+from callboard_core.schemas import ApiModel, QueryModel
+
+# Whole cents; a string, a fraction or a boolean is refused rather than coerced.
+SettingCents = Annotated[StrictInt, Field(ge=0, le=MAX_SETTING_CENTS)]
+TopUpCents = Annotated[StrictInt, Field(ge=MIN_AUTOTOPUP_AMOUNT_CENTS, le=MAX_SETTING_CENTS)]
+
+
+class PaymentMethod(ApiModel):
+    """A saved card at the processor (cards arrive with the processor step; the list is empty until then)."""
+
+    id: str
+    processor_payment_method_id: str
+    type: str | None
+    brand: str | None
+    last4: str | None
+    exp_month: int | None
+    exp_year: int | None
+    is_default: bool
+
+
+class BuyerBalance(ApiModel):
+    """The owner's balance and billing settings. The money figures come from the ledger: `balance_cents` =
+    available + reserved, `reserved_cents` is escrow for published paid jobs, `available_cents` may be spent.
+    A null cap is no limit."""
+
+    id: str
+    user_id: str
+    balance_cents: int
+    reserved_cents: int
+    available_cents: int
+    currency: str
+    auto_topup_enabled: bool
+    processor_customer_id: str | None
+    processor_default_payment_method_id: str | None
+    auto_topup_threshold_cents: int | None
+    auto_topup_amount_cents: int | None
+    daily_spend_cap_cents: int | None
+    per_task_cap_cents: int | None
+    auto_topup_disabled_reason: str | None = None
+    payment_methods: list[PaymentMethod] = Field(default_factory=list)
+
+
+class LimitsUpdate(ApiModel):
+    """Spend caps: a number sets the cap, null clears it (no limit), an omitted field stays as it is."""
+
+    per_task_cap_cents: SettingCents | None = None
+    daily_spend_cap_cents: SettingCents | None = None
+
+
+class AutoTopupUpdate(ApiModel):
+    """Turn auto top-up on or off. Threshold and amount: a number sets it, null clears it, omitted keeps it;
+    enabling needs both (from the body or already set) and a default saved card."""
+
+    enabled: StrictBool
+    threshold_cents: SettingCents | None = None
+    amount_cents: TopUpCents | None = None
+
+
+class StatementQuery(QueryModel):
+    cursor: Annotated[str, StringConstraints(max_length=200)] | None = None
+    limit: Annotated[int, Field(ge=1, le=STATEMENT_MAX_LIMIT)] = 50
+
+
+class BillingStatement(ApiModel):
+    """The spec's statement response: the profile and one page of the owner's ledger entries, newest first."""
+
+    profile: BuyerBalance
+    entries: list[StatementEntry]
+    next_cursor: str | None

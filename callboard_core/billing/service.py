@@ -1,0 +1,190 @@
+"""The owner's buyer balance and billing settings.
+
+Whose profile: always the acting owner's own. A signed-in owner acts for themselves; an API key acts for
+its owner (an agent's key: the agent's owner; an owner-level key: that owner). A provisional agent has no
+owner yet, so it has no balance to show: 403 `agent_not_claimed`. No function takes another user's id.
+
+The profile row is created on first use. A write creates it in its own unit of work; a read runs in a
+read-only unit of work, so when the row is missing it is created in a short write transaction of its own
+(as `api_keys.touch` records key use) and only that first read pays for it. Both paths are race-safe: the
+insert runs in a savepoint and the loser of the unique user_id index reads the winner's row.
+
+Limits and auto top-up are the owner's own settings: no audit row (as for the owner's other settings).
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from callboard_core.billing.models import BuyerProfile
+from callboard_core.billing.schemas import (
+    AutoTopupUpdate,
+    BillingStatement,
+    BuyerBalance,
+    LimitsUpdate,
+)
+from callboard_core.db import Database
+from callboard_core.errors import Conflict, Forbidden, ValidationFailed
+from callboard_core.ledger import service as ledger
+from callboard_core.ledger.models import Currency
+from callboard_core.principals import Actor
+
+PAYMENT_METHODS_ROUTE = "POST /me/billing/payment-methods"
+
+
+def owner_of(actor: Actor) -> str:
+    """The user whose billing the actor sees: the signed-in person, else the API key's owner."""
+    if actor.user_id is not None:
+        return actor.user_id
+    key = actor.require_key()
+    if key.owner_id is None:
+        raise Forbidden(
+            "This agent has no owner yet, so it has no balance: its owner must claim it first (with the "
+            "claim link from registration), then its paid jobs draw on the owner's balance.",
+            code="agent_not_claimed",
+        )
+    return key.owner_id
+
+
+# --- the profile row -------------------------------------------------------------------------------------
+
+
+async def find(session: AsyncSession, user_id: str) -> BuyerProfile | None:
+    return await session.scalar(select(BuyerProfile).where(BuyerProfile.user_id == user_id))
+
+
+async def ensure(session: AsyncSession, user_id: str) -> BuyerProfile:
+    """The user's profile in a write session, created with the defaults if missing (race-safe)."""
+    existing = await find(session, user_id)
+    if existing is not None:
+        return existing
+    profile = BuyerProfile(user_id=user_id, currency=Currency.USD, autotopup_enabled=False)
+    await session.flush()  # the caller's pending rows must not ride in (and roll back with) our savepoint
+    try:
+        async with session.begin_nested():
+            session.add(profile)
+            await session.flush()
+    except IntegrityError:
+        existing = await find(session, user_id)
+        if existing is None:
+            raise
+        return existing
+    return profile
+
+
+async def load(session: AsyncSession, db: Database, user_id: str) -> BuyerProfile:
+    """The user's profile for a read: from the session, else created in a write transaction of its own when
+    the session is read-only (the request's read unit of work never writes)."""
+    existing = await find(session, user_id)
+    if existing is not None:
+        return existing
+    if not session.info.get("readonly"):
+        return await ensure(session, user_id)
+    async with db.session(write=True) as writer, writer.begin():
+        return await ensure(writer, user_id)
+
+
+async def _render(session: AsyncSession, profile: BuyerProfile) -> BuyerBalance:
+    money = await ledger.balances(session, profile.user_id)
+    return BuyerBalance(
+        id=profile.id,
+        user_id=profile.user_id,
+        balance_cents=money.balance_cents,
+        reserved_cents=money.reserved_cents,
+        available_cents=money.available_cents,
+        currency=profile.currency,
+        auto_topup_enabled=profile.autotopup_enabled,
+        processor_customer_id=profile.processor_customer_id,
+        processor_default_payment_method_id=profile.processor_default_payment_method_id,
+        auto_topup_threshold_cents=profile.autotopup_threshold_cents,
+        auto_topup_amount_cents=profile.autotopup_amount_cents,
+        daily_spend_cap_cents=profile.daily_spend_cap_cents,
+        per_task_cap_cents=profile.per_task_cap_cents,
+        auto_topup_disabled_reason=profile.autotopup_disabled_reason,
+        payment_methods=[],  # saved cards come with the processor step
+    )
+
+
+# --- reads -----------------------------------------------------------------------------------------------
+
+
+async def balance(session: AsyncSession, db: Database, actor: Actor) -> BuyerBalance:
+    """The acting owner's balance and settings (see the module docstring for whose)."""
+    user_id = owner_of(actor)
+    return await _render(session, await load(session, db, user_id))
+
+
+async def statement(
+    session: AsyncSession, db: Database, actor: Actor, *, cursor: str | None = None, limit: int = 50
+) -> BillingStatement:
+    """The acting owner's profile and one page of their ledger entries, newest first."""
+    user_id = owner_of(actor)
+    profile = await _render(session, await load(session, db, user_id))
+    page = await ledger.statement(session, user_id, cursor=cursor, limit=limit)
+    return BillingStatement(profile=profile, entries=page.entries, next_cursor=page.next_cursor)
+
+
+# --- the owner's settings --------------------------------------------------------------------------------
+
+
+def _fields_error(message: str, code: str, *fields: str) -> ValidationFailed:
+    return ValidationFailed(
+        message, errors=[{"field": field, "code": code, "message": message} for field in fields]
+    )
+
+
+async def set_limits(session: AsyncSession, actor: Actor, body: LimitsUpdate) -> BuyerBalance:
+    """Set or clear the spend caps (null clears; an omitted field is unchanged). The per-task cap may not
+    exceed the daily cap when both are set (422 naming both)."""
+    profile = await ensure(session, actor.require_user())
+    given = body.model_fields_set
+    per_task = body.per_task_cap_cents if "per_task_cap_cents" in given else profile.per_task_cap_cents
+    daily = body.daily_spend_cap_cents if "daily_spend_cap_cents" in given else profile.daily_spend_cap_cents
+    if per_task is not None and daily is not None and per_task > daily:
+        raise _fields_error(
+            f"The per-task cap ({per_task} cents) is above the daily spend cap ({daily} cents): lower "
+            "perTaskCapCents or raise dailySpendCapCents (null clears a cap).",
+            "per_task_cap_above_daily_cap",
+            "perTaskCapCents",
+            "dailySpendCapCents",
+        )
+    profile.per_task_cap_cents = per_task
+    profile.daily_spend_cap_cents = daily
+    await session.flush()
+    return await _render(session, profile)
+
+
+async def set_autotopup(session: AsyncSession, actor: Actor, body: AutoTopupUpdate) -> BuyerBalance:
+    """Turn auto top-up on or off, with its threshold and amount (null clears, omitted keeps).
+
+    Disabling always works and clears `autoTopupDisabledReason`. Enabling needs a threshold and an amount
+    (422 naming the missing ones) and a default saved card (409 `default_payment_method_required`)."""
+    profile = await ensure(session, actor.require_user())
+    given = body.model_fields_set
+    threshold = body.threshold_cents if "threshold_cents" in given else profile.autotopup_threshold_cents
+    amount = body.amount_cents if "amount_cents" in given else profile.autotopup_amount_cents
+    if body.enabled:
+        missing = [
+            name for name, value in (("thresholdCents", threshold), ("amountCents", amount)) if value is None
+        ]
+        if missing:
+            raise _fields_error(
+                "Enabling auto top-up needs a threshold (top up when the available balance falls below it) "
+                "and an amount (how much to add, at least 100 cents): send " + " and ".join(missing) + ".",
+                "required_to_enable",
+                *missing,
+            )
+        if profile.processor_default_payment_method_id is None:
+            raise Conflict(
+                "Auto top-up charges your default saved card, and you have none: add a card with "
+                f"{PAYMENT_METHODS_ROUTE}, then enable auto top-up again.",
+                code="default_payment_method_required",
+            )
+    profile.autotopup_threshold_cents = threshold
+    profile.autotopup_amount_cents = amount
+    profile.autotopup_enabled = body.enabled
+    profile.autotopup_disabled_reason = None
+    await session.flush()
+    return await _render(session, profile)
