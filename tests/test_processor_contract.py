@@ -24,7 +24,7 @@ from sqlalchemy import func, select
 from callboard_core.config import Settings
 from callboard_core.container import Core
 from callboard_core.errors import BadRequest, Conflict, NotFound
-from callboard_core.processor import PaymentProcessor, ProcessorEvent, build_processor
+from callboard_core.processor import PaymentProcessor, ProcessorEvent, ProcessorUnavailable, build_processor
 from callboard_core.processor import sandbox as sandbox_module
 from callboard_core.processor.models import SandboxEvent, SandboxObject
 from callboard_core.processor.sandbox import (
@@ -38,6 +38,7 @@ from callboard_core.processor.stripe_adapter import StripeProcessor
 from callboard_core.processor.webhooks import sign
 from tests import fake_stripe
 from tests.conftest import make_settings
+from tests.netutil import free_port
 
 RETURN = "https://app.example/billing/return"
 
@@ -523,3 +524,34 @@ def test_settings_choose_the_adapter_and_name_missing_keys(tmp_root: Path) -> No
             make_settings(url, tmp_root, processor="stripe", **given)
     with pytest.raises(ValueError, match="CALLBOARD_PROCESSOR"):
         make_settings(url, tmp_root, processor="paypal")
+
+
+# Stripe adapter only -----------------------------------------------------------------------------------------
+
+
+async def test_stripe_adapter_passes_our_idempotency_keys(
+    fake: fake_stripe.FakeStripe, stripe_processor: StripeProcessor
+) -> None:
+    fake.reset()
+    await stripe_processor.create_customer("usr_k", "k@example.com", idempotency_key="customer:usr_k")
+    await stripe_processor.create_connect_account("usr_k", "k@example.com", idempotency_key="acct:usr_k")
+    assert ("POST", "/v1/customers", "customer:usr_k") in fake.requests
+    assert ("POST", "/v1/accounts", "acct:usr_k") in fake.requests
+
+
+async def test_stripe_adapter_unreachable_is_processor_unavailable(tmp_root: Path) -> None:
+    settings = make_settings(
+        f"sqlite+aiosqlite:///{tmp_root / 'unused.db'}",
+        tmp_root,
+        processor="stripe",
+        stripe_secret_key=fake_stripe.SECRET_KEY,
+        stripe_webhook_secret=fake_stripe.WEBHOOK_SECRET,
+        stripe_api_base=f"http://127.0.0.1:{free_port()}",
+    )
+    processor = StripeProcessor.from_settings(settings)
+    processor.client._requestor._options.max_network_retries = 0  # fail fast
+    try:
+        with pytest.raises(ProcessorUnavailable):
+            await processor.create_customer("usr_u", "u@example.com", idempotency_key="customer:usr_u")
+    finally:
+        await processor.aclose()
