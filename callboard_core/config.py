@@ -74,6 +74,13 @@ class Settings(BaseSettings):
     upload_url_ttl_seconds: int = 900
     download_url_ttl_seconds: int = 300
 
+    # Payment processor (callboard_core/processor): "sandbox" is the embedded one (state in our database,
+    # hosted pages under /sandbox/processor); "stripe" needs the secret key and the webhook signing secret.
+    processor: str = "sandbox"
+    stripe_secret_key: str | None = None
+    stripe_webhook_secret: str | None = None
+    stripe_api_base: str = "https://api.stripe.com"
+
     @model_validator(mode="after")
     def _production_rules(self) -> Settings:
         if self.env is Environment.PRODUCTION and not self.secret_key:
@@ -82,6 +89,14 @@ class Settings(BaseSettings):
             raise ValueError("CALLBOARD_BLOB_BACKEND must be 'local' or 's3'")
         if self.blob_backend == "s3" and not self.s3_bucket:
             raise ValueError("CALLBOARD_S3_BUCKET must be set when CALLBOARD_BLOB_BACKEND is 's3'")
+        if self.processor not in ("sandbox", "stripe"):
+            raise ValueError("CALLBOARD_PROCESSOR must be 'sandbox' or 'stripe'")
+        if self.processor == "stripe":
+            for name in ("stripe_secret_key", "stripe_webhook_secret"):
+                if not getattr(self, name):
+                    raise ValueError(
+                        f"CALLBOARD_{name.upper()} must be set when CALLBOARD_PROCESSOR is 'stripe'"
+                    )
         return self
 
     @property

@@ -12,6 +12,7 @@ from callboard_core.db.readcache import ReadCache
 from callboard_core.idempotency.service import Sealer
 from callboard_core.jobs import lifecycle_hooks
 from callboard_core.mail.service import Mailer, build_mailer
+from callboard_core.processor import PaymentProcessor, build_processor
 from callboard_core.ratelimit import RateLimiter
 from callboard_core.security import passwords
 
@@ -25,6 +26,7 @@ class Core:
     sealer: Sealer
     read_cache: ReadCache
     blobs: BlobStore
+    processor: PaymentProcessor
 
     @classmethod
     def build(cls, settings: Settings) -> Core:
@@ -47,6 +49,7 @@ class Core:
             sealer=Sealer(settings.secret_key),
             read_cache=ReadCache(settings.database_url),
             blobs=build_blob_store(settings),
+            processor=build_processor(settings, db),
         )
 
     def uow(self, *, write: bool = True) -> UnitOfWork:
@@ -59,4 +62,5 @@ class Core:
     async def close(self) -> None:
         await self.mailer.drain()
         await self.read_cache.aclose()
+        await self.processor.aclose()
         await self.db.dispose()
