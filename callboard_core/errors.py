@@ -79,6 +79,13 @@ class RateLimited(CallboardError):
         self.retry_after = retry_after
 
 
+class Unavailable(CallboardError):
+    """A service we depend on (the payment processor) is down: nothing changed here; retry later."""
+
+    code = "unavailable"
+    message = "A service this action needs is not available right now; retry later."
+
+
 class PaymentNotReady(CallboardError):
     code = "payment_not_ready"
     message = "The owner's payment set-up is not complete."

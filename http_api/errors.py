@@ -25,6 +25,7 @@ STATUS: dict[type[e.CallboardError], int] = {
     e.Gone: 410,
     e.PayloadTooLarge: 413,
     e.RateLimited: 429,
+    e.Unavailable: 503,
 }
 
 HTTP_CODES = {404: "not_found", 405: "method_not_allowed", 400: "bad_request", 413: "payload_too_large"}

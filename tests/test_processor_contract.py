@@ -555,3 +555,16 @@ async def test_stripe_adapter_unreachable_is_processor_unavailable(tmp_root: Pat
             await processor.create_customer("usr_u", "u@example.com", idempotency_key="customer:usr_u")
     finally:
         await processor.aclose()
+
+
+def test_processor_unavailable_is_a_503_that_says_to_retry() -> None:
+    """A processor outage changes nothing on our side: the caller is told to retry later (503), not that
+    its request was wrong."""
+    import json
+
+    from http_api.errors import render_error
+
+    response = render_error(ProcessorUnavailable(), "req_test")
+    body = json.loads(bytes(response.body))
+    assert response.status_code == 503
+    assert body["code"] == "processor_unavailable" and "retry" in body["message"]

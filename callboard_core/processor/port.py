@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal, Protocol, runtime_checkable
 
-from callboard_core.errors import BadRequest, CallboardError, Conflict, NotFound
+from callboard_core.errors import BadRequest, Conflict, NotFound, Unavailable
 
 WEBHOOK_TOLERANCE_SECONDS = 300
 
@@ -113,7 +113,7 @@ class ProcessorEvent:
     previous_attributes: dict[str, Any] = field(default_factory=dict)
 
 
-class ProcessorUnavailable(CallboardError):
+class ProcessorUnavailable(Unavailable):
     """The processor could not be reached or failed on its side: retry later (the same idempotency key
     makes the retry safe)."""
 

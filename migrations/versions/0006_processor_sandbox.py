@@ -3,8 +3,8 @@
 Only `CALLBOARD_PROCESSOR=sandbox` writes them (callboard_core/processor/models.py). Self-contained: no
 foreign keys to other tables, nothing else changes.
 
-Revision ID: 0005
-Revises: 0004
+Revision ID: 0006
+Revises: 0005
 Create Date: 2026-11-26 10:00:00
 """
 
@@ -16,8 +16,8 @@ from sqlalchemy.dialects import postgresql
 
 import callboard_core.db.base
 
-revision: str = "0005"
-down_revision: str | None = "0004"
+revision: str = "0006"
+down_revision: str | None = "0005"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
