@@ -494,3 +494,28 @@ async def test_accounts_are_created_once_under_concurrency(core: Core) -> None:
         assert clearing.allow_negative is True and clearing.holder_id == "platform"
         with pytest.raises(ValidationFailed):
             await accounts.get_or_create(uow.session, AccountKind.OWNER_AVAILABLE, user, currency="eur")
+
+
+async def test_post_hooks_run_once_per_new_transaction_inside_its_unit_of_work(
+    core: Core, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from callboard_core.ledger import hooks
+
+    monkeypatch.setattr(hooks, "_hooks", {})
+    heard: list[str] = []
+
+    async def on_reserve(session: AsyncSession, txn: LedgerTransaction) -> None:
+        heard.append(txn.idempotency_key)
+        if txn.job_id == "job_fails":
+            raise RuntimeError("the listener failed")
+
+    hooks.on_posted(TransactionKind.RESERVE, on_reserve)
+    hooks.on_posted(TransactionKind.RESERVE, on_reserve)  # idempotent registration
+    user, job = await funded(core, 500), new_id("job")
+    await run(core, lambda s: ledger.reserve(s, user_id=user, amount_cents=100, job_id=job))
+    await run(core, lambda s: ledger.reserve(s, user_id=user, amount_cents=100, job_id=job))  # replay
+    assert heard == [f"reserve:{job}"]
+    # A failing listener takes the posting down with it: nothing of it remains.
+    with pytest.raises(RuntimeError):
+        await run(core, lambda s: ledger.reserve(s, user_id=user, amount_cents=100, job_id="job_fails"))
+    assert await balance(core, user) == money(available=400, reserved=100)

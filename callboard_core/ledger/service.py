@@ -57,7 +57,7 @@ from sqlalchemy.orm.attributes import set_committed_value
 from callboard_core import clock
 from callboard_core.errors import Conflict, ValidationFailed
 from callboard_core.ids import new_id
-from callboard_core.ledger import accounts
+from callboard_core.ledger import accounts, hooks
 from callboard_core.ledger.models import (
     OWNER_KINDS,
     AccountKind,
@@ -229,6 +229,7 @@ async def post(
     # The objects the caller holds show the new cache without a reload (and without a dirty flag).
     for account, balance in balances:
         set_committed_value(account, "balance_cents", balance)
+    await hooks.run(session, txn)
     return txn
 
 
