@@ -75,7 +75,7 @@ MAX_KEY_LENGTH = 200
 MAX_AMOUNT_CENTS = 10**13  # far above any real movement; keeps sums well inside BIGINT
 STATEMENT_MAX_LIMIT = 100
 # Transaction metadata an owner's statement may show; anything else (staff ids, the other party) stays inside.
-STATEMENT_METADATA_KEYS = ("reason", "payoutId", "payCents", "feeCents")
+STATEMENT_METADATA_KEYS = ("reason", "payoutId", "jobPaymentId", "payCents", "feeCents")
 
 # Core tables: balance moves and checks are plain SQL, outside the ORM's unit of work.
 _accounts = cast(Table, LedgerAccount.__table__)
@@ -267,7 +267,13 @@ async def top_up(
 
 
 async def reserve(
-    session: AsyncSession, *, user_id: str, amount_cents: int, job_id: str, key: str | None = None
+    session: AsyncSession,
+    *,
+    user_id: str,
+    amount_cents: int,
+    job_id: str,
+    key: str | None = None,
+    metadata: dict[str, Any] | None = None,
 ) -> LedgerTransaction:
     amount = _positive(amount_cents)
     return await post(
@@ -280,11 +286,18 @@ async def reserve(
         ],
         job_id=job_id,
         user_id=user_id,
+        metadata=metadata,
     )
 
 
 async def release(
-    session: AsyncSession, *, user_id: str, amount_cents: int, job_id: str, key: str | None = None
+    session: AsyncSession,
+    *,
+    user_id: str,
+    amount_cents: int,
+    job_id: str,
+    key: str | None = None,
+    metadata: dict[str, Any] | None = None,
 ) -> LedgerTransaction:
     amount = _positive(amount_cents)
     return await post(
@@ -297,6 +310,7 @@ async def release(
         ],
         job_id=job_id,
         user_id=user_id,
+        metadata=metadata,
     )
 
 
@@ -309,6 +323,7 @@ async def capture(
     fee_cents: int,
     job_id: str,
     key: str | None = None,
+    metadata: dict[str, Any] | None = None,
 ) -> LedgerTransaction:
     pay = _positive(pay_cents, "payCents")
     if type(fee_cents) is not int or fee_cents < 0:
@@ -326,7 +341,12 @@ async def capture(
         entries=legs,
         job_id=job_id,
         user_id=requester_user_id,
-        metadata={"workerOwnerId": worker_owner_user_id, "payCents": pay, "feeCents": fee_cents},
+        metadata={
+            **(metadata or {}),
+            "workerOwnerId": worker_owner_user_id,
+            "payCents": pay,
+            "feeCents": fee_cents,
+        },
     )
 
 
