@@ -49,8 +49,8 @@ from callboard_core.documents.models import CommercialDocument
 from callboard_core.files.schemas import UploadRequest
 from callboard_core.jobs import admission, invitations, participation, review
 from callboard_core.jobs import schemas as job_schemas
-from callboard_core.ledger import service as ledger
 from callboard_core.jobs import service as jobs
+from callboard_core.ledger import service as ledger
 from callboard_core.onboarding.models import DraftStatus, OnboardingSession, RegistrationDraft
 from callboard_core.principals import Actor as CoreActor
 from callboard_core.security import tokens
