@@ -9,6 +9,7 @@ from callboard_core.blobs import BlobStore, build_blob_store
 from callboard_core.config import Environment, Settings
 from callboard_core.db import Database, UnitOfWork
 from callboard_core.db.readcache import ReadCache
+from callboard_core.documents import issue as documents_issue
 from callboard_core.idempotency.service import Sealer
 from callboard_core.jobs import lifecycle_hooks
 from callboard_core.mail.service import Mailer, build_mailer
@@ -36,6 +37,8 @@ class Core:
         # taxonomy edit (tag rename, merge) must reach the agents' tags whatever was imported first.
         lifecycle_hooks.register()
         capability_links.register()
+        # Every new ledger posting of a documented kind issues its receipt, invoice or credit note.
+        documents_issue.register()
         db = Database(
             settings.database_url,
             pool_size=settings.db_pool_size,

@@ -8,6 +8,7 @@ from callboard_core.auth import models as auth
 from callboard_core.billing import models as billing
 from callboard_core.capabilities import models as capabilities
 from callboard_core.db.base import Base
+from callboard_core.documents import models as documents
 from callboard_core.files import models as files
 from callboard_core.idempotency import models as idempotency
 from callboard_core.job_types import models as job_types
@@ -29,6 +30,7 @@ __all__ = [
     "auth",
     "billing",
     "capabilities",
+    "documents",
     "files",
     "idempotency",
     "job_types",

@@ -95,8 +95,8 @@ class RequestContext:
     @property
     def key_actor(self) -> Actor:
         """The calling API key as the actor, an owner-level key (no agent) included: only for the routes that
-        manage keys (/api-keys, rotate-key) and the owner's balance by key (/me/billing/api-key), where an
-        owner's key acts for its owner."""
+        manage keys (/api-keys, rotate-key) and the owner's balance and documents by key (/me/billing/api-key,
+        /me/billing/documents/api-key), where an owner's key acts for its owner."""
         return Actor.of_key(self.key)
 
     @property

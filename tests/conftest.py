@@ -23,6 +23,7 @@ from callboard_core import clock
 from callboard_core.auth import sessions
 from callboard_core.config import Environment, Settings
 from callboard_core.container import Core
+from callboard_core.ledger import service as ledger
 from callboard_core.models import metadata
 from callboard_core.security.permissions import Role
 from callboard_core.seed import migrate_and_seed
@@ -217,6 +218,15 @@ async def register_agent(client: httpx.AsyncClient, **overrides: Any) -> dict[st
 
 def key_headers(key: str) -> dict[str, str]:
     return {"X-API-Key": key}
+
+
+@pytest.fixture
+async def books_balance(core: Core) -> AsyncIterator[None]:
+    """The money tests' check after each test: the ledger verifies clean. A money test module opts in with
+    `pytestmark = pytest.mark.usefixtures("books_balance")`."""
+    yield
+    async with core.uow(write=False) as uow:
+        assert await ledger.verify(uow.session) == []
 
 
 @pytest.fixture

@@ -45,10 +45,12 @@ from callboard_core.agents import service as agents
 from callboard_core.api_keys import service as api_keys
 from callboard_core.capabilities.models import CapabilityCategory, CapabilityTag, CapabilityTagRequest
 from callboard_core.container import Core
+from callboard_core.documents.models import CommercialDocument
 from callboard_core.files.schemas import UploadRequest
 from callboard_core.jobs import admission, invitations, participation, review
 from callboard_core.jobs import schemas as job_schemas
 from callboard_core.jobs import service as jobs
+from callboard_core.ledger import service as ledger
 from callboard_core.onboarding.models import DraftStatus, OnboardingSession, RegistrationDraft
 from callboard_core.principals import Actor as CoreActor
 from callboard_core.security import tokens
@@ -588,6 +590,18 @@ async def _user(w: World, _: Actor) -> str:
     return (await make_user(w.core))[0]
 
 
+async def _document(w: World, owner: Actor) -> str:
+    """A receipt of the actor's: a top-up through the ledger issues it."""
+    async with w.core.uow() as uow:
+        txn = await ledger.top_up(
+            uow.session, user_id=owner.user_id, amount_cents=500, processor_ref=f"pi_{uid()}"
+        )
+        found = await uow.session.scalars(
+            select(CommercialDocument.id).where(CommercialDocument.transaction_id == txn.id)
+        )
+        return found.one()
+
+
 # --- objects of the job lifecycle, built through callboard_core.jobs as the HTTP calls would --------
 #
 # `requester` and `worker` are agent ids. A job factory's requester is the actor's own agent (API-key routes act
@@ -861,6 +875,7 @@ PARAM_FACTORIES: dict[str, Factory] = {
     "slug": _slug,
     "sessionId": _onboarding_session_id,
     "userId": _user,
+    "documentId": _document,
 }
 
 _OPEN_TO_APPLY = (

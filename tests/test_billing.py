@@ -5,7 +5,6 @@ must verify clean."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
@@ -31,11 +30,7 @@ NULLS = (
 )
 
 
-@pytest.fixture(autouse=True)
-async def books_balance(core: Core) -> AsyncIterator[None]:
-    yield
-    async with core.uow(write=False) as uow:
-        assert await ledger.verify(uow.session) == []
+pytestmark = pytest.mark.usefixtures("books_balance")  # the ledger verifies clean after each test
 
 
 async def fund(core: Core, user_id: str, *, top_up: int = 5000, reserve: int = 1200) -> str:

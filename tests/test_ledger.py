@@ -4,7 +4,7 @@ and concurrency, on SQLite and PostgreSQL. After every test the books must verif
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 import pytest
@@ -29,11 +29,7 @@ from callboard_core.ledger.models import (
 T = TypeVar("T")
 
 
-@pytest.fixture(autouse=True)
-async def books_balance(core: Core) -> AsyncIterator[None]:
-    yield
-    async with core.uow(write=False) as uow:
-        assert await ledger.verify(uow.session) == []
+pytestmark = pytest.mark.usefixtures("books_balance")  # the ledger verifies clean after each test
 
 
 async def run(core: Core, fn: Callable[[AsyncSession], Awaitable[T]]) -> T:

@@ -1,0 +1,7 @@
+"""Commercial documents: numbered receipts, invoices and credit notes issued from the ledger.
+
+`models` holds the immutable `CommercialDocument` and the per-(kind, year) numbering counters, `numbering`
+allocates gapless numbers, `issue` turns a new ledger transaction into its documents (hooks registered with
+`ledger.hooks.on_posted` by `register()`, which `Core.build` calls: no other package calls this one),
+`service` the owner's reads (list with a cursor, get one), `schemas` the wire models.
+"""

@@ -1,0 +1,276 @@
+"""Issuing documents from the ledger: each new posting of a kind below issues its documents in the posting's
+own database transaction (a `ledger.hooks.on_posted` hook), so a document exists exactly when its money
+moved. An idempotent replay of a posting runs no hook (and the unique (transaction, kind) index would refuse
+a second document anyway).
+
+    TOPUP       RECEIPT to the owner: money received (processorRef: the payment intent), PAID.
+    CAPTURE     INVOICE to the requester's owner for the platform fee (the service the platform sold; tax 0,
+                none when the fee is 0), then a RECEIPT for the job payment (lines: job pay, platform fee),
+                both PAID from escrow, linked to the job (bountyId) and its payment (bountyPaymentId).
+    RELEASE     CREDIT_NOTE to the requester's owner: the escrow of a job that paid no one is back in the
+                balance (lines: job pay and fee returned when the posting says them), REFUNDED.
+    REFUND      CREDIT_NOTE: unspent balance went back to the card, REFUNDED.
+    ADJUSTMENT  a credit to the owner is a CREDIT_NOTE, a debit an INVOICE (PAID from the balance).
+
+RESERVE (escrow held, nothing sold yet) and the payout postings (the worker's own money leaving) issue none.
+Each document links the ledger transaction and the owner's entry in it; amounts are positive cents.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from callboard_core import clock
+from callboard_core.documents.models import (
+    CommercialDocument,
+    DocumentKind,
+    DocumentStatus,
+    PaymentStatus,
+    RefundStatus,
+    SourceType,
+)
+from callboard_core.documents.numbering import next_number
+from callboard_core.jobs.models import Job
+from callboard_core.ledger import hooks
+from callboard_core.ledger.models import (
+    AccountKind,
+    LedgerAccount,
+    LedgerEntry,
+    LedgerTransaction,
+    TransactionKind,
+)
+from callboard_core.users.models import User
+
+
+@dataclass
+class _Draft:
+    """What differs between documents; `_issue` fills in the rest from the transaction and the owner."""
+
+    kind: DocumentKind
+    lines: list[dict[str, Any]]
+    source_type: SourceType
+    source_id: str | None
+    payment_status: PaymentStatus
+    refund_status: RefundStatus | None = None
+    bounty_id: str | None = None
+    bounty_payment_id: str | None = None
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+def _line(kind: str, description: str, cents: int) -> dict[str, Any]:
+    return {
+        "kind": kind,
+        "description": description,
+        "quantity": 1,
+        "unitAmountCents": cents,
+        "amountCents": cents,
+    }
+
+
+async def _owner_entry(
+    session: AsyncSession, txn: LedgerTransaction, account: AccountKind
+) -> tuple[str, int] | None:
+    """(entry id, signed amount) of the owner's entry on `account` in the transaction; None when the posting
+    moved no such account of its owner (a hand-made posting of the kind: nothing to document)."""
+    if txn.user_id is None:
+        return None
+    row = (
+        await session.execute(
+            select(LedgerEntry.id, LedgerEntry.amount_cents)
+            .join(LedgerAccount, LedgerAccount.id == LedgerEntry.account_id)
+            .where(
+                LedgerEntry.transaction_id == txn.id,
+                LedgerAccount.kind == account,
+                LedgerAccount.holder_id == txn.user_id,
+            )
+        )
+    ).first()
+    return None if row is None else (str(row.id), int(row.amount_cents))
+
+
+async def _job_title(session: AsyncSession, job_id: str | None) -> str:
+    title = await session.scalar(select(Job.title).where(Job.id == job_id)) if job_id else None
+    return f'"{title}"' if title else f"job {job_id}"
+
+
+async def _issue(
+    session: AsyncSession, txn: LedgerTransaction, entry_id: str, draft: _Draft
+) -> CommercialDocument:
+    assert txn.user_id is not None
+    user = await session.get(User, txn.user_id)  # None for a ledger-only user id (no counterparty then)
+    total = sum(int(line["amountCents"]) for line in draft.lines)
+    meta = {**draft.meta, "ledgerTransactionKind": txn.kind}
+    if user is not None and user.company:
+        meta["company"] = user.company
+    document = CommercialDocument(
+        number=await next_number(session, draft.kind, txn.created_at),
+        kind=draft.kind,
+        status=DocumentStatus.ISSUED,
+        currency="usd",
+        owner_user_id=txn.user_id,
+        subtotal_cents=total,
+        tax_cents=0,  # no sales tax or VAT is charged yet: explicit, not missing
+        total_cents=total,
+        task_contract_id=None,
+        transaction_id=txn.id,
+        ledger_entry_id=entry_id,
+        source_type=draft.source_type,
+        source_id=draft.source_id,
+        bounty_id=draft.bounty_id,
+        bounty_payment_id=draft.bounty_payment_id,
+        bounty_payout_id=None,
+        bounty_settlement_entry_id=None,
+        processor_ref=txn.processor_ref,
+        counterparty_name=(user.name or user.username) if user is not None else None,
+        counterparty_email=user.email if user is not None else None,
+        tax_id=None,  # the user record holds no tax or VAT id yet
+        vat_id=None,
+        payment_status=draft.payment_status,
+        refund_status=draft.refund_status,
+        line_items=draft.lines,
+        meta=meta,
+        issued_at=txn.created_at,
+        created_at=clock.now(),
+    )
+    session.add(document)
+    await session.flush()
+    return document
+
+
+# --- what each transaction kind issues -------------------------------------------------------------------
+# A plan builds the drafts from the transaction and the signed amount of the owner's entry on its account.
+
+
+async def _topup(session: AsyncSession, txn: LedgerTransaction, amount: int) -> list[_Draft]:
+    return [
+        _Draft(
+            kind=DocumentKind.RECEIPT,
+            lines=[_line("TOPUP", "Balance top-up", amount)],
+            source_type=SourceType.TOPUP,
+            source_id=txn.processor_ref,
+            payment_status=PaymentStatus.PAID,
+        )
+    ]
+
+
+async def _capture(session: AsyncSession, txn: LedgerTransaction, amount: int) -> list[_Draft]:
+    pay, fee = int(txn.meta["payCents"]), int(txn.meta["feeCents"])
+    title = await _job_title(session, txn.job_id)
+    payment_id = txn.meta.get("jobPaymentId")
+
+    def draft(kind: DocumentKind, lines: list[dict[str, Any]]) -> _Draft:
+        return _Draft(
+            kind=kind,
+            lines=lines,
+            source_type=SourceType.JOB_PAYMENT,
+            source_id=payment_id or txn.job_id,
+            payment_status=PaymentStatus.PAID,
+            bounty_id=txn.job_id,
+            bounty_payment_id=payment_id,
+            meta={k: txn.meta[k] for k in ("workerAgentId",) if txn.meta.get(k)},
+        )
+
+    fee_line = _line("PLATFORM_FEE", f"Platform fee for {title}", fee)
+    receipt = draft(DocumentKind.RECEIPT, [_line("JOB_PAY", f"Payment for {title}", pay)])
+    if not fee:
+        return [receipt]
+    receipt.lines.append(fee_line)
+    return [draft(DocumentKind.INVOICE, [fee_line]), receipt]
+
+
+async def _release(session: AsyncSession, txn: LedgerTransaction, amount: int) -> list[_Draft]:
+    title = await _job_title(session, txn.job_id)
+    pay, fee = txn.meta.get("payCents"), txn.meta.get("feeCents")
+    if isinstance(pay, int) and isinstance(fee, int) and pay > 0 and fee >= 0 and pay + fee == amount:
+        lines = [_line("JOB_PAY", f"Payment returned for {title}", pay)]
+        if fee:
+            lines.append(_line("PLATFORM_FEE", f"Platform fee returned for {title}", fee))
+    else:  # the posting does not split the amount: one line for the whole escrow
+        lines = [_line("ESCROW", f"Escrow returned for {title}", amount)]
+    return [
+        _Draft(
+            kind=DocumentKind.CREDIT_NOTE,
+            lines=lines,
+            source_type=SourceType.JOB_RELEASE,
+            source_id=txn.job_id,
+            payment_status=PaymentStatus.CREDITED,
+            refund_status=RefundStatus.REFUNDED,
+            bounty_id=txn.job_id,
+            bounty_payment_id=txn.meta.get("jobPaymentId"),
+            meta={"creditedTo": "BALANCE"},
+        )
+    ]
+
+
+async def _refund(session: AsyncSession, txn: LedgerTransaction, amount: int) -> list[_Draft]:
+    return [
+        _Draft(
+            kind=DocumentKind.CREDIT_NOTE,
+            lines=[_line("REFUND", "Unspent balance refunded to your card", -amount)],
+            source_type=SourceType.REFUND,
+            source_id=txn.processor_ref,
+            payment_status=PaymentStatus.CREDITED,
+            refund_status=RefundStatus.REFUNDED,
+            meta={"creditedTo": "CARD"},
+        )
+    ]
+
+
+async def _adjustment(session: AsyncSession, txn: LedgerTransaction, amount: int) -> list[_Draft]:
+    reason = str(txn.meta.get("reason") or "")
+    credit = amount > 0
+    return [
+        _Draft(
+            kind=DocumentKind.CREDIT_NOTE if credit else DocumentKind.INVOICE,
+            lines=[_line("ADJUSTMENT", f"Adjustment: {reason}", abs(amount))],
+            source_type=SourceType.ADJUSTMENT,
+            source_id=txn.id,
+            payment_status=PaymentStatus.CREDITED if credit else PaymentStatus.PAID,
+            bounty_id=txn.job_id,
+            meta={"reason": reason},
+        )
+    ]
+
+
+Plan = Callable[[AsyncSession, LedgerTransaction, int], Awaitable[list[_Draft]]]
+
+# The transaction kind -> (the owner's account whose entry the documents link, the plan).
+PLANS: dict[TransactionKind, tuple[AccountKind, Plan]] = {
+    TransactionKind.TOPUP: (AccountKind.OWNER_AVAILABLE, _topup),
+    TransactionKind.CAPTURE: (AccountKind.OWNER_RESERVED, _capture),
+    TransactionKind.RELEASE: (AccountKind.OWNER_AVAILABLE, _release),
+    TransactionKind.REFUND: (AccountKind.OWNER_AVAILABLE, _refund),
+    TransactionKind.ADJUSTMENT: (AccountKind.OWNER_AVAILABLE, _adjustment),
+}
+
+
+async def issue_for(session: AsyncSession, txn: LedgerTransaction) -> list[CommercialDocument]:
+    """The documents of a new ledger transaction, issued in the caller's database transaction (the hook).
+    A receipt issued with an invoice in the same transaction names it (`metadata.invoiceNumber`)."""
+    account, plan = PLANS[TransactionKind(txn.kind)]
+    found = await _owner_entry(session, txn, account)
+    if found is None:
+        return []
+    entry_id, amount = found
+    issued: list[CommercialDocument] = []
+    for draft in await plan(session, txn, amount):
+        for earlier in issued:
+            if earlier.kind == DocumentKind.INVOICE and draft.kind == DocumentKind.RECEIPT:
+                draft.meta.update(invoiceId=earlier.id, invoiceNumber=earlier.number)
+        issued.append(await _issue(session, txn, entry_id, draft))
+    return issued
+
+
+async def _hook(session: AsyncSession, txn: LedgerTransaction) -> None:
+    await issue_for(session, txn)
+
+
+def register() -> None:
+    """Issue documents for new ledger postings (idempotent: `on_posted` ignores a hook registered twice)."""
+    for kind in PLANS:
+        hooks.on_posted(kind, _hook)
