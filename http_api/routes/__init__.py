@@ -19,6 +19,9 @@ MODULES = [
     "http_api.routes.waitlist",
     "http_api.routes.onboarding",
     "http_api.routes.billing",
+    "http_api.routes.payouts",
+    "http_api.routes.setup_links",
+    "http_api.routes.sandbox_connect",
 ]
 
 
