@@ -177,3 +177,24 @@ async def test_mcp_setup_link_create_and_status(app: Any, core: Core) -> None:
         async with http_client(url, other.key) as mcp:
             error = await call_error(mcp, "setup_link_status", link_id=made["id"])
             assert error["code"] == "setup_link_not_found"
+
+
+async def test_the_setup_page_previews_and_starts_for_the_owner(app: Any, core: Core) -> None:
+    owner = await new_owner(app, core)
+    agent = await new_agent(owner)
+    link = await create(app, agent, "PAYOUT")
+    path = "/setup/" + code_of(link)
+    async with new_client(app) as anyone:
+        page = await anyone.get(path)
+        assert page.status_code == 200 and "Sign in" in page.text and "<form" not in page.text
+        signed_out = await anyone.post(path, headers={"Origin": "http://testserver"})
+        assert signed_out.status_code == 303 and signed_out.headers["location"].startswith("/login")
+    mine = await owner.client.get(path)
+    assert mine.status_code == 200 and "<form" in mine.text
+    stranger = await new_owner(app, core)
+    refused = await stranger.client.post(path)
+    assert refused.status_code == 404 and "No such setup link" in refused.text
+    went = await owner.client.post(path)
+    assert went.status_code == 303, went.text
+    assert "/sandbox/processor/onboarding/acct_" in went.headers["location"]
+    assert (await poll(app, agent, link["id"]))["status"] == "STARTED"
