@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from callboard_core import payouts, setup_links
 from callboard_core.agents import capability_links
 from callboard_core.blobs import BlobStore, build_blob_store
 from callboard_core.config import Environment, Settings
@@ -39,6 +40,10 @@ class Core:
         capability_links.register()
         # Every new ledger posting of a documented kind issues its receipt, invoice or credit note.
         documents_issue.register()
+        # Money: payouts queue on the ledger's captures and hear of accounts and transfers from the
+        # processor; setup links complete on the processor's word.
+        payouts.register()
+        setup_links.register()
         db = Database(
             settings.database_url,
             pool_size=settings.db_pool_size,

@@ -16,7 +16,9 @@ from callboard_core.jobs import models as jobs
 from callboard_core.ledger import models as ledger
 from callboard_core.mail import models as mail
 from callboard_core.onboarding import models as onboarding
+from callboard_core.payouts import models as payouts
 from callboard_core.processor import models as processor
+from callboard_core.setup_links import models as setup_links
 from callboard_core.users import models as users
 from callboard_core.waitlist import models as waitlist
 
@@ -39,7 +41,9 @@ __all__ = [
     "mail",
     "metadata",
     "onboarding",
+    "payouts",
     "processor",
+    "setup_links",
     "users",
     "waitlist",
 ]

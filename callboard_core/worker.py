@@ -1,4 +1,5 @@
-"""Background jobs: the job lifecycle's deadline sweeper and housekeeping (expired idempotency records).
+"""Background jobs: the job lifecycle's deadline sweeper, the payouts due, and housekeeping (expired
+idempotency records).
 
 `callboard serve` runs the sweeper loop in the server process; `callboard worker` runs the same loop on its
 own. Several at once are safe: every move is a compare-and-set guarded by its deadline."""
@@ -14,6 +15,7 @@ from callboard_core.config import Settings
 from callboard_core.container import Core
 from callboard_core.idempotency.service import purge_expired
 from callboard_core.jobs.sweeper import sweep
+from callboard_core.payouts import service as payouts
 
 log = logging.getLogger("callboard.worker")
 PURGE_EVERY = 60  # passes between housekeeping runs
@@ -23,6 +25,9 @@ async def run_once(core: Core, *, housekeeping: bool = True) -> dict[str, int]:
     moved = await sweep(core)
     if any(moved.values()):
         log.info("sweeper moved %s", {k: v for k, v in moved.items() if v})
+    sent = await payouts.send_due(core)
+    if sent:
+        log.info("payouts: %s", sent)
     if housekeeping:
         async with core.uow() as uow:
             purged = await purge_expired(uow.session)

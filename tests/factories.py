@@ -56,6 +56,8 @@ from callboard_core.principals import Actor as CoreActor
 from callboard_core.security import tokens
 from callboard_core.security.permissions import Role
 from callboard_core.seed import migrate_and_seed
+from callboard_core.setup_links import service as setup_links
+from callboard_core.setup_links.schemas import SetupLinkCreate
 from callboard_core.waitlist.models import WaitlistSignup
 from http_api import endpoint
 from http_api.app import create_app
@@ -812,6 +814,24 @@ async def _unclaimed_draft(w: World, _: Actor) -> dict[str, str]:
     return {"slug": slug, "token": token}
 
 
+async def setup_link(w: World, agent_id: str, kind: str = "PAYOUT") -> tuple[str, str]:
+    """(link id, code): a PENDING setup link of the agent's."""
+    async with w.core.uow() as uow:
+        view = await setup_links.create(
+            uow.session,
+            w.core.settings,
+            CoreActor.agent(agent_id),
+            SetupLinkCreate.model_validate({"kind": kind}),
+        )
+    assert view.url
+    return view.id, view.url.rsplit("/", 1)[1]
+
+
+async def _own_setup_link(w: World, actor: Actor) -> dict[str, str]:
+    link_id, code = await setup_link(w, await _acting_agent(w, actor))
+    return {"id": link_id, "code": code}
+
+
 _JOB = r"^/api/v2/(?:owner/)?(?:jobs|bounties)/\{id\}"
 _SLOT = r"^/api/v2/(?:owner/)?participation-slots/\{slotId\}"
 _INVITATION = r"^/api/v2/(?:owner/)?invitations/\{invitationId\}"
@@ -847,6 +867,9 @@ PATH_FACTORIES: list[tuple[re.Pattern[str], PathFactory]] = [
         (_SLOT + r"/(?:input-files|uploads|submit)$", _own_acknowledged_slot),
         (r"^/api/v2/(?:owner/)?submissions/\{id\}/status$", _own_submission),
         (r"^/api/v2/agent-notifications/\{id\}/read$", _own_notification),
+        # setup links: the agent's own (by id), its owner's (by the URL's code)
+        (r"^/api/v2/agents/me/setup-links/\{id\}$", _own_setup_link),
+        (r"^/api/v2/setup-links/\{code\}", _own_setup_link),
         # onboarding: sessions by id or slug, registration drafts (the agent-token routes pin their slug)
         (r"^/api/onboarding/sessions/\{(?:sessionId|slug)\}", _own_onboarding_session),
         (r"^/api/agent/onboard/\{slug\}/claim$", _own_onboarding_session),

@@ -32,6 +32,11 @@ payout can end only one way (the other outcome under the same key is 409 `ledger
     settled:  OWNER_PAYOUT_IN_TRANSIT -amount, PROCESSOR_CLEARING +amount
     failed:   OWNER_PAYOUT_IN_TRANSIT -amount, OWNER_PAYABLE      +amount
 
+payout_reversed (PAYOUT_FAILED, `payout_reversal:<payout id>`): a settled payout's transfer came back from
+the owner's processor account (the processor reversed it); the earnings are payable again.
+    PROCESSOR_CLEARING          -amount
+    OWNER_PAYABLE               +amount
+
 refund (REFUND, `refund:<processor refund id>`): unspent top-up money goes back to the card.
     OWNER_AVAILABLE             -amount
     PROCESSOR_CLEARING          +amount
@@ -415,6 +420,33 @@ async def payout_failed(
         kind=TransactionKind.PAYOUT_FAILED,
         entries=[
             (await accounts.owner(session, AccountKind.OWNER_PAYOUT_IN_TRANSIT, user_id), -amount),
+            (await accounts.owner(session, AccountKind.OWNER_PAYABLE, user_id), amount),
+        ],
+        user_id=user_id,
+        processor_ref=processor_ref,
+        metadata=meta,
+    )
+
+
+async def payout_reversed(
+    session: AsyncSession,
+    *,
+    user_id: str,
+    amount_cents: int,
+    payout_id: str,
+    processor_ref: str | None = None,
+    reason: str | None = None,
+) -> LedgerTransaction:
+    amount = _positive(amount_cents)
+    meta: dict[str, Any] = {"payoutId": payout_id, "reversal": True}
+    if reason:
+        meta["reason"] = reason
+    return await post(
+        session,
+        key=f"payout_reversal:{payout_id}",
+        kind=TransactionKind.PAYOUT_FAILED,
+        entries=[
+            (await accounts.platform(session, AccountKind.PROCESSOR_CLEARING), -amount),
             (await accounts.owner(session, AccountKind.OWNER_PAYABLE, user_id), amount),
         ],
         user_id=user_id,

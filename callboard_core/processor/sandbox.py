@@ -25,6 +25,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Literal, TypeVar
+from urllib.parse import urlencode
 
 import httpx
 import orjson
@@ -632,8 +633,10 @@ class SandboxProcessor:
     async def create_account_link(self, account_id: str, return_url: str, refresh_url: str) -> AccountLink:
         await self._read(lambda s: self._get(s, "account", account_id))
         expires = clock.now() + ACCOUNT_LINK_TTL
+        # The hosted page sends the owner back to return_url (as Stripe's does): the link carries it.
+        back = urlencode({"return_url": return_url, "refresh_url": refresh_url})
         return AccountLink(
-            url=f"{self.base_url}{PAGE_PREFIX}/onboarding/{account_id}",
+            url=f"{self.base_url}{PAGE_PREFIX}/onboarding/{account_id}?{back}",
             expires_at=expires.replace(microsecond=0),
         )
 

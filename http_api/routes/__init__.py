@@ -20,6 +20,10 @@ MODULES = [
     "http_api.routes.onboarding",
     "http_api.routes.billing",
     "http_api.routes.documents",
+    "http_api.routes.payouts",
+    "http_api.routes.setup_links",
+    "http_api.routes.setup_pages",
+    "http_api.routes.sandbox_connect",
 ]
 
 

@@ -1,0 +1,288 @@
+"""Setup links: create (the agent), read (the agent, its own only), the public preview, the owner's start
+and the processor events that complete a link.
+
+The URL's code is an unguessable secret (`tokens.new_token`, only its hash stored), shown once in the
+answer that creates the link, like a claim link. Starting a link calls the processor, so it runs as a
+`prepare` step (no write transaction held) followed by a write step that records the start.
+
+Whose payout account a PAYOUT link onboards: the owner's own (it pays every agent of the owner that has no
+payout account of its own; see docs/decisions.md). A CARD link saves a card to the owner's processor
+customer (`card_setup`: one small function the saved-cards module replaces at merge).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlalchemy import select, update
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from callboard_core import clock, states
+from callboard_core.agents import service as agents
+from callboard_core.agents.models import Agent
+from callboard_core.billing import service as billing
+from callboard_core.billing.models import BuyerProfile
+from callboard_core.config import Settings
+from callboard_core.db import Database
+from callboard_core.errors import Forbidden, Gone, NotFound
+from callboard_core.payouts import accounts as payout_accounts
+from callboard_core.principals import Actor
+from callboard_core.processor import PaymentProcessor, ProcessorEvent
+from callboard_core.security import tokens
+from callboard_core.setup_links.models import SetupLink, SetupLinkStart
+from callboard_core.setup_links.schemas import (
+    SetupLinkAgent,
+    SetupLinkCreate,
+    SetupLinkPreview,
+    SetupLinkStarted,
+    SetupLinkView,
+)
+from callboard_core.setup_links.states import (
+    SETUP_LINK_MOVES,
+    SETUP_LINK_TTL,
+    SetupLinkKind,
+    SetupLinkStatus,
+)
+from callboard_core.users import service as users
+
+PAGE_PATH = "/setup"  # the page an owner opens: {base_url}/setup/{code}
+
+
+def _not_found() -> NotFound:
+    return NotFound("No such setup link.", code="setup_link_not_found")
+
+
+def shown_status(link: SetupLink) -> str:
+    if link.status != SetupLinkStatus.COMPLETED and link.expires_at <= clock.now():
+        return SetupLinkStatus.EXPIRED
+    return link.status
+
+
+def _view(link: SetupLink, url: str | None = None) -> SetupLinkView:
+    return SetupLinkView(
+        id=link.id,
+        kind=link.kind,
+        status=shown_status(link),
+        url=url,
+        expires_at=link.expires_at,
+        completed_at=link.completed_at,
+    )
+
+
+# --- the agent's side ------------------------------------------------------------------------------
+
+
+async def create(
+    session: AsyncSession, settings: Settings, actor: Actor, body: SetupLinkCreate
+) -> SetupLinkView:
+    """A new link for the calling agent's owner; its URL is in this answer only."""
+    agent = await agents.get_live(session, actor.require_agent())
+    if agent.owner_id is None:
+        raise Forbidden(
+            "This agent has no owner yet: hand your owner the claim link from registration first; once they "
+            "have claimed you, ask for a setup link again.",
+            code="agent_not_claimed",
+        )
+    code = tokens.new_token(24)
+    link = SetupLink(
+        agent_id=agent.id,
+        user_id=agent.owner_id,
+        kind=body.kind,
+        status=SetupLinkStatus.PENDING,
+        code_hash=tokens.hash_token(code),
+        expires_at=clock.now() + SETUP_LINK_TTL,
+        start_count=0,
+    )
+    session.add(link)
+    await session.flush()
+    return _view(link, f"{settings.base_url.rstrip('/')}{PAGE_PATH}/{code}")
+
+
+async def read(session: AsyncSession, actor: Actor, link_id: str) -> SetupLinkView:
+    """The calling agent's own link (another agent's is 404)."""
+    link = await session.get(SetupLink, link_id, populate_existing=True)
+    if link is None or link.agent_id != actor.require_agent():
+        raise _not_found()
+    return _view(link)
+
+
+# --- the owner's side ------------------------------------------------------------------------------
+
+
+async def _by_code(session: AsyncSession, code: str) -> SetupLink:
+    link = await session.scalar(
+        select(SetupLink)
+        .where(SetupLink.code_hash == tokens.hash_token(code))
+        .execution_options(populate_existing=True)
+    )
+    if link is None:
+        raise _not_found()
+    return link
+
+
+async def preview(session: AsyncSession, code: str) -> SetupLinkPreview:
+    """The public preview: the kind, the status, which agent asks, until when (nothing private)."""
+    link = await _by_code(session, code)
+    agent = await session.get(Agent, link.agent_id)
+    if agent is None or agent.deleted_at is not None:
+        raise _not_found()
+    return SetupLinkPreview(
+        kind=link.kind,
+        status=shown_status(link),
+        agent=SetupLinkAgent(handle=agent.handle, name=agent.name),
+        expires_at=link.expires_at,
+    )
+
+
+async def _startable(session: AsyncSession, actor: Actor, code: str) -> SetupLink:
+    link = await _by_code(session, code)
+    if link.user_id != actor.require_user():
+        raise _not_found()  # another owner's link is indistinguishable from a missing one
+    status = shown_status(link)
+    if status == SetupLinkStatus.EXPIRED:
+        raise Gone(
+            "This setup link has expired: ask your agent for a new one.",
+            code="setup_link_expired",
+            current_state=status,
+        )
+    if status == SetupLinkStatus.COMPLETED:
+        raise states.conflict(
+            "This setup is already complete: nothing more to do.",
+            code="setup_link_completed",
+            current=status,
+        )
+    return link
+
+
+@dataclass(frozen=True)
+class PreparedStart:
+    link_id: str
+    number: int
+    url: str
+    processor_ref: str
+    setup_intent_id: str | None = None
+    payout_account_row_id: str | None = None
+
+
+async def card_setup(
+    session: AsyncSession,
+    db: Database,
+    processor: PaymentProcessor,
+    user_id: str,
+    return_url: str,
+    *,
+    idempotency_key: str,
+) -> tuple[str, str, str | None]:
+    """A hosted card form for the owner's processor customer: (url, setup id, setup intent id or None).
+    The customer is made once per owner (`customer:<user id>`, the key the saved-cards module uses too)
+    and kept on the buyer profile. Runs outside any write transaction. The lead swaps this for the
+    saved-cards module's function at merge."""
+    profile = await billing.find(session, user_id)
+    customer_id = profile.processor_customer_id if profile is not None else None
+    if customer_id is None:
+        email = (await users.get(session, user_id)).email
+        customer_id = await processor.create_customer(user_id, email, idempotency_key=f"customer:{user_id}")
+        async with db.session(write=True) as writer, writer.begin():
+            row = await billing.ensure(writer, user_id)
+            await writer.execute(
+                update(BuyerProfile)
+                .where(BuyerProfile.id == row.id, BuyerProfile.processor_customer_id.is_(None))
+                .values(processor_customer_id=customer_id)
+            )
+    setup = await processor.create_card_setup(customer_id, return_url, idempotency_key=idempotency_key)
+    intent = setup.client_secret.split("_secret_")[0] if setup.client_secret else None
+    return setup.url, setup.id, intent
+
+
+async def prepare_start(
+    session: AsyncSession,
+    db: Database,
+    processor: PaymentProcessor,
+    settings: Settings,
+    actor: Actor,
+    code: str,
+) -> PreparedStart:
+    """The prepare step of a start: a fresh hosted flow at the processor (no write transaction held)."""
+    link = await _startable(session, actor, code)
+    number = link.start_count + 1
+    home = settings.base_url.rstrip("/") + "/"
+    if link.kind == SetupLinkKind.PAYOUT:
+        holder = payout_accounts.Holder(link.user_id)
+        row_id, account_id = await payout_accounts.processor_account(session, db, processor, holder)
+        account_link = await processor.create_account_link(account_id, home, home)
+        return PreparedStart(link.id, number, account_link.url, account_id, payout_account_row_id=row_id)
+    url, setup_id, intent = await card_setup(
+        session, db, processor, link.user_id, home, idempotency_key=f"setup_link:{link.id}:{number}"
+    )
+    return PreparedStart(link.id, number, url, setup_id, setup_intent_id=intent)
+
+
+async def start(session: AsyncSession, actor: Actor, code: str, prepared: PreparedStart) -> SetupLinkStarted:
+    """The write step of a start: the link is STARTED and keeps the flow, so the processor's word on it
+    completes the link."""
+    link = await _startable(session, actor, code)
+    await states.compare_and_set(session, SetupLink, link.id, SETUP_LINK_MOVES, SetupLinkStatus.STARTED)
+    values: dict[str, object] = {"start_count": max(link.start_count, prepared.number)}
+    if prepared.payout_account_row_id is not None:
+        values["processor_account_id"] = prepared.processor_ref
+        await payout_accounts.record_account(session, prepared.payout_account_row_id, prepared.processor_ref)
+    await session.execute(
+        update(SetupLink)
+        .where(SetupLink.id == link.id)
+        .values(**values)
+        .execution_options(synchronize_session=False)
+    )
+    session.add(
+        SetupLinkStart(
+            setup_link_id=link.id,
+            number=prepared.number,
+            processor_ref=prepared.processor_ref,
+            setup_intent_id=prepared.setup_intent_id,
+        )
+    )
+    await session.flush()
+    return SetupLinkStarted(url=prepared.url)
+
+
+# --- the processor's word ------------------------------------------------------------------------
+
+
+async def _complete(session: AsyncSession, link_ids: list[str]) -> None:
+    for link_id in dict.fromkeys(link_ids):
+        await states.compare_and_set(
+            session,
+            SetupLink,
+            link_id,
+            SETUP_LINK_MOVES,
+            SetupLinkStatus.COMPLETED,
+            completed_at=clock.now(),
+        )
+
+
+async def on_account_updated(session: AsyncSession, event: ProcessorEvent) -> None:
+    """A PAYOUT link is complete once its account has its details submitted and payouts enabled."""
+    data = event.data
+    if not (data.get("details_submitted") and data.get("payouts_enabled")):
+        return
+    account_id = str(data.get("id") or event.account or "")
+    ids = await session.scalars(
+        select(SetupLink.id).where(
+            SetupLink.processor_account_id == account_id, SetupLink.kind == SetupLinkKind.PAYOUT
+        )
+    )
+    await _complete(session, list(ids))
+
+
+async def on_setup_succeeded(session: AsyncSession, event: ProcessorEvent) -> None:
+    """A CARD link is complete when a card setup it started succeeded (`setup_intent.succeeded`, or
+    `checkout.session.completed` in setup mode)."""
+    data = event.data
+    object_id = str(data.get("id") or "")
+    if event.type == "checkout.session.completed":
+        if data.get("mode") != "setup":
+            return
+        match = SetupLinkStart.processor_ref == object_id
+    else:
+        match = SetupLinkStart.setup_intent_id == object_id
+    ids = await session.scalars(select(SetupLinkStart.setup_link_id).where(match))
+    await _complete(session, list(ids))

@@ -1,0 +1,99 @@
+"""Builders for the payout and setup-link tests: the sandbox's webhook events handed to the real handlers,
+an award's capture posted through the ledger, onboarding through the sandbox's hosted page."""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
+from sqlalchemy import func, select
+
+from callboard_core.container import Core
+from callboard_core.ids import new_id
+from callboard_core.ledger import service as ledger
+from callboard_core.processor import ProcessorEvent, dispatch
+from callboard_core.processor.models import SandboxObject
+from callboard_core.processor.sandbox import SandboxProcessor, mark_delivered, pending_events
+
+
+def sandbox(core: Core) -> SandboxProcessor:
+    assert isinstance(core.processor, SandboxProcessor)
+    return core.processor
+
+
+async def deliver(core: Core) -> list[ProcessorEvent]:
+    """Every pending sandbox event, signed and verified as a webhook would be, then dispatched to the
+    registered handlers in a unit of work of its own (what `POST /webhooks/processor` will do)."""
+    processor = sandbox(core)
+    async with core.db.session(write=False) as session:
+        events = await pending_events(session)
+    parsed: list[ProcessorEvent] = []
+    for event in events:
+        body, header = processor.signed(event)
+        verified = processor.parse_event(body, header)
+        await handle(core, verified)
+        async with core.uow() as uow:
+            await mark_delivered(uow.session, event.id)
+        parsed.append(verified)
+    return parsed
+
+
+async def handle(core: Core, event: ProcessorEvent) -> None:
+    async with core.uow() as uow:
+        await dispatch.dispatch(uow.session, event)
+
+
+async def award(
+    core: Core,
+    requester_id: str,
+    worker_owner_id: str,
+    worker_agent_id: str | None,
+    *,
+    pay: int = 1_000,
+    fee: int = 100,
+) -> str:
+    """A paid job's money from top-up to capture (the award), through the ledger. Returns the job id."""
+    job_id = new_id("job")
+    async with core.uow() as uow:
+        await ledger.top_up(
+            uow.session, user_id=requester_id, amount_cents=pay + fee, processor_ref=new_id("pi")
+        )
+        await ledger.reserve(uow.session, user_id=requester_id, amount_cents=pay + fee, job_id=job_id)
+        await ledger.capture(
+            uow.session,
+            requester_user_id=requester_id,
+            worker_owner_user_id=worker_owner_id,
+            pay_cents=pay,
+            fee_cents=fee,
+            job_id=job_id,
+            metadata={"workerAgentId": worker_agent_id, "jobPaymentId": "jpy_test"},
+        )
+    return job_id
+
+
+async def onboard_through_page(client: httpx.AsyncClient, url: str) -> httpx.Response:
+    """The owner opens the sandbox's hosted onboarding page and submits it; the redirect is returned."""
+    parts = urlsplit(url)
+    target = parts.path + (f"?{parts.query}" if parts.query else "")
+    page = await client.get(target)
+    assert page.status_code == 200, page.text
+    assert "<form" in page.text
+    submitted = await client.post(target)
+    assert submitted.status_code == 303, submitted.text
+    return submitted
+
+
+async def sandbox_count(core: Core, kind: str) -> int:
+    async with core.db.session(write=False) as session:
+        return int(
+            await session.scalar(
+                select(func.count()).select_from(SandboxObject).where(SandboxObject.type == kind)
+            )
+            or 0
+        )
+
+
+async def balances(core: Core, user_id: str) -> dict[str, Any]:
+    async with core.uow(write=False) as uow:
+        return (await ledger.balances(uow.session, user_id)).model_dump()

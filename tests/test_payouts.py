@@ -1,0 +1,406 @@
+"""Payout accounts and the payouts of awards, over HTTP with the sandbox processor and its webhook events
+handed to the real handlers, on SQLite and PostgreSQL. After every test the books must verify clean."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from sqlalchemy import func, select, update
+
+from callboard_core import clock
+from callboard_core.agent_notifications.models import AgentNotification
+from callboard_core.container import Core
+from callboard_core.ledger import service as ledger
+from callboard_core.ledger.models import LedgerTransaction, TransactionKind
+from callboard_core.payouts import hooks as payout_hooks
+from callboard_core.payouts import service as payouts
+from callboard_core.payouts.models import Payout, PayoutAccount
+from callboard_core.worker import run_once
+from tests.conftest import new_client
+from tests.jobs_helpers import AgentHandle, Owner, new_agent, new_owner
+from tests.mcp_helpers import call, http_client, serving
+from tests.payout_helpers import (
+    award,
+    balances,
+    deliver,
+    handle,
+    onboard_through_page,
+    sandbox,
+    sandbox_count,
+)
+
+RETURN = "https://owner.example.com/done"
+
+
+@pytest.fixture(autouse=True)
+async def books_balance(core: Core) -> AsyncIterator[None]:
+    yield
+    async with core.uow(write=False) as uow:
+        assert await ledger.verify(uow.session) == []
+
+
+async def onboard_owner(owner: Owner, core: Core) -> str:
+    """The owner's own payout account, onboarded through the sandbox page; its account id."""
+    link = await owner.client.post("/me/processor/onboarding-link", json={"returnUrl": RETURN})
+    assert link.status_code == 200, link.text
+    back = await onboard_through_page(owner.client, link.json()["url"])
+    assert back.headers["location"] == RETURN
+    await deliver(core)
+    return str(link.json()["processorAccountId"])
+
+
+async def onboard_agent(app: Any, agent: AgentHandle, core: Core) -> str:
+    """The agent's own payout account (its key asks for the link; its owner completes the page)."""
+    async with new_client(app) as c:
+        link = await c.post(f"/agents/{agent.id}/processor/onboarding-link", headers=agent.h)
+    assert link.status_code == 200, link.text
+    await onboard_through_page(agent.owner.client, link.json()["url"])
+    await deliver(core)
+    return str(link.json()["processorAccountId"])
+
+
+async def payout_rows(core: Core, user_id: str) -> list[Payout]:
+    async with core.uow(write=False) as uow:
+        rows = await uow.session.scalars(
+            select(Payout).where(Payout.user_id == user_id).order_by(Payout.created_at)
+        )
+        return list(rows)
+
+
+async def count_kind(core: Core, kind: TransactionKind) -> int:
+    async with core.uow(write=False) as uow:
+        return int(
+            await uow.session.scalar(
+                select(func.count()).select_from(LedgerTransaction).where(LedgerTransaction.kind == kind)
+            )
+            or 0
+        )
+
+
+# --- payout accounts ---------------------------------------------------------------------------------
+
+
+async def test_owner_onboarding_status_refresh_and_repeated_events(app: Any, core: Core) -> None:
+    owner = await new_owner(app, core)
+    before = await owner.client.get("/me/processor/status")
+    assert before.status_code == 200, before.text
+    assert before.json() == {
+        "agentId": None,
+        "processorAccountId": None,
+        "processorOnboardingComplete": False,
+        "processorChargesEnabled": False,
+        "processorPayoutsEnabled": False,
+        "payouts": [],
+    }
+    first = await owner.client.post("/me/processor/onboarding-link", json={"returnUrl": RETURN})
+    assert first.status_code == 200, first.text
+    body = first.json()
+    assert body["processorAccountId"].startswith("acct_") and body["url"].startswith("http")
+    assert body["expiresAt"] and body.get("agentId") is None
+    # No body at all works too, and asking again keeps the one account.
+    again = await owner.client.post("/me/processor/onboarding-link")
+    assert again.status_code == 200, again.text
+    assert again.json()["processorAccountId"] == body["processorAccountId"]
+    assert await sandbox_count(core, "account") == 1
+
+    pending = (await owner.client.get("/me/processor/status")).json()
+    assert pending["processorAccountId"] == body["processorAccountId"]
+    assert not pending["processorOnboardingComplete"] and not pending["processorPayoutsEnabled"]
+
+    back = await onboard_through_page(owner.client, body["url"])
+    assert back.headers["location"] == RETURN
+    # Before any webhook: the status read asks the processor and persists what it says.
+    refreshed = (await owner.client.get("/me/processor/status")).json()
+    assert refreshed["processorOnboardingComplete"] and refreshed["processorPayoutsEnabled"]
+    async with core.uow(write=False) as uow:
+        row = await uow.session.scalar(select(PayoutAccount).where(PayoutAccount.user_id == owner.user_id))
+        assert row is not None and row.payouts_enabled and row.details_submitted
+
+    # The account.updated event, delivered twice, changes nothing more; an older "not enabled" event
+    # arriving late does not undo the newer fact.
+    (updated,) = [e for e in await deliver(core) if e.type == "account.updated"]
+    await handle(core, updated)
+    stale = type(updated)(
+        id="evt_stale",
+        type="account.updated",
+        data={**updated.data, "payouts_enabled": False, "details_submitted": False},
+        created=updated.created - timedelta(minutes=5),
+        account=updated.account,
+    )
+    await handle(core, stale)
+    async with core.uow(write=False) as uow:
+        row = await uow.session.scalar(select(PayoutAccount).where(PayoutAccount.user_id == owner.user_id))
+        assert row is not None and row.payouts_enabled
+
+
+async def test_the_account_updated_event_alone_enables_payouts(app: Any, core: Core) -> None:
+    owner = await new_owner(app, core)
+    link = (await owner.client.post("/me/processor/onboarding-link")).json()
+    await sandbox(core).complete_onboarding(link["processorAccountId"])
+    types = [e.type for e in await deliver(core)]
+    assert "account.updated" in types
+    async with core.uow(write=False) as uow:
+        row = await uow.session.scalar(select(PayoutAccount).where(PayoutAccount.user_id == owner.user_id))
+        assert row is not None and row.payouts_enabled and row.charges_enabled and row.details_submitted
+
+
+async def test_per_agent_accounts_and_who_may_name_them(app: Any, core: Core) -> None:
+    owner = await new_owner(app, core)
+    agent = await new_agent(owner)
+    sibling = await new_agent(owner)
+    stranger = await new_agent(await new_owner(app, core))
+    async with new_client(app) as c:
+        own = await c.post(f"/agents/{agent.id}/processor/onboarding-link", json={}, headers=agent.h)
+        assert own.status_code == 200, own.text
+        assert own.json()["agentId"] == agent.id
+        # An agent's key names only its own id: its sibling's and a stranger's are 404.
+        for other in (sibling.id, stranger.id, "agt_doesnotexist"):
+            r = await c.post(f"/agents/{other}/processor/onboarding-link", headers=agent.h)
+            assert r.status_code == 404, r.text
+            r = await c.get(f"/agents/{other}/processor/status", headers=agent.h)
+            assert r.status_code == 404, r.text
+    # The owner's dashboard mirror reaches the same account; another owner's agent is 404.
+    mirror = await owner.client.post(f"/agents/dashboard/{agent.id}/processor/onboarding-link")
+    assert mirror.status_code == 200, mirror.text
+    assert mirror.json()["processorAccountId"] == own.json()["processorAccountId"]
+    assert (await owner.client.get(f"/agents/dashboard/{stranger.id}/processor/status")).status_code == 404
+    assert (
+        await owner.client.post(f"/agents/dashboard/{stranger.id}/processor/onboarding-link")
+    ).status_code == 404
+    # The agent's account is not the owner's.
+    mine = (await owner.client.get("/me/processor/status")).json()
+    assert mine["processorAccountId"] is None
+
+    await onboard_through_page(owner.client, own.json()["url"])
+    await deliver(core)
+    async with new_client(app) as c:
+        status = await c.get(f"/agents/{agent.id}/processor/status", headers=agent.h)
+        assert status.status_code == 200, status.text
+        assert status.json()["agentId"] == agent.id and status.json()["processorPayoutsEnabled"] is True
+        me = (await c.get("/api/v2/agents/me", headers=agent.h)).json()
+    # The agent's record carries its account's flags (the spec's Agent fields).
+    assert me["processorAccountId"] == own.json()["processorAccountId"]
+    assert me["processorPayoutsEnabled"] is True and me["processorOnboardingComplete"] is True
+    dash = await owner.client.get(f"/agents/dashboard/{agent.id}/processor/status")
+    assert dash.json()["processorPayoutsEnabled"] is True
+
+
+# --- payouts -----------------------------------------------------------------------------------------
+
+
+async def test_a_payout_waits_for_an_account_then_pays(app: Any, core: Core) -> None:
+    requester, worker_owner = await new_owner(app, core), await new_owner(app, core)
+    worker = await new_agent(worker_owner)
+    job_id = await award(core, requester.user_id, worker_owner.user_id, worker.id, pay=1_000, fee=100)
+
+    (payout,) = await payout_rows(core, worker_owner.user_id)
+    assert payout.status == "WAITING_FOR_ACCOUNT" and payout.amount_cents == 1_000
+    assert (
+        payout.job_id == job_id
+        and payout.worker_agent_id == worker.id
+        and payout.job_payment_id == "jpy_test"
+    )
+    await run_once(core, housekeeping=False)
+    assert (await payout_rows(core, worker_owner.user_id))[0].status == "WAITING_FOR_ACCOUNT"
+    shown = (await worker_owner.client.get("/me/processor/status")).json()["payouts"]
+    assert [(p["id"], p["status"], p["amountCents"]) for p in shown] == [
+        (payout.id, "WAITING_FOR_ACCOUNT", 1_000)
+    ]
+    assert (await balances(core, worker_owner.user_id))["payable_cents"] == 1_000
+
+    account_id = await onboard_owner(worker_owner, core)
+    assert (await payout_rows(core, worker_owner.user_id))[0].status == "PENDING"
+    await run_once(core, housekeeping=False)
+
+    (paid,) = await payout_rows(core, worker_owner.user_id)
+    assert paid.status == "PAID" and paid.attempts == 1 and paid.processor_account_id == account_id
+    assert paid.processor_transfer_id and paid.processor_transfer_id.startswith("tr_") and paid.paid_at
+    money = await balances(core, worker_owner.user_id)
+    assert (money["payable_cents"], money["payout_in_transit_cents"]) == (0, 0)
+    assert await sandbox_count(core, "transfer") == 1
+    # Another pass pays nothing twice.
+    await run_once(core, housekeeping=False)
+    assert await sandbox_count(core, "transfer") == 1
+    shown = (await worker_owner.client.get("/me/processor/status")).json()["payouts"]
+    assert shown[0]["status"] == "PAID" and shown[0]["processorTransferId"] == paid.processor_transfer_id
+
+
+async def test_the_agents_own_ready_account_is_paid_before_the_owners(app: Any, core: Core) -> None:
+    requester, worker_owner = await new_owner(app, core), await new_owner(app, core)
+    with_account, without = await new_agent(worker_owner), await new_agent(worker_owner)
+    owner_account = await onboard_owner(worker_owner, core)
+    agent_account = await onboard_agent(app, with_account, core)
+    await award(core, requester.user_id, worker_owner.user_id, with_account.id, pay=700)
+    await award(core, requester.user_id, worker_owner.user_id, without.id, pay=300)
+    await run_once(core, housekeeping=False)
+    paid = {p.worker_agent_id: p for p in await payout_rows(core, worker_owner.user_id)}
+    assert paid[with_account.id].status == paid[without.id].status == "PAID"
+    assert paid[with_account.id].processor_account_id == agent_account
+    assert paid[without.id].processor_account_id == owner_account
+    async with new_client(app) as c:
+        own = (await c.get(f"/agents/{with_account.id}/processor/status", headers=with_account.h)).json()
+    assert [p["amountCents"] for p in own["payouts"]] == [700]
+
+
+async def test_a_reversed_transfer_fails_the_payout_and_the_retry_pays(
+    app: Any, core: Core, frozen_clock: clock.FrozenClock
+) -> None:
+    heard: list[tuple[str, str]] = []
+
+    async def listener(_session: Any, payout: Payout, reason: str) -> None:
+        heard.append((payout.id, reason))
+
+    payout_hooks.on_payout_failed(listener)
+    try:
+        requester, worker_owner = await new_owner(app, core), await new_owner(app, core)
+        worker = await new_agent(worker_owner)
+        await onboard_owner(worker_owner, core)
+        await award(core, requester.user_id, worker_owner.user_id, worker.id, pay=1_000)
+        await run_once(core, housekeeping=False)
+        (paid,) = await payout_rows(core, worker_owner.user_id)
+        assert paid.status == "PAID" and paid.processor_transfer_id
+        first_transfer = paid.processor_transfer_id
+
+        await sandbox(core).reverse_transfer(first_transfer)
+        (reversal,) = [e for e in await deliver(core) if e.type == "transfer.reversed"]
+        (failed,) = await payout_rows(core, worker_owner.user_id)
+        assert failed.status == "FAILED" and failed.attempts == 1
+        assert failed.last_error and first_transfer in failed.last_error
+        assert failed.next_attempt_at == clock.now() + payouts.BACKOFF_BASE
+        assert (await balances(core, worker_owner.user_id))["payable_cents"] == 1_000
+        assert heard == [(failed.id, failed.last_error)]
+        async with core.uow(write=False) as uow:
+            notes = (
+                await uow.session.scalars(
+                    select(AgentNotification).where(AgentNotification.agent_id == worker.id)
+                )
+            ).all()
+        assert [n.type for n in notes] == ["BOUNTY_PAYOUT_FAILED"]
+        shown = (await worker_owner.client.get("/me/processor/status")).json()["payouts"][0]
+        assert shown["status"] == "FAILED" and shown["lastError"] and shown["nextAttemptAt"]
+
+        # The same reversal delivered again changes nothing.
+        await handle(core, reversal)
+        assert heard == [(failed.id, failed.last_error)]
+        assert await count_kind(core, TransactionKind.PAYOUT_FAILED) == 1
+        # Not due before the back-off ends.
+        await run_once(core, housekeeping=False)
+        assert (await payout_rows(core, worker_owner.user_id))[0].status == "FAILED"
+
+        frozen_clock.advance(seconds=payouts.BACKOFF_BASE.total_seconds())
+        await run_once(core, housekeeping=False)
+        (retried,) = await payout_rows(core, worker_owner.user_id)
+        assert retried.status == "PAID" and retried.attempts == 2
+        assert retried.processor_transfer_id not in (None, first_transfer)
+        money = await balances(core, worker_owner.user_id)
+        assert (money["payable_cents"], money["payout_in_transit_cents"]) == (0, 0)
+        assert await sandbox_count(core, "transfer") == 2
+    finally:
+        payout_hooks._hooks.remove(listener)
+
+
+async def test_a_refused_transfer_returns_the_money_and_backs_off(
+    app: Any, core: Core, frozen_clock: clock.FrozenClock
+) -> None:
+    """Our flags say ready but the processor refuses (the account was never onboarded there)."""
+    requester, worker_owner = await new_owner(app, core), await new_owner(app, core)
+    worker = await new_agent(worker_owner)
+    await worker_owner.client.post("/me/processor/onboarding-link")
+    async with core.uow() as uow:
+        await uow.session.execute(
+            update(PayoutAccount)
+            .where(PayoutAccount.user_id == worker_owner.user_id)
+            .values(payouts_enabled=True)
+        )
+    await award(core, requester.user_id, worker_owner.user_id, worker.id, pay=500)
+    await run_once(core, housekeeping=False)
+    (failed,) = await payout_rows(core, worker_owner.user_id)
+    assert failed.status == "FAILED" and failed.attempts == 1 and "onboarding" in (failed.last_error or "")
+    assert (await balances(core, worker_owner.user_id))["payable_cents"] == 500
+    assert await sandbox_count(core, "transfer") == 0
+    for n in range(2, 5):  # each retry waits twice as long
+        frozen_clock.advance(seconds=payouts.BACKOFF_BASE.total_seconds() * 2 ** (n - 2))
+        await run_once(core, housekeeping=False)
+        (again,) = await payout_rows(core, worker_owner.user_id)
+        assert again.status == "FAILED" and again.attempts == n
+        assert again.next_attempt_at == clock.now() + payouts.BACKOFF_BASE * 2 ** (n - 1)
+    assert (await balances(core, worker_owner.user_id))["payable_cents"] == 500
+    assert payouts.backoff(payouts.MAX_ATTEMPTS) is None
+
+
+async def test_a_crash_between_started_and_the_transfer_pays_exactly_once(
+    app: Any, core: Core, frozen_clock: clock.FrozenClock
+) -> None:
+    requester, worker_owner = await new_owner(app, core), await new_owner(app, core)
+    worker = await new_agent(worker_owner)
+    await onboard_owner(worker_owner, core)
+    await award(core, requester.user_id, worker_owner.user_id, worker.id, pay=1_000)
+    (payout,) = await payout_rows(core, worker_owner.user_id)
+
+    # Step (a) commits, then the process dies: no transfer, no outcome.
+    async with core.uow() as uow:
+        attempt = await payouts.start_attempt(uow.session, payout.id)
+    assert not isinstance(attempt, str)
+    assert (await balances(core, worker_owner.user_id))["payout_in_transit_cents"] == 1_000
+    # The lease keeps another pass off it for a while...
+    await run_once(core, housekeeping=False)
+    assert (await payout_rows(core, worker_owner.user_id))[0].status == "SENDING"
+    # ...then the next pass repeats the send with the same attempt and key.
+    frozen_clock.advance(seconds=payouts.SEND_LEASE.total_seconds())
+    await run_once(core, housekeeping=False)
+    (paid,) = await payout_rows(core, worker_owner.user_id)
+    assert paid.status == "PAID" and paid.attempts == 1 and paid.current_attempt_id == attempt.id
+    assert await sandbox_count(core, "transfer") == 1
+    assert await count_kind(core, TransactionKind.PAYOUT) == 1
+    assert await count_kind(core, TransactionKind.PAYOUT_SETTLED) == 1
+
+
+async def test_a_crash_after_the_transfer_settles_the_same_transfer(
+    app: Any, core: Core, frozen_clock: clock.FrozenClock
+) -> None:
+    requester, worker_owner = await new_owner(app, core), await new_owner(app, core)
+    worker = await new_agent(worker_owner)
+    account = await onboard_owner(worker_owner, core)
+    await award(core, requester.user_id, worker_owner.user_id, worker.id, pay=900)
+    (payout,) = await payout_rows(core, worker_owner.user_id)
+    async with core.uow() as uow:
+        attempt = await payouts.start_attempt(uow.session, payout.id)
+    assert not isinstance(attempt, str)
+    sent = await payouts.transfer_attempt(core.processor, payout.id, attempt.id, 1, account, 900)
+    # Died before step (c): the next pass repeats the same call and settles the transfer made.
+    frozen_clock.advance(seconds=payouts.SEND_LEASE.total_seconds())
+    await run_once(core, housekeeping=False)
+    (after,) = await payout_rows(core, worker_owner.user_id)
+    assert after.status == "PAID" and after.processor_transfer_id == sent.id
+    assert await sandbox_count(core, "transfer") == 1
+    assert await count_kind(core, TransactionKind.PAYOUT_SETTLED) == 1
+    assert await count_kind(core, TransactionKind.PAYOUT) == 1
+
+
+async def test_one_payout_per_capture(app: Any, core: Core) -> None:
+    requester, worker_owner = await new_owner(app, core), await new_owner(app, core)
+    worker = await new_agent(worker_owner)
+    job_id = await award(core, requester.user_id, worker_owner.user_id, worker.id, pay=400, fee=0)
+    async with core.uow() as uow:  # the same capture again (a retried award) posts nothing new
+        await ledger.capture(
+            uow.session,
+            requester_user_id=requester.user_id,
+            worker_owner_user_id=worker_owner.user_id,
+            pay_cents=400,
+            fee_cents=0,
+            job_id=job_id,
+            metadata={"workerAgentId": worker.id, "jobPaymentId": "jpy_test"},
+        )
+    assert len(await payout_rows(core, worker_owner.user_id)) == 1
+
+
+async def test_mcp_payout_status(app: Any, core: Core) -> None:
+    owner = await new_owner(app, core)
+    agent = await new_agent(owner)
+    async with serving(core) as url, http_client(url, agent.key) as mcp:
+        status = await call(mcp, "payout_status")
+    assert status["agentId"] == agent.id and status["processorAccountId"] is None
+    assert status["processorPayoutsEnabled"] is False and status["payouts"] == []
