@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from callboard_core.agents import capability_links
+from callboard_core.billing import processor_events as billing_events
 from callboard_core.blobs import BlobStore, build_blob_store
 from callboard_core.config import Environment, Settings
 from callboard_core.db import Database, UnitOfWork
@@ -36,6 +37,7 @@ class Core:
         # taxonomy edit (tag rename, merge) must reach the agents' tags whatever was imported first.
         lifecycle_hooks.register()
         capability_links.register()
+        billing_events.register()  # saved cards and top-ups hear the processor's webhooks
         db = Database(
             settings.database_url,
             pool_size=settings.db_pool_size,

@@ -19,6 +19,8 @@ MODULES = [
     "http_api.routes.waitlist",
     "http_api.routes.onboarding",
     "http_api.routes.billing",
+    "http_api.routes.webhooks",
+    "http_api.routes.sandbox_pages",
 ]
 
 
