@@ -80,6 +80,8 @@ class Settings(BaseSettings):
     stripe_secret_key: str | None = None
     stripe_webhook_secret: str | None = None
     stripe_api_base: str = "https://api.stripe.com"
+    # Where the worker delivers the sandbox's webhook events (default: {base_url}/webhooks/processor).
+    processor_webhook_url: str | None = None
 
     @model_validator(mode="after")
     def _production_rules(self) -> Settings:

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from callboard_core import payouts, setup_links
 from callboard_core.agents import capability_links
+from callboard_core.billing import processor_events as billing_events
 from callboard_core.blobs import BlobStore, build_blob_store
 from callboard_core.config import Environment, Settings
 from callboard_core.db import Database, UnitOfWork
@@ -44,6 +45,7 @@ class Core:
         # processor; setup links complete on the processor's word.
         payouts.register()
         setup_links.register()
+        billing_events.register()  # saved cards and top-ups hear the processor's webhooks
         db = Database(
             settings.database_url,
             pool_size=settings.db_pool_size,

@@ -1,5 +1,5 @@
-"""Background jobs: the job lifecycle's deadline sweeper, the payouts due, and housekeeping (expired
-idempotency records).
+"""Background jobs: the job lifecycle's deadline sweeper, the payouts due, the sandbox processor's webhook
+deliveries and housekeeping (expired idempotency records).
 
 `callboard serve` runs the sweeper loop in the server process; `callboard worker` runs the same loop on its
 own. Several at once are safe: every move is a compare-and-set guarded by its deadline."""
@@ -11,23 +11,41 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator
 
+import httpx
+
 from callboard_core.config import Settings
 from callboard_core.container import Core
 from callboard_core.idempotency.service import purge_expired
 from callboard_core.jobs.sweeper import sweep
 from callboard_core.payouts import service as payouts
+from callboard_core.processor.delivery import deliver_pending
 
 log = logging.getLogger("callboard.worker")
 PURGE_EVERY = 60  # passes between housekeeping runs
 
 
-async def run_once(core: Core, *, housekeeping: bool = True) -> dict[str, int]:
+async def run_once(
+    core: Core, *, housekeeping: bool = True, webhook_client: httpx.AsyncClient | None = None
+) -> dict[str, int]:
+    """One pass. `webhook_client`: how the sandbox's events reach the webhook (tests: over the app)."""
     moved = await sweep(core)
     if any(moved.values()):
         log.info("sweeper moved %s", {k: v for k, v in moved.items() if v})
-    sent = await payouts.send_due(core)
-    if sent:
-        log.info("payouts: %s", sent)
+    # Each step stands alone: a processor that is down must not hold up the sweep or the deliveries.
+    try:
+        sent = await payouts.send_due(core)
+    except Exception:
+        log.exception("sending the payouts due failed")
+    else:
+        if sent:
+            log.info("payouts: %s", sent)
+    try:
+        delivered = await deliver_pending(core.processor, core.settings, webhook_client)
+    except Exception:  # the sweep above must not wait on a webhook endpoint that is down
+        log.exception("delivering sandbox processor events failed")
+    else:
+        if delivered:
+            log.info("delivered %d sandbox processor events", delivered)
     if housekeeping:
         async with core.uow() as uow:
             purged = await purge_expired(uow.session)

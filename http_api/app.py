@@ -31,7 +31,8 @@ from mcp_server.http import McpMount
 def create_app(settings: Settings | None = None, *, core: Core | None = None) -> Starlette:
     settings = settings or (core.settings if core else load_settings())
     core = core or Core.build(settings)
-    table = all_routes()
+    # The sandbox processor's hosted pages exist only when it is the processor.
+    table = [r for r in all_routes() if r.tag != "sandbox" or settings.processor == "sandbox"]
     openapi_doc = build_openapi(table, base_url=settings.base_url)
     openapi_bytes = orjson.dumps(openapi_doc)
 

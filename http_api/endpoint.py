@@ -142,7 +142,7 @@ async def read_body(request: Request) -> bytes:
 
 
 def parse_body(route: RouteDef, request: Request, raw: bytes) -> Any:
-    if route.page:
+    if route.page or route.raw_body:
         return None
     stripped = raw.strip()
     empty = not stripped or stripped in (b"{}", b"null")

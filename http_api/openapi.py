@@ -116,6 +116,11 @@ def build_openapi(routes: list[RouteDef], *, base_url: str) -> dict[str, Any]:
                 "required": not route.body_optional,
                 "content": {"application/json": {"schema": key_map[(route.body, "validation")]}},
             }
+        elif route.raw_body:
+            op["requestBody"] = {
+                "required": True,
+                "content": {"application/json": {"schema": {"type": "object", "additionalProperties": True}}},
+            }
         success: dict[str, Any] = {"description": "Success"}
         if route.response is not None:
             success["content"] = {"application/json": {"schema": key_map[(route.response, "serialization")]}}

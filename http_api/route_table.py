@@ -140,6 +140,8 @@ class RouteDef:
     # A write's slow part that needs no lock (re-hashing stored files), run in a read unit of work just
     # before the write one; its result reaches the handler as ctx.prepared.
     prepare: Handler | None = None
+    # The handler reads the body's exact bytes itself (`await ctx.request.body()`): a signed webhook.
+    raw_body: bool = False
 
     @property
     def path_params(self) -> list[str]:
@@ -170,6 +172,7 @@ class RouteGroup:
         page: bool = False,
         name: str | None = None,
         prepare: Handler | None = None,
+        raw_body: bool = False,
     ) -> Callable[[Handler], Handler]:
         """`name` overrides the operation id's base: one handler declared twice (an API-key route and its
         owner mirror) needs two names."""
@@ -199,6 +202,7 @@ class RouteGroup:
                         page=page,
                         operation_id=(name or handler.__name__) + suffix,
                         prepare=prepare,
+                        raw_body=raw_body,
                     )
                 )
             return handler

@@ -172,7 +172,13 @@ async def test_missing_body_is_422(world: World, route: RouteDef) -> None:
 
 
 @pytest.mark.parametrize(
-    "route", [pytest.param(r, id=route_id(r)) for r in API if r.body is None and r.method not in SAFE_METHODS]
+    "route",
+    [
+        pytest.param(r, id=route_id(r))
+        for r in API
+        # A raw-body route (the signed webhook) takes a body its handler verifies itself.
+        if r.body is None and not r.raw_body and r.method not in SAFE_METHODS
+    ],
 )
 async def test_body_on_a_route_without_one_is_422(world: World, route: RouteDef) -> None:
     async with world.client() as client:

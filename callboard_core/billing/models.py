@@ -7,8 +7,9 @@ the ledger's accounts every time and are never stored here.
 from __future__ import annotations
 
 from datetime import datetime
+from enum import StrEnum
 
-from sqlalchemy import BigInteger, Boolean, CheckConstraint, ForeignKey, String
+from sqlalchemy import BigInteger, Boolean, CheckConstraint, ForeignKey, Index, Integer, String
 from sqlalchemy.orm import Mapped, mapped_column
 
 from callboard_core.db import Base, id_column, now_column
@@ -16,6 +17,7 @@ from callboard_core.ledger.models import Currency
 
 MIN_AUTOTOPUP_AMOUNT_CENTS = 100  # a top-up below $1 costs more in processor fees than it brings
 MAX_SETTING_CENTS = 1_000_000_000  # $10M: the ceiling of every cap, threshold and top-up amount
+MAX_TOPUP_CENTS = 1_000_000  # $10,000: one hosted top-up at most (a larger sum is several, or a transfer)
 
 
 class BuyerProfile(Base):
@@ -63,5 +65,61 @@ class BuyerProfile(Base):
     daily_spend_cap_cents: Mapped[int | None] = mapped_column(BigInteger)
     per_task_cap_cents: Mapped[int | None] = mapped_column(BigInteger)
     currency: Mapped[str] = mapped_column(String(3), default=Currency.USD)
+    created_at: Mapped[datetime] = now_column()
+    updated_at: Mapped[datetime] = now_column(onupdate=True)
+
+
+class SavedCard(Base):
+    """The mirror of a card saved at the processor for an owner (`payment_methods`). A removed card's row is
+    deleted: the processor keeps its history, the mirror holds what the owner can use now."""
+
+    __tablename__ = "payment_methods"
+    __table_args__ = (Index("ix_payment_methods_user", "user_id", "created_at"),)
+
+    id: Mapped[str] = id_column("bpm")
+    user_id: Mapped[str] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))
+    processor_payment_method_id: Mapped[str] = mapped_column(String(255), unique=True)
+    type: Mapped[str | None] = mapped_column(String(40))
+    brand: Mapped[str | None] = mapped_column(String(40))
+    last4: Mapped[str | None] = mapped_column(String(4))
+    exp_month: Mapped[int | None] = mapped_column(Integer)
+    exp_year: Mapped[int | None] = mapped_column(Integer)
+    created_at: Mapped[datetime] = now_column()
+
+
+class TopUpStatus(StrEnum):
+    PENDING = "PENDING"
+    SUCCEEDED = "SUCCEEDED"
+    FAILED = "FAILED"
+
+
+# target -> the states it may be reached from. A failed payment leaves the hosted checkout open: paying it
+# with another card still succeeds the top-up.
+TOPUP_MOVES: dict[TopUpStatus, frozenset[TopUpStatus]] = {
+    TopUpStatus.SUCCEEDED: frozenset({TopUpStatus.PENDING, TopUpStatus.FAILED}),
+    TopUpStatus.FAILED: frozenset({TopUpStatus.PENDING}),
+}
+
+
+class TopUp(Base):
+    """An owner's top-up through a hosted checkout. `request_key` (the owner's Idempotency-Key, hashed)
+    makes a retried request find the same row, hence the same processor idempotency key and session."""
+
+    __tablename__ = "topups"
+    __table_args__ = (
+        CheckConstraint("amount_cents > 0", name="amount_positive"),
+        Index("ix_topups_user", "user_id", "created_at"),
+    )
+
+    id: Mapped[str] = id_column("tup")
+    user_id: Mapped[str] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))
+    amount_cents: Mapped[int] = mapped_column(BigInteger)
+    currency: Mapped[str] = mapped_column(String(3), default=Currency.USD)
+    status: Mapped[str] = mapped_column(String(16), default=TopUpStatus.PENDING)
+    request_key: Mapped[str | None] = mapped_column(String(64), unique=True)
+    checkout_id: Mapped[str | None] = mapped_column(String(255), unique=True)
+    payment_intent_id: Mapped[str | None] = mapped_column(String(255))
+    ledger_transaction_id: Mapped[str | None] = mapped_column(String(40))
+    failure_code: Mapped[str | None] = mapped_column(String(80))
     created_at: Mapped[datetime] = now_column()
     updated_at: Mapped[datetime] = now_column(onupdate=True)

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import Field, StrictBool, StrictInt, StringConstraints
 
-from callboard_core.billing.models import MAX_SETTING_CENTS, MIN_AUTOTOPUP_AMOUNT_CENTS
+from callboard_core.billing.models import MAX_SETTING_CENTS, MAX_TOPUP_CENTS, MIN_AUTOTOPUP_AMOUNT_CENTS
 from callboard_core.ledger.schemas import StatementEntry
 from callboard_core.ledger.service import STATEMENT_MAX_LIMIT
 from callboard_core.schemas import ApiModel, QueryModel
@@ -17,7 +17,8 @@ TopUpCents = Annotated[StrictInt, Field(ge=MIN_AUTOTOPUP_AMOUNT_CENTS, le=MAX_SE
 
 
 class PaymentMethod(ApiModel):
-    """A saved card at the processor (cards arrive with the processor step; the list is empty until then)."""
+    """A saved card at the processor. `id` is ours, `processorPaymentMethodId` the processor's; the routes
+    that name a card take either."""
 
     id: str
     processor_payment_method_id: str
@@ -78,3 +79,74 @@ class BillingStatement(ApiModel):
     profile: BuyerBalance
     entries: list[StatementEntry]
     next_cursor: str | None
+
+
+# --- saved cards and top-ups -------------------------------------------------------------------------------
+
+ReturnUrl = Annotated[str, StringConstraints(min_length=1, max_length=2000)]
+ProcessorId = Annotated[str, StringConstraints(min_length=1, max_length=255)]
+HostedTopUpCents = Annotated[StrictInt, Field(ge=MIN_AUTOTOPUP_AMOUNT_CENTS, le=MAX_TOPUP_CENTS)]
+
+
+class AddPaymentMethodBody(ApiModel):
+    """Optional: where the hosted card form sends the owner back (this site's origin; default: home)."""
+
+    return_url: ReturnUrl | None = None
+
+
+class CardSetupStarted(ApiModel):
+    """A card form at the processor: `clientSecret` for the processor's own card element (null where the
+    processor hands out none), or open `url`, the hosted form. The card is mirrored when the processor
+    reports it saved (or at once with POST /me/billing/payment-methods/confirm)."""
+
+    client_secret: str | None
+    customer_id: str
+    url: str
+    setup_id: str
+
+
+class ConfirmPaymentMethodBody(ApiModel):
+    """The processor's id of the card just saved (the `payment_method` of the confirmed SetupIntent)."""
+
+    payment_method_id: ProcessorId
+
+
+class PaymentMethodConfirmed(ApiModel):
+    status: Literal["confirmed"] = "confirmed"
+    payment_method: PaymentMethod
+    profile: BuyerBalance
+
+
+class DefaultPaymentMethodUpdated(ApiModel):
+    status: Literal["updated"] = "updated"
+    profile: BuyerBalance
+
+
+class PaymentMethodDeleted(ApiModel):
+    status: Literal["deleted"] = "deleted"
+
+
+class TopUpBody(ApiModel):
+    """Add money with a hosted checkout: whole cents, at least 100 ($1) and at most 1,000,000 ($10,000)."""
+
+    amount_cents: HostedTopUpCents
+    return_url: ReturnUrl | None = None
+
+
+class TopUpStarted(ApiModel):
+    """The hosted checkout to pay: open `url`. The balance grows when the processor reports the payment."""
+
+    url: str
+    session_id: str
+    topup_id: str
+
+
+class RequesterPaymentMethod(ApiModel):
+    """Whether the owner's paid jobs can be funded by card: `ready` when a default saved card exists
+    (`paymentMethod`, else null); `setupRoute` names the route that starts a card setup."""
+
+    ready: bool
+    payment_method: PaymentMethod | None
+    processor_customer_id: str | None
+    auto_topup_enabled: bool
+    setup_route: str

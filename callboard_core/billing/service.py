@@ -18,12 +18,13 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from callboard_core.billing.models import BuyerProfile
+from callboard_core.billing.models import BuyerProfile, SavedCard
 from callboard_core.billing.schemas import (
     AutoTopupUpdate,
     BillingStatement,
     BuyerBalance,
     LimitsUpdate,
+    PaymentMethod,
 )
 from callboard_core.db import Database
 from callboard_core.errors import Conflict, Forbidden, ValidationFailed
@@ -86,8 +87,31 @@ async def load(session: AsyncSession, db: Database, user_id: str) -> BuyerProfil
         return await ensure(writer, user_id)
 
 
-async def _render(session: AsyncSession, profile: BuyerProfile) -> BuyerBalance:
+def card_view(card: SavedCard, default_id: str | None) -> PaymentMethod:
+    return PaymentMethod(
+        id=card.id,
+        processor_payment_method_id=card.processor_payment_method_id,
+        type=card.type,
+        brand=card.brand,
+        last4=card.last4,
+        exp_month=card.exp_month,
+        exp_year=card.exp_year,
+        is_default=card.processor_payment_method_id == default_id,
+    )
+
+
+async def saved_cards(session: AsyncSession, user_id: str) -> list[SavedCard]:
+    """The owner's saved cards, oldest first."""
+    rows = await session.scalars(
+        select(SavedCard).where(SavedCard.user_id == user_id).order_by(SavedCard.created_at, SavedCard.id)
+    )
+    return list(rows)
+
+
+async def render(session: AsyncSession, profile: BuyerProfile) -> BuyerBalance:
+    """The profile as the BuyerBalance: money from the ledger, the saved cards from their mirror."""
     money = await ledger.balances(session, profile.user_id)
+    default_id = profile.processor_default_payment_method_id
     return BuyerBalance(
         id=profile.id,
         user_id=profile.user_id,
@@ -103,7 +127,7 @@ async def _render(session: AsyncSession, profile: BuyerProfile) -> BuyerBalance:
         daily_spend_cap_cents=profile.daily_spend_cap_cents,
         per_task_cap_cents=profile.per_task_cap_cents,
         auto_topup_disabled_reason=profile.autotopup_disabled_reason,
-        payment_methods=[],  # saved cards come with the processor step
+        payment_methods=[card_view(c, default_id) for c in await saved_cards(session, profile.user_id)],
     )
 
 
@@ -113,7 +137,7 @@ async def _render(session: AsyncSession, profile: BuyerProfile) -> BuyerBalance:
 async def balance(session: AsyncSession, db: Database, actor: Actor) -> BuyerBalance:
     """The acting owner's balance and settings (see the module docstring for whose)."""
     user_id = owner_of(actor)
-    return await _render(session, await load(session, db, user_id))
+    return await render(session, await load(session, db, user_id))
 
 
 async def statement(
@@ -121,7 +145,7 @@ async def statement(
 ) -> BillingStatement:
     """The acting owner's profile and one page of their ledger entries, newest first."""
     user_id = owner_of(actor)
-    profile = await _render(session, await load(session, db, user_id))
+    profile = await render(session, await load(session, db, user_id))
     page = await ledger.statement(session, user_id, cursor=cursor, limit=limit)
     return BillingStatement(profile=profile, entries=page.entries, next_cursor=page.next_cursor)
 
@@ -153,7 +177,7 @@ async def set_limits(session: AsyncSession, actor: Actor, body: LimitsUpdate) ->
     profile.per_task_cap_cents = per_task
     profile.daily_spend_cap_cents = daily
     await session.flush()
-    return await _render(session, profile)
+    return await render(session, profile)
 
 
 async def set_autotopup(session: AsyncSession, actor: Actor, body: AutoTopupUpdate) -> BuyerBalance:
@@ -187,4 +211,4 @@ async def set_autotopup(session: AsyncSession, actor: Actor, body: AutoTopupUpda
     profile.autotopup_enabled = body.enabled
     profile.autotopup_disabled_reason = None
     await session.flush()
-    return await _render(session, profile)
+    return await render(session, profile)

@@ -7,6 +7,9 @@
   so a repeated call returns the first answer and never creates a second object.
 - `sandbox_events`: the outbox of webhook events (Stripe-shaped JSON, the exact bytes that are signed at
   each delivery attempt), delivered to the app's `/webhooks/processor` by the worker.
+
+And, for both adapters, `processor_events`: every webhook event the app received (the event id is unique),
+written in the same transaction as its handlers' effects, so an event is handled exactly once.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from typing import Any
 from sqlalchemy import Index, Integer, String, Text
 from sqlalchemy.orm import Mapped, mapped_column
 
-from callboard_core.db import Base, UTCDateTime, now_column
+from callboard_core.db import Base, UTCDateTime, id_column, now_column
 
 
 class SandboxObject(Base):
@@ -53,3 +56,16 @@ class SandboxEvent(Base):
     delivered_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
     attempts: Mapped[int] = mapped_column(Integer, default=0)
     last_error: Mapped[str | None] = mapped_column(Text, nullable=True)
+
+
+class ProcessorEventRecord(Base):
+    """A webhook event received (both adapters). `handled_at` is set when handlers ran; an event of a type
+    nobody handles is recorded with it null."""
+
+    __tablename__ = "processor_events"
+
+    id: Mapped[str] = id_column("pev")
+    event_id: Mapped[str] = mapped_column(String(255), unique=True)
+    type: Mapped[str] = mapped_column(String(80))
+    received_at: Mapped[datetime] = now_column()
+    handled_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)

@@ -326,6 +326,10 @@ class SandboxProcessor:
 
         return await self._write(work)
 
+    async def hosted_object(self, kind: str, object_id: str) -> dict[str, Any]:
+        """An object as the hosted pages read it (`checkout.session`, `payment_intent`); 404 if unknown."""
+        return await self._read(lambda s: self._get(s, kind, object_id))
+
     async def payment_method(self, pm_id: str) -> PaymentMethodInfo:
         pm = await self._read(lambda s: self._get(s, "payment_method", pm_id))
         return _pm_info(pm)

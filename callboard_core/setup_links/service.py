@@ -7,7 +7,7 @@ answer that creates the link, like a claim link. Starting a link calls the proce
 
 Whose payout account a PAYOUT link onboards: the owner's own (it pays every agent of the owner that has no
 payout account of its own; see docs/decisions.md). A CARD link saves a card to the owner's processor
-customer (`card_setup`: one small function the saved-cards module replaces at merge).
+customer (`billing.cards.begin_card_setup`, as the owner's own add-a-card route does).
 """
 
 from __future__ import annotations
@@ -20,8 +20,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from callboard_core import clock, states
 from callboard_core.agents import service as agents
 from callboard_core.agents.models import Agent
-from callboard_core.billing import service as billing
-from callboard_core.billing.models import BuyerProfile
+from callboard_core.billing import cards
 from callboard_core.config import Settings
 from callboard_core.db import Database
 from callboard_core.errors import Forbidden, Gone, NotFound
@@ -43,7 +42,6 @@ from callboard_core.setup_links.states import (
     SetupLinkKind,
     SetupLinkStatus,
 )
-from callboard_core.users import service as users
 
 PAGE_PATH = "/setup"  # the page an owner opens: {base_url}/setup/{code}
 
@@ -164,36 +162,6 @@ class PreparedStart:
     payout_account_row_id: str | None = None
 
 
-async def card_setup(
-    session: AsyncSession,
-    db: Database,
-    processor: PaymentProcessor,
-    user_id: str,
-    return_url: str,
-    *,
-    idempotency_key: str,
-) -> tuple[str, str, str | None]:
-    """A hosted card form for the owner's processor customer: (url, setup id, setup intent id or None).
-    The customer is made once per owner (`customer:<user id>`, the key the saved-cards module uses too)
-    and kept on the buyer profile. Runs outside any write transaction. The lead swaps this for the
-    saved-cards module's function at merge."""
-    profile = await billing.find(session, user_id)
-    customer_id = profile.processor_customer_id if profile is not None else None
-    if customer_id is None:
-        email = (await users.get(session, user_id)).email
-        customer_id = await processor.create_customer(user_id, email, idempotency_key=f"customer:{user_id}")
-        async with db.session(write=True) as writer, writer.begin():
-            row = await billing.ensure(writer, user_id)
-            await writer.execute(
-                update(BuyerProfile)
-                .where(BuyerProfile.id == row.id, BuyerProfile.processor_customer_id.is_(None))
-                .values(processor_customer_id=customer_id)
-            )
-    setup = await processor.create_card_setup(customer_id, return_url, idempotency_key=idempotency_key)
-    intent = setup.client_secret.split("_secret_")[0] if setup.client_secret else None
-    return setup.url, setup.id, intent
-
-
 async def prepare_start(
     session: AsyncSession,
     db: Database,
@@ -211,10 +179,9 @@ async def prepare_start(
         row_id, account_id = await payout_accounts.processor_account(session, db, processor, holder)
         account_link = await processor.create_account_link(account_id, home, home)
         return PreparedStart(link.id, number, account_link.url, account_id, payout_account_row_id=row_id)
-    url, setup_id, intent = await card_setup(
-        session, db, processor, link.user_id, home, idempotency_key=f"setup_link:{link.id}:{number}"
-    )
-    return PreparedStart(link.id, number, url, setup_id, setup_intent_id=intent)
+    setup = await cards.begin_card_setup(processor, db, settings, link.user_id, return_url=home)
+    intent = setup.client_secret.split("_secret_")[0] if setup.client_secret else None
+    return PreparedStart(link.id, number, setup.url, setup.id, setup_intent_id=intent)
 
 
 async def start(session: AsyncSession, actor: Actor, code: str, prepared: PreparedStart) -> SetupLinkStarted:

@@ -24,6 +24,8 @@ MODULES = [
     "http_api.routes.setup_links",
     "http_api.routes.setup_pages",
     "http_api.routes.sandbox_connect",
+    "http_api.routes.webhooks",
+    "http_api.routes.sandbox_pages",
 ]
 
 

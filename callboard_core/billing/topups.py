@@ -1,0 +1,227 @@
+"""Top-ups: money in through the processor's hosted checkout, and the processor's reports of payments.
+
+`POST /me/billing/topup` runs in two steps. Its prepare step (no write transaction held) finds or makes the
+`topups` row in a short transaction of its own (a retry with the same Idempotency-Key finds the same row,
+by `request_key`), then asks the processor for a checkout with the key `topup:<topup id>`, so a retry gets
+the same checkout whatever happened before; the write step records the checkout on the row.
+
+Money enters the ledger only from the processor's reports, always as
+`ledger.top_up(key="topup:<payment intent id>")`: `checkout.session.completed` (payment mode, paid) and
+`payment_intent.succeeded` both credit, converging on that key, so the balance grows once however many
+reports arrive, and the row moves to SUCCEEDED by compare-and-set. `payment_intent.payment_failed` marks
+the row FAILED (the checkout stays open: paying with another card still succeeds it). Auto top-ups
+(`payment_intent` metadata `{"purpose": "autotopup", "userId": …}`, charged off-session by paid publish)
+credit the same way; a declined one turns the owner's auto top-up off with the reason.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from callboard_core import states
+from callboard_core.billing import service as billing
+from callboard_core.billing.cards import ensure_customer, return_url_or_default
+from callboard_core.billing.models import TOPUP_MOVES, TopUp, TopUpStatus
+from callboard_core.billing.schemas import TopUpBody, TopUpStarted
+from callboard_core.config import Settings
+from callboard_core.db import Database
+from callboard_core.errors import Conflict
+from callboard_core.ledger import service as ledger
+from callboard_core.ledger.models import Currency
+from callboard_core.principals import Actor
+from callboard_core.processor.port import Checkout, PaymentProcessor, ProcessorEvent
+
+log = logging.getLogger("callboard.billing")
+
+PURPOSE_TOPUP = "topup"
+PURPOSE_AUTOTOPUP = "autotopup"
+
+
+def _request_key(user_id: str, idempotency_key: str | None) -> str | None:
+    if not idempotency_key:
+        return None
+    return hashlib.sha256(f"{user_id}\n{idempotency_key}".encode()).hexdigest()
+
+
+async def _topup_row(db: Database, user_id: str, amount_cents: int, request_key: str | None) -> TopUp:
+    """The top-up row of this request: the one made by an earlier attempt with the same Idempotency-Key,
+    else a new PENDING one (its own short transaction; race-safe on the unique request key)."""
+
+    async def existing(session: AsyncSession) -> TopUp | None:
+        if request_key is None:
+            return None
+        return await session.scalar(select(TopUp).where(TopUp.request_key == request_key))
+
+    async with db.session(write=True) as session, session.begin():
+        row = await existing(session)
+        if row is None:
+            row = TopUp(
+                user_id=user_id,
+                amount_cents=amount_cents,
+                currency=Currency.USD,
+                status=TopUpStatus.PENDING,
+                request_key=request_key,
+            )
+            try:
+                async with session.begin_nested():
+                    session.add(row)
+                    await session.flush()
+            except IntegrityError:
+                row = await existing(session)
+                if row is None:
+                    raise
+    if row.amount_cents != amount_cents:
+        raise Conflict(
+            "This Idempotency-Key was used for a top-up of another amount; send a new key for a new top-up.",
+            code="idempotency_key_reused",
+        )
+    return row
+
+
+async def prepare_topup(
+    processor: PaymentProcessor,
+    db: Database,
+    settings: Settings,
+    actor: Actor,
+    body: TopUpBody,
+    idempotency_key: str | None,
+) -> tuple[TopUp, Checkout]:
+    """The prepare step of a top-up: the row, then the processor's checkout (key `topup:<topup id>`)."""
+    user_id = actor.require_user()
+    return_url = return_url_or_default(settings, body.return_url)
+    customer_id = await ensure_customer(processor, db, user_id)
+    row = await _topup_row(db, user_id, body.amount_cents, _request_key(user_id, idempotency_key))
+    checkout = await processor.create_checkout(
+        customer_id,
+        row.amount_cents,
+        row.currency,
+        return_url,
+        {"purpose": PURPOSE_TOPUP, "topupId": row.id, "userId": user_id},
+        idempotency_key=f"topup:{row.id}",
+    )
+    return row, checkout
+
+
+async def record_checkout(session: AsyncSession, topup_id: str, checkout: Checkout) -> TopUpStarted:
+    """The write step: the checkout is recorded on the top-up row."""
+    row = await session.get(TopUp, topup_id)
+    assert row is not None
+    row.checkout_id = checkout.id
+    await session.flush()
+    return TopUpStarted(url=checkout.url, session_id=checkout.id, topup_id=row.id)
+
+
+# --- processor events ---------------------------------------------------------------------------------------
+
+
+async def _credit_topup(
+    session: AsyncSession, topup_id: Any, payment_intent_id: str, paid_cents: int
+) -> None:
+    row = await session.get(TopUp, topup_id) if isinstance(topup_id, str) else None
+    if row is None:
+        log.warning("payment %s names an unknown top-up %r; ignored", payment_intent_id, topup_id)
+        return
+    if paid_cents != row.amount_cents:
+        log.error(
+            "payment %s paid %s cents for top-up %s of %s",
+            payment_intent_id,
+            paid_cents,
+            row.id,
+            row.amount_cents,
+        )
+    txn = await ledger.top_up(
+        session,
+        user_id=row.user_id,
+        amount_cents=row.amount_cents,
+        processor_ref=payment_intent_id,
+        key=f"topup:{payment_intent_id}",
+    )
+    await states.compare_and_set(
+        session,
+        TopUp,
+        row.id,
+        TOPUP_MOVES,
+        TopUpStatus.SUCCEEDED,
+        payment_intent_id=payment_intent_id,
+        ledger_transaction_id=txn.id,
+        failure_code=None,
+    )
+
+
+async def _credit_autotopup(session: AsyncSession, pi: dict[str, Any]) -> None:
+    profile = await _autotopup_profile(session, pi)
+    if profile is None:
+        return
+    await ledger.top_up(
+        session,
+        user_id=profile.user_id,
+        amount_cents=int(pi.get("amount_received") or pi["amount"]),
+        processor_ref=str(pi["id"]),
+        key=f"topup:{pi['id']}",
+    )
+
+
+async def _autotopup_profile(session: AsyncSession, pi: dict[str, Any]) -> Any:
+    """The owner an auto top-up payment is for: metadata `userId`, whose customer must be the payment's."""
+    user_id = (pi.get("metadata") or {}).get("userId")
+    profile = await billing.find(session, user_id) if isinstance(user_id, str) else None
+    if profile is None or profile.processor_customer_id != pi.get("customer"):
+        log.warning("auto top-up payment %s does not match an owner; ignored", pi.get("id"))
+        return None
+    return profile
+
+
+async def on_checkout_completed(session: AsyncSession, event: ProcessorEvent) -> None:
+    """A paid top-up checkout credits the balance. (Setup mode: the card itself is mirrored from
+    `payment_method.attached` / `setup_intent.succeeded`, which carry it; the session names only its
+    SetupIntent, so there is nothing more to record.)"""
+    cs = event.data
+    metadata = cs.get("metadata") or {}
+    if cs.get("mode") != "payment" or metadata.get("purpose") != PURPOSE_TOPUP:
+        return
+    if cs.get("payment_status") != "paid" or not cs.get("payment_intent"):
+        return
+    pi = cs["payment_intent"]
+    pi_id = pi["id"] if isinstance(pi, dict) else str(pi)
+    await _credit_topup(session, metadata.get("topupId"), pi_id, int(cs.get("amount_total") or 0))
+
+
+async def on_payment_succeeded(session: AsyncSession, event: ProcessorEvent) -> None:
+    pi = event.data
+    metadata = pi.get("metadata") or {}
+    if metadata.get("purpose") == PURPOSE_TOPUP:
+        paid = int(pi.get("amount_received") or pi.get("amount") or 0)
+        await _credit_topup(session, metadata.get("topupId"), str(pi["id"]), paid)
+    elif metadata.get("purpose") == PURPOSE_AUTOTOPUP:
+        await _credit_autotopup(session, pi)
+
+
+async def on_payment_failed(session: AsyncSession, event: ProcessorEvent) -> None:
+    pi = event.data
+    metadata = pi.get("metadata") or {}
+    failure = (pi.get("last_payment_error") or {}).get("code") or "payment_failed"
+    if metadata.get("purpose") == PURPOSE_TOPUP and isinstance(metadata.get("topupId"), str):
+        await states.compare_and_set(
+            session,
+            TopUp,
+            metadata["topupId"],
+            TOPUP_MOVES,
+            TopUpStatus.FAILED,
+            failure_code=str(failure)[:80],
+        )
+    elif metadata.get("purpose") == PURPOSE_AUTOTOPUP:
+        profile = await _autotopup_profile(session, pi)
+        if profile is not None and profile.autotopup_enabled:
+            profile.autotopup_enabled = False
+            profile.autotopup_disabled_reason = (
+                f"Auto top-up was turned off because the charge to your default card failed ({failure}): "
+                "update your card (POST /me/billing/payment-methods, then make it the default) and enable "
+                "auto top-up again."
+            )
+            await session.flush()
