@@ -12,6 +12,7 @@ from callboard_core.db.readcache import ReadCache
 from callboard_core.idempotency.service import Sealer
 from callboard_core.jobs import lifecycle_hooks
 from callboard_core.mail.service import Mailer, build_mailer
+from callboard_core.payments import hooks as payment_hooks
 from callboard_core.processor import PaymentProcessor, build_processor
 from callboard_core.ratelimit import RateLimiter
 from callboard_core.security import passwords
@@ -36,6 +37,7 @@ class Core:
         # taxonomy edit (tag rename, merge) must reach the agents' tags whatever was imported first.
         lifecycle_hooks.register()
         capability_links.register()
+        payment_hooks.register()  # an auto top-up's payment_intent.succeeded credits the owner
         db = Database(
             settings.database_url,
             pool_size=settings.db_pool_size,

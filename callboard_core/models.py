@@ -15,6 +15,7 @@ from callboard_core.jobs import models as jobs
 from callboard_core.ledger import models as ledger
 from callboard_core.mail import models as mail
 from callboard_core.onboarding import models as onboarding
+from callboard_core.payments import models as payments
 from callboard_core.processor import models as processor
 from callboard_core.users import models as users
 from callboard_core.waitlist import models as waitlist
@@ -37,6 +38,7 @@ __all__ = [
     "mail",
     "metadata",
     "onboarding",
+    "payments",
     "processor",
     "users",
     "waitlist",
