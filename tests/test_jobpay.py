@@ -469,6 +469,23 @@ async def test_concurrent_paid_publishes_never_overdraw(
     assert await money(core, b.owner.user_id) == (0, 5_500, 0)
 
 
+async def test_concurrent_publishes_of_one_paid_job_reserve_once(
+    app: Any, core: Core, client: httpx.AsyncClient
+) -> None:
+    b = await buyer(app, core)
+    job_id = await draft(client, b, 1000)
+    answers = await asyncio.gather(
+        *(client.post(f"/api/v2/jobs/{job_id}/publish", headers=b.agent.h) for _ in range(8)),
+        *(b.owner.client.post(f"/api/v2/owner/jobs/{job_id}/payment/retry") for _ in range(4)),
+    )
+    publishes, retries = answers[:8], answers[8:]
+    assert [a.status_code for a in publishes].count(200) <= 1
+    assert all(a.status_code in (200, 409) for a in answers), [a.text for a in answers]
+    assert all(a.json()["status"] == "RESERVED" for a in retries if a.status_code == 200)
+    assert await money(core, b.owner.user_id) == (8_900, 1_100, 0)
+    assert await kinds_for(core, job_id) == [TransactionKind.RESERVE]
+
+
 async def test_concurrent_publishes_hold_the_daily_cap(
     app: Any, core: Core, client: httpx.AsyncClient
 ) -> None:

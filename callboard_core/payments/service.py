@@ -340,9 +340,10 @@ class Funding:
 
 
 async def _short_write(db: Database, job_id: str, fee_bps: int, step: Any) -> Any:
-    """Run `step(session, payment)` in a write transaction of its own (committed on return)."""
+    """Run `step(session, payment)` in a write transaction of its own (committed on return), the job row
+    locked first so two publishes of one draft create or update its payment one after the other."""
     async with db.session(write=True) as writer, writer.begin():
-        job = await writer.get(Job, job_id)
+        job = await writer.scalar(select(Job).where(Job.id == job_id).with_for_update())
         assert job is not None
         return await step(writer, await _open_row(writer, job, fee_bps))
 
