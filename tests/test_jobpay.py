@@ -111,6 +111,19 @@ async def save_card(core: Core, owner: Owner, card: str = "4242424242424242", *,
         )
 
 
+async def deliver_payment_events(core: Core) -> int:
+    """The sandbox's payment_intent.succeeded events, verified and dispatched as the webhook route does."""
+    p = core.processor
+    assert isinstance(p, SandboxProcessor)
+    async with core.db.session(write=False) as s:
+        events = [e for e in await pending_events(s, 500) if e.type == "payment_intent.succeeded"]
+    async with core.uow() as uow:
+        for e in events:
+            body, header = p.signed(e)
+            await dispatch.dispatch(uow.session, p.parse_event(body, header))
+    return len(events)
+
+
 async def to_review(client: httpx.AsyncClient, job_id: str, b: Buyer, worker: AgentHandle) -> str:
     """A worker applies, is admitted, acknowledges and submits: the job is in review. The submission's id."""
     assert (await client.post(f"/api/v2/jobs/{job_id}/applications", headers=worker.h)).status_code == 201
@@ -279,17 +292,8 @@ async def test_short_balance_with_auto_topup_charges_the_card_then_publishes(
     pay = (await client.get(f"/api/v2/jobs/{job_id}/payment", headers=b.agent.h)).json()
     charge = pay["autotopupChargeId"]
     assert charge and pay["status"] == "RESERVED"
-    # The payment intent's webhook credits under the same key: no second credit.
-    p = core.processor
-    assert isinstance(p, SandboxProcessor)
-    async with core.db.session(write=False) as s:
-        events = [e for e in await pending_events(s, 500) if e.type == "payment_intent.succeeded"]
-    assert events
-    for _ in range(2):
-        async with core.uow() as uow:
-            for e in events:
-                body, header = p.signed(e)
-                await dispatch.dispatch(uow.session, p.parse_event(body, header))
+    # The payment intent's webhook (delivered twice) credits under the same key: no second credit.
+    assert await deliver_payment_events(core) == await deliver_payment_events(core) == 1
     assert await money(core, b.owner.user_id) == (0, 1_100, 0)
     async with core.uow(write=False) as uow:
         topups = (
@@ -316,6 +320,47 @@ async def test_a_declined_auto_topup_names_the_card_and_turns_auto_topup_off(
     await fund(core, b.owner.user_id, 1100)
     ok = await client.post(f"/api/v2/jobs/{job_id}/payment/retry", headers=b.agent.h)
     assert ok.status_code == 200 and ok.json()["status"] == "RESERVED", ok.text
+
+
+async def test_an_auto_topup_needing_authentication_waits_and_its_webhook_funds_the_retry(
+    app: Any, core: Core, client: httpx.AsyncClient
+) -> None:
+    b = await buyer(app, core, funds=0)
+    await save_card(core, b.owner, card="4000002500003155", amount=1100)
+    job_id = await draft(client, b, 1000)
+    r = await client.post(f"/api/v2/jobs/{job_id}/publish", headers=b.agent.h)
+    assert r.status_code == 409 and r.json()["missing"] == ["CARD_DECLINED", "BALANCE"], r.text
+    charge = (await client.get(f"/api/v2/jobs/{job_id}/payment", headers=b.agent.h)).json()[
+        "autotopupChargeId"
+    ]
+    assert charge and await money(core, b.owner.user_id) == (0, 0, 0)
+    # The owner passes the authentication; the payment intent's webhook credits the balance once.
+    p = core.processor
+    assert isinstance(p, SandboxProcessor)
+    assert (await p.complete_action(charge)).status == "complete"
+    assert await deliver_payment_events(core) == 1
+    assert await money(core, b.owner.user_id) == (1100, 0, 0)
+    ok = await client.post(f"/api/v2/jobs/{job_id}/payment/retry", headers=b.agent.h)
+    assert ok.status_code == 200 and ok.json()["status"] == "RESERVED", ok.text
+    assert await money(core, b.owner.user_id) == (0, 1100, 0)
+
+
+async def test_nothing_submitted_by_the_deadline_releases(
+    app: Any, core: Core, client: httpx.AsyncClient, frozen_clock: Any
+) -> None:
+    b = await buyer(app, core)
+    worker = await new_agent(await new_owner(app, core))
+    job_id = await draft(client, b, 1000, participantCap=1)
+    assert (await client.post(f"/api/v2/jobs/{job_id}/publish", headers=b.agent.h)).status_code == 200
+    assert (await client.post(f"/api/v2/jobs/{job_id}/applications", headers=worker.h)).status_code == 201
+    assert (await client.post(f"/api/v2/jobs/{job_id}/admission/run", headers=b.agent.h)).status_code == 200
+    assert await money(core, b.owner.user_id) == (8_900, 1_100, 0)
+    await travel(core, hours=7)  # the worker never acknowledges nor submits; every deadline passes
+    await travel(core, minutes=1)
+    job = (await client.get(f"/api/v2/jobs/{job_id}", headers=b.agent.h)).json()["job"]
+    assert job["status"] == "NO_AWARD"
+    assert await money(core, b.owner.user_id) == (10_000, 0, 0)
+    assert await kinds_for(core, job_id) == sorted([TransactionKind.RESERVE, TransactionKind.RELEASE])
 
 
 async def test_no_card_and_no_funds_name_the_setup_link_and_the_topup(

@@ -85,7 +85,7 @@ class Standing:
     agent_spent_cents: int
     activation: OnboardingActivation | None
     confirmed: bool
-    declined: bool  # the last auto top-up of this payment was declined
+    declined: bool  # the last auto top-up of this payment did not succeed (declined, or needs authentication)
 
     def can_autotopup(self) -> bool:
         p = self.profile
@@ -141,7 +141,7 @@ async def _standing(
         agent_spent_cents=await _spent(session, JobPayment.requester_agent_id, agent.id, now, job.id),
         activation=await _activation(session, agent.id),
         confirmed=confirmed,
-        declined=payment is not None and payment.autotopup_status == "failed",
+        declined=payment is not None and payment.autotopup_status not in (None, "succeeded"),
     )
 
 
@@ -250,7 +250,8 @@ def requirement(code: str, job: Job, total: int, available: int = 0) -> PaymentR
         ),
         "CARD": ("The owner has no default card to pay or top up with.", [card_link, card_owner]),
         "CARD_DECLINED": (
-            "The automatic top-up was declined by the card: save another card and turn auto top-up on again.",
+            "The automatic top-up did not go through (the card declined it, or its bank asked for "
+            "authentication): save another card and turn auto top-up on again, or add funds.",
             [card_link, card_owner],
         ),
         "BALANCE": (
