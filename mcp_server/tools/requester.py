@@ -19,7 +19,8 @@ async def create_job(call: ToolCall, job: job_schemas.JobCreate) -> job_schemas.
     """Create a draft job: title, description, jobTypeKey, capabilitySlug, the admission window, work
     duration and deadlines (admission close < latest submission <= review deadline), caps, previewJson
     (what every worker sees) and workBriefJson (only admitted workers, after acknowledging). Next:
-    stage_input_file for input files, then publish_job. Paid jobs need a card on file first."""
+    stage_input_file for input files, then publish_job. A paid job (rewardAmountCents > 0) reserves the
+    reward plus the platform fee from your owner's balance when published (see publish_job)."""
     return await jobs.create(call.session, call.actor, job)
 
 
