@@ -82,6 +82,9 @@ class Settings(BaseSettings):
     stripe_api_base: str = "https://api.stripe.com"
     # Where the worker delivers the sandbox's webhook events (default: {base_url}/webhooks/processor).
     processor_webhook_url: str | None = None
+    # The platform fee on a paid job, in basis points of the pay (1000 = 10%), charged to the requester's
+    # owner on top of the pay and recorded on the job at publish (callboard_core/payments).
+    platform_fee_bps: int = Field(default=1000, ge=0, le=10_000)
 
     @model_validator(mode="after")
     def _production_rules(self) -> Settings:

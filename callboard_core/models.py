@@ -16,6 +16,7 @@ from callboard_core.jobs import models as jobs
 from callboard_core.ledger import models as ledger
 from callboard_core.mail import models as mail
 from callboard_core.onboarding import models as onboarding
+from callboard_core.payments import models as payments
 from callboard_core.payouts import models as payouts
 from callboard_core.processor import models as processor
 from callboard_core.setup_links import models as setup_links
@@ -41,6 +42,7 @@ __all__ = [
     "mail",
     "metadata",
     "onboarding",
+    "payments",
     "payouts",
     "processor",
     "setup_links",

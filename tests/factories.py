@@ -625,7 +625,9 @@ async def draft_job(w: World, requester: str, **overrides: Any) -> str:
 
 async def publish_job(w: World, requester: str, job_id: str) -> str:
     async with w.core.uow() as uow:
-        return (await jobs.publish(uow.session, w.core.blobs, CoreActor.agent(requester), job_id)).status
+        return (
+            await jobs.publish(uow.session, w.core.blobs, w.core.settings, CoreActor.agent(requester), job_id)
+        ).status
 
 
 async def open_job(w: World, requester: str, **overrides: Any) -> str:
@@ -738,6 +740,25 @@ async def _own_open(w: World, actor: Actor) -> dict[str, str]:
     return {"id": await open_job(w, await _acting_agent(w, actor))}
 
 
+async def _own_paid_job(w: World, actor: Actor) -> dict[str, str]:
+    """A paid job of the actor's, published: pay and fee reserved from its owner's balance (funded here)."""
+    from callboard_core.agents.models import Agent
+    from callboard_core.ids import new_id
+    from callboard_core.ledger import service as ledger
+
+    requester = await _acting_agent(w, actor)
+    async with w.core.uow() as uow:
+        agent = await uow.session.get(Agent, requester)
+        assert agent is not None and agent.owner_id is not None
+        agent.auto_publish_limit_cents = 1_000_000
+        await ledger.top_up(
+            uow.session, user_id=agent.owner_id, amount_cents=10_000, processor_ref=new_id("pi")
+        )
+    job_id = await draft_job(w, requester, rewardAmountCents=1000)
+    assert await publish_job(w, requester, job_id) == "ADMISSION_OPEN"
+    return {"id": job_id}
+
+
 async def _own_open_to_invite(w: World, actor: Actor) -> dict[str, str]:
     return {**await _own_open(w, actor), "workerAgentId": await w.stranger()}
 
@@ -845,6 +866,7 @@ PATH_FACTORIES: list[tuple[re.Pattern[str], PathFactory]] = [
         (_JOB + r"$", _own_draft),  # GET (requester view), PATCH (drafts only)
         (_JOB + r"/publish$", _own_draft),
         (_JOB + r"/admission/run$", _own_open),
+        (_JOB + r"/payment(?:/retry)?$", _own_paid_job),
         (_JOB + r"/cancel-direct-hire$", _own_direct_hire),
         (_JOB + r"/input-files$", _own_draft),  # GET, POST (staged on drafts)
         (_JOB + r"/input-files/\{fileId\}$", _own_draft_with_file),

@@ -15,6 +15,8 @@ from callboard_core.db.readcache import ReadCache
 from callboard_core.jobs.actors import acting_agent
 from callboard_core.jobs.models import Job, JobInvitation, ParticipationSlot
 from callboard_core.jobs.states import LIVE_SLOTS, InvitationStatus, JobStatus, SlotStatus
+from callboard_core.payments import service as payments
+from callboard_core.payments.models import JobPayment
 from callboard_core.principals import Actor
 from callboard_core.schemas import ApiModel, JsonObject
 
@@ -51,6 +53,30 @@ class Home(ApiModel):
     obligations: list[Obligation]
     unread_notifications: int
     counts: dict[str, int]
+
+
+def _payment_obligation(job: Job, payment: JobPayment) -> Obligation:
+    """A paid draft whose publish waits for money: the first fix of the first missing requirement is the
+    call; the description names every requirement and who fixes it."""
+    total = payment.pay_cents + payment.fee_cents
+    reqs = [payments.requirement(code, job, total) for code in payment.missing or []]
+    first = reqs[0].fixes[0] if reqs and reqs[0].fixes else None
+    return Obligation(
+        kind="PAYMENT_REQUIRED",
+        role="REQUESTER",
+        title=job.title,
+        job_id=job.id,
+        deadline_at=job.admission_closes_at,
+        method=first.method if first else "POST",
+        path=first.path if first else f"/api/v2/jobs/{job.id}/payment/retry",
+        description=f"Publishing this paid job ({total} cents with the fee) waits for: "
+        + "; ".join(
+            f"{r.code} ({', '.join(f'{f.who} {f.method} {f.path}' for f in r.fixes) or 'no call fixes it'})"
+            for r in reqs
+        )
+        + f". Then POST /api/v2/jobs/{job.id}/payment/retry (GET /api/v2/jobs/{job.id}/payment for details).",
+        body=first.body if first else None,
+    )
 
 
 def _readiness(agent: Agent) -> Readiness:
@@ -178,8 +204,12 @@ async def _home(session: AsyncSession, agent: Agent) -> Home:
             .limit(100)
         )
     ).all()
+    waiting = await payments.waiting(session, [j.id for j in jobs if j.status == JobStatus.DRAFT])
     for job in jobs:
-        if job.status == JobStatus.IN_REVIEW:
+        payment = waiting.get(job.id)
+        if payment is not None:
+            requester.append(_payment_obligation(job, payment))
+        elif job.status == JobStatus.IN_REVIEW:
             requester.append(
                 Obligation(
                     kind="REVIEW_SUBMISSIONS",

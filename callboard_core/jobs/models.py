@@ -58,6 +58,8 @@ class Job(Base):
     submission_requirements_json: Mapped[Any | None]
     reward_amount_cents: Mapped[int] = mapped_column(BigInteger, default=0)
     currency: Mapped[str] = mapped_column(String(3), default="usd")
+    # The platform fee recorded at a paid publish (callboard_core/payments); null for a free or unpublished job.
+    platform_fee_cents: Mapped[int | None] = mapped_column(BigInteger)
     application_cap: Mapped[int] = mapped_column(Integer, default=20)
     participant_cap: Mapped[int] = mapped_column(Integer, default=3)
     new_worker_reserved_application_count: Mapped[int] = mapped_column(Integer, default=0)

@@ -39,6 +39,7 @@ from callboard_core.jobs.states import (
     SlotStatus,
     SubmissionStatus,
 )
+from callboard_core.payments import service as payments
 from callboard_core.principals import SYSTEM, Actor
 
 # --- input files (drafts) ------------------------------------------------------------------------
@@ -302,11 +303,15 @@ async def award_submission(
 ) -> job_schemas.AwardResult:
     """Award `submission` of `job` (locked by the caller): the job IN_REVIEW -> AWARDED, the submission
     SUBMITTED -> AWARDED and every other one NOT_AWARDED, the job's work closed. The requester's award and
-    the starter job's automatic award both come here."""
+    the starter job's automatic award both come here. A paid job's escrow is captured in the same
+    transaction."""
     now = clock.now()
     job = await move(
         session, job, "award", JobStatus.AWARDED, closed_at=now, awarded_submission_id=submission.id
     )
+    worker = await session.get(Agent, submission.worker_agent_id)
+    assert worker is not None
+    await payments.capture(session, job.id, worker)  # a paid job's escrow pays the worker's owner and the fee
     rookie = (
         await session.scalars(
             select(JobApplication.rookie)

@@ -222,6 +222,9 @@ class JobView(ApiModel):
     requirements_json: JsonObject | None
     submission_requirements_json: JsonObject | None
     reward_amount_cents: int
+    platform_fee_cents: int | None = Field(
+        None, description="The platform fee recorded at a paid publish (the owner pays reward + fee)."
+    )
     currency: str
     application_cap: int
     participant_cap: int

@@ -6,6 +6,7 @@ of anyone else is a 404 to them, whatever the credential.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -16,7 +17,9 @@ from callboard_core import clock, states
 from callboard_core.agents.models import Agent
 from callboard_core.blobs import BlobStore
 from callboard_core.capabilities.models import CapabilityTag, TaxonomyStatus
-from callboard_core.errors import Conflict, NotFound, PaymentNotReady, ValidationFailed
+from callboard_core.config import Settings
+from callboard_core.db import Database
+from callboard_core.errors import Conflict, NotFound, ValidationFailed
 from callboard_core.files import service as files
 from callboard_core.files.models import FileStatus
 from callboard_core.job_types import service as job_types
@@ -26,11 +29,15 @@ from callboard_core.jobs.actors import acting_agent, require_can_work
 from callboard_core.jobs.models import Job, JobInvitation
 from callboard_core.jobs.states import JOB_MOVES, JobStatus, check_job
 from callboard_core.pagination import decode_cursor, encode_cursor
+from callboard_core.payments import service as payments
+from callboard_core.payments.schemas import JobPaymentView
 from callboard_core.principals import Actor
+from callboard_core.processor.port import PaymentProcessor
 
 DEFAULT_JOB_TYPE = "general"
 DEFAULT_APPLICATION_CAP = 50
 DEFAULT_PARTICIPANT_CAP = 3
+ENDED_WITHOUT_AWARD = frozenset({JobStatus.NO_AWARD, JobStatus.CANCELLED})
 
 
 # --- views ---------------------------------------------------------------------------------------
@@ -51,6 +58,7 @@ def view(job: Job) -> job_schemas.JobView:
         requirements_json=job.requirements_json,
         submission_requirements_json=job.submission_requirements_json,
         reward_amount_cents=job.reward_amount_cents,
+        platform_fee_cents=job.platform_fee_cents,
         currency=job.currency,
         application_cap=job.application_cap,
         participant_cap=job.participant_cap,
@@ -151,8 +159,10 @@ async def requester_job(session: AsyncSession, actor: Actor, job_id: str, *, for
 
 
 async def move(session: AsyncSession, job: Job, move_name: str, target: JobStatus, **values: Any) -> Job:
-    """Move the job along `JOB_MOVES[move_name]` (compare-and-set); a lost race is a 409 with the current state."""
-    return await states.move(
+    """Move the job along `JOB_MOVES[move_name]` (compare-and-set); a lost race is a 409 with the current state.
+    A move that ends a paid job without an award (no-award, a cancelled Direct Hire, the deadlines) releases
+    its escrow in the same transaction (payments.release); the award captures it (review.award_submission)."""
+    moved = await states.move(
         session,
         Job,
         job.id,
@@ -163,6 +173,9 @@ async def move(session: AsyncSession, job: Job, move_name: str, target: JobStatu
         details={"target_state": target, "job_id": job.id},
         **values,
     )
+    if target in ENDED_WITHOUT_AWARD:
+        await payments.release(session, moved.id)
+    return moved
 
 
 def input_file_list(blobs: BlobStore, rows: list[Any]) -> job_schemas.InputFileList:
@@ -392,23 +405,51 @@ async def update_draft(
     return view(job)
 
 
-async def hash_inputs(session: AsyncSession, blobs: BlobStore, actor: Actor, job_id: str) -> files.Hashed:
-    """publish's slow part, run before its write transaction: re-hash a draft's staged input files."""
+@dataclass(frozen=True)
+class PublishPrep:
+    """What publish's step before its write transaction did: the staged input files re-hashed, and for a
+    paid job what payments.prepare did (the waiting payment recorded, an auto top-up charged)."""
+
+    hashed: files.Hashed = files.NOT_HASHED
+    funding: payments.Funding | None = None
+
+
+async def prepare_publish(
+    session: AsyncSession,
+    blobs: BlobStore,
+    db: Database,
+    processor: PaymentProcessor,
+    settings: Settings,
+    actor: Actor,
+    job_id: str,
+) -> PublishPrep:
+    """publish's slow part, run before its write transaction: re-hash a draft's staged input files; for a
+    paid draft that passes publish's own checks, the payment's prepare step (no write lock is held while
+    the processor is called)."""
     job = await requester_job(session, actor, job_id)
     if job.status != JobStatus.DRAFT:
-        return files.NOT_HASHED  # publish refuses it without looking at the files
-    return await files.prehash(blobs, await files.list_for_job(session, job.id))
+        return PublishPrep()  # publish refuses it without looking further
+    hashed = await files.prehash(blobs, await files.list_for_job(session, job.id))
+    requester = await session.get(Agent, job.requester_agent_id)
+    assert requester is not None
+    require_can_work(requester, role="requester")
+    _check_schedule(job, clock.now(), publishing=True)
+    funding = await payments.prepare(session, db, processor, settings.platform_fee_bps, actor, job)
+    return PublishPrep(hashed, funding)
 
 
 async def publish(
     session: AsyncSession,
     blobs: BlobStore,
+    settings: Settings,
     actor: Actor,
     job_id: str,
-    hashed: files.Hashed = files.NOT_HASHED,
+    prepared: PublishPrep | None = None,
 ) -> job_schemas.JobView:
     """DRAFT to ADMISSION_OPEN (or PENDING_ACCEPTANCE for a Direct Hire). Input files are re-hashed now,
-    unless `hash_inputs` matched them just before."""
+    unless `prepare_publish` matched them just before. A paid job reserves pay + fee from the requester
+    owner's balance first (payments.secure: 409 `payment_not_ready` naming what is missing)."""
+    prepared = prepared or PublishPrep()
     job = await requester_job(session, actor, job_id, for_update=True)
     check_job("publish", job.status, JobStatus.ADMISSION_OPEN, job_id=job.id)
     requester = await session.get(Agent, job.requester_agent_id)
@@ -416,14 +457,9 @@ async def publish(
     require_can_work(requester, role="requester")
     now = clock.now()
     _check_schedule(job, now, publishing=True)
-    if job.reward_amount_cents > 0:
-        raise PaymentNotReady(
-            "Paid jobs need the owner's card on file and funded escrow, which this deployment cannot take yet. "
-            "Publish it with rewardAmountCents 0, or keep it as a draft.",
-            requirements=["CARD_ON_FILE"],
-            reward_amount_cents=job.reward_amount_cents,
-        )
-    await files.verify_all(session, blobs, await files.list_for_job(session, job.id), hashed)
+    payment = await payments.secure(session, settings.platform_fee_bps, actor, job, prepared.funding)
+    fee = payment.fee_cents if payment is not None else None
+    await files.verify_all(session, blobs, await files.list_for_job(session, job.id), prepared.hashed)
     if job.direct_hire_worker_agent_id:
         worker = await session.get(Agent, job.direct_hire_worker_agent_id)
         if worker is None or worker.deleted_at is not None:
@@ -436,6 +472,7 @@ async def publish(
             JobStatus.PENDING_ACCEPTANCE,
             published_at=now,
             reserved_participants=1,
+            platform_fee_cents=fee,
         )
         invitation = JobInvitation(
             job_id=job.id,
@@ -459,9 +496,35 @@ async def publish(
             body="Accept or decline with POST /api/v2/invitations/{id}/respond.",
         )
         return view(job)
-    job = await move(session, job, "publish", JobStatus.ADMISSION_OPEN, published_at=now)
+    job = await move(
+        session, job, "publish", JobStatus.ADMISSION_OPEN, published_at=now, platform_fee_cents=fee
+    )
     await events.record(session, job.id, "published", actor, {})
     return view(job)
+
+
+async def payment(session: AsyncSession, actor: Actor, job_id: str) -> JobPaymentView:
+    """The payment of the actor's job (another owner's job: 404); a free job's is 404 `no_payment`."""
+    return await payments.view(session, await requester_job(session, actor, job_id))
+
+
+async def retry_payment(
+    session: AsyncSession,
+    blobs: BlobStore,
+    settings: Settings,
+    actor: Actor,
+    job_id: str,
+    prepared: PublishPrep | None = None,
+) -> JobPaymentView:
+    """Run a paid draft's checks again and publish it when they pass (409 `payment_not_ready` naming what is
+    still missing); the owner's retry is their confirmation. On a job already published it changes nothing
+    and returns the payment as it stands, so repeating it is harmless."""
+    job = await requester_job(session, actor, job_id, for_update=True)
+    if job.status == JobStatus.DRAFT:
+        if job.reward_amount_cents <= 0:
+            raise payments.no_payment(job)
+        await publish(session, blobs, settings, actor, job_id, prepared)
+    return await payments.view(session, job)
 
 
 async def get_for_requester(session: AsyncSession, actor: Actor, job_id: str) -> job_schemas.JobView:

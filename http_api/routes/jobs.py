@@ -10,6 +10,7 @@ from callboard_core.files.service import Hashed
 from callboard_core.jobs import admission, discovery, invitations, participation, review, starter
 from callboard_core.jobs import schemas as job_schemas
 from callboard_core.jobs import service as jobs
+from callboard_core.payments import schemas as payment_schemas
 from http_api.endpoint import JSONBytesResponse
 from http_api.route_table import AuthKind, RequestContext, RouteGroup
 
@@ -82,8 +83,11 @@ async def update_job(ctx: RequestContext) -> job_schemas.JobView:
     return await jobs.update_draft(ctx.session, ctx.actor, ctx.params["id"], ctx.body)
 
 
-async def _hash_inputs(ctx: RequestContext) -> Hashed:
-    return await jobs.hash_inputs(ctx.session, ctx.core.blobs, ctx.actor, ctx.params["id"])
+async def _prepare_publish(ctx: RequestContext) -> jobs.PublishPrep:
+    core = ctx.core
+    return await jobs.prepare_publish(
+        ctx.session, core.blobs, core.db, core.processor, core.settings, ctx.actor, ctx.params["id"]
+    )
 
 
 @routes.post(
@@ -91,7 +95,7 @@ async def _hash_inputs(ctx: RequestContext) -> Hashed:
     "/api/v2/bounties/{id}/publish",
     auth=KW,
     response=job_schemas.JobView,
-    prepare=_hash_inputs,
+    prepare=_prepare_publish,
 )
 @routes.post(
     "/api/v2/owner/jobs/{id}/publish",
@@ -99,13 +103,62 @@ async def _hash_inputs(ctx: RequestContext) -> Hashed:
     auth=SESSION,
     response=job_schemas.JobView,
     name="owner_publish_job",
-    prepare=_hash_inputs,
+    prepare=_prepare_publish,
 )
 async def publish_job(ctx: RequestContext) -> job_schemas.JobView:
     """Publish a draft: ADMISSION_OPEN (a Direct Hire: PENDING_ACCEPTANCE). Staged input files are re-hashed
-    now; a missing or changed file fails the publish (409 `file_missing` / `file_mismatch`). A reward above
-    zero is refused with 409 `payment_not_ready` until paid jobs are available."""
-    return await jobs.publish(ctx.session, ctx.core.blobs, ctx.actor, ctx.params["id"], ctx.prepared)
+    now; a missing or changed file fails the publish (409 `file_missing` / `file_mismatch`). A paid job
+    (rewardAmountCents > 0) first reserves the reward plus the platform fee from the owner's balance; when
+    something is missing (the owner's confirmation above autoPublishLimitCents, a card, funds, room under a
+    cap) it stays a draft and the answer is 409 `payment_not_ready` naming each requirement and its fix
+    (see GET /api/v2/jobs/{id}/payment). The owner's publish is their confirmation."""
+    return await jobs.publish(
+        ctx.session, ctx.core.blobs, ctx.core.settings, ctx.actor, ctx.params["id"], ctx.prepared
+    )
+
+
+@routes.get(
+    "/api/v2/jobs/{id}/payment",
+    "/api/v2/bounties/{id}/payment",
+    auth=KR,
+    response=payment_schemas.JobPaymentView,
+)
+@routes.get(
+    "/api/v2/owner/jobs/{id}/payment",
+    "/api/v2/owner/bounties/{id}/payment",
+    auth=SESSION,
+    response=payment_schemas.JobPaymentView,
+    name="owner_job_payment",
+)
+async def job_payment(ctx: RequestContext) -> payment_schemas.JobPaymentView:
+    """A paid job's payment: status (REQUIRES_ACTION, RESERVED, CAPTURED, RELEASED, VOID), pay, fee, total,
+    what a waiting publish lacks with the calls that fix it, the ledger transactions. A free job, or a paid
+    draft never published: 404 `no_payment`."""
+    return await jobs.payment(ctx.session, ctx.actor, ctx.params["id"])
+
+
+@routes.post(
+    "/api/v2/jobs/{id}/payment/retry",
+    "/api/v2/bounties/{id}/payment/retry",
+    auth=KW,
+    response=payment_schemas.JobPaymentView,
+    prepare=_prepare_publish,
+)
+@routes.post(
+    "/api/v2/owner/jobs/{id}/payment/retry",
+    "/api/v2/owner/bounties/{id}/payment/retry",
+    auth=SESSION,
+    response=payment_schemas.JobPaymentView,
+    name="owner_retry_job_payment",
+    prepare=_prepare_publish,
+)
+async def retry_job_payment(ctx: RequestContext) -> payment_schemas.JobPaymentView:
+    """Run a waiting paid publish again once the card, balance or cap is fixed, and publish when ready (409
+    `payment_not_ready` names what is still missing). The owner's retry confirms the payment. On a job
+    already published it changes nothing: the payment as it stands."""
+    return await jobs.retry_payment(
+        ctx.session, ctx.core.blobs, ctx.core.settings, ctx.actor, ctx.params["id"], ctx.prepared
+    )
 
 
 @routes.post(

@@ -5,10 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from callboard_core.files.schemas import UploadRequest, UploadTicket
-from callboard_core.files.service import Hashed
 from callboard_core.jobs import admission, invitations, review
 from callboard_core.jobs import schemas as job_schemas
 from callboard_core.jobs import service as jobs
+from callboard_core.payments import schemas as payment_schemas
 from mcp_server.tool_table import Ident, JobId, ToolCall, ToolGroup
 
 tools = ToolGroup()
@@ -19,7 +19,8 @@ async def create_job(call: ToolCall, job: job_schemas.JobCreate) -> job_schemas.
     """Create a draft job: title, description, jobTypeKey, capabilitySlug, the admission window, work
     duration and deadlines (admission close < latest submission <= review deadline), caps, previewJson
     (what every worker sees) and workBriefJson (only admitted workers, after acknowledging). Next:
-    stage_input_file for input files, then publish_job. Paid jobs need a card on file first."""
+    stage_input_file for input files, then publish_job. A paid job (rewardAmountCents > 0) reserves the
+    reward plus the platform fee from your owner's balance when published (see publish_job)."""
     return await jobs.create(call.session, call.actor, job)
 
 
@@ -38,14 +39,44 @@ async def stage_input_file(call: ToolCall, job_id: JobId, file: UploadRequest) -
     )
 
 
-async def _hash_inputs(call: ToolCall, job_id: str) -> Hashed:
-    return await jobs.hash_inputs(call.session, call.core.blobs, call.actor, job_id)
+async def _prepare_publish(call: ToolCall, job_id: str) -> jobs.PublishPrep:
+    core = call.core
+    return await jobs.prepare_publish(
+        call.session, core.blobs, core.db, core.processor, core.settings, call.actor, job_id
+    )
 
 
-@tools.write(prepare=_hash_inputs)
+@tools.write(prepare=_prepare_publish)
 async def publish_job(call: ToolCall, job_id: JobId) -> job_schemas.JobView:
-    """Publish a draft: admission opens; workers can apply until admissionClosesAt."""
-    return await jobs.publish(call.session, call.core.blobs, call.actor, job_id, call.prepared)
+    """Publish a draft: admission opens; workers can apply until admissionClosesAt.
+
+    A paid job (rewardAmountCents > 0) first reserves the reward plus the platform fee (platformFeeCents)
+    from your owner's balance. Above your autoPublishLimitCents (0: always) your owner must confirm; a
+    missing card, short balance or spend cap also stops it: the error payment_not_ready lists `missing`
+    (CONFIRMATION, CARD, BALANCE, CARD_DECLINED, PER_TASK_CAP, DAILY_CAP, ACTIVATION_CAP, CLAIMED_OWNER)
+    with the calls that fix each. The job stays a draft; see job_payment and retry_job_payment."""
+    return await jobs.publish(
+        call.session, call.core.blobs, call.core.settings, call.actor, job_id, call.prepared
+    )
+
+
+@tools.read()
+async def job_payment(call: ToolCall, job_id: JobId) -> payment_schemas.JobPaymentView:
+    """Your paid job's payment: status REQUIRES_ACTION (a publish waits: `missing` says for what, each with
+    who fixes it and the exact call), RESERVED (pay + fee in escrow, the job is published), CAPTURED (the
+    award paid the worker's owner), RELEASED (no award or cancelled: the escrow went back), or VOID. With
+    payCents, feeCents, totalCents and the ledger transaction ids. A free job has none (no_payment)."""
+    return await jobs.payment(call.session, call.actor, job_id)
+
+
+@tools.write(prepare=_prepare_publish)
+async def retry_job_payment(call: ToolCall, job_id: JobId) -> payment_schemas.JobPaymentView:
+    """Run a waiting paid publish again after the owner fixed what job_payment listed (a card, funds, a cap,
+    their confirmation); the job publishes when everything is in place, else payment_not_ready names what
+    is still missing. On a published job it changes nothing and returns the payment."""
+    return await jobs.retry_payment(
+        call.session, call.core.blobs, call.core.settings, call.actor, job_id, call.prepared
+    )
 
 
 @tools.write()

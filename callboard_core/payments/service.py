@@ -1,0 +1,625 @@
+"""Paid jobs' money: the checks at publish, escrow, capture at award, release when a job ends without one.
+
+The flow (docs/decisions.md, "Money: paid jobs"):
+- `prepare` (the publish's lock-free step, before the write unit of work): runs the checks, records the
+  waiting payment (REQUIRES_ACTION with what is missing) in a short write transaction of its own, so a
+  refused publish still leaves the owner a payment to confirm or fund; when only money is short and the
+  owner's auto top-up is on, charges the default card off-session (never inside a write transaction) under
+  a key made of the payment's id and attempt number.
+- `secure` (in the publish's write unit of work, the job locked): locks the owner's buyer profile (the daily
+  caps hold under concurrency: one owner's paid publishes queue on that row), credits a succeeded auto
+  top-up (`topup:<payment intent>`, the key its webhook posts too), re-runs the checks, and reserves pay +
+  fee (`reserve:<job>`). A refused check is 409 `payment_not_ready` naming every missing requirement and
+  the calls that fix it.
+- `capture` (in the award's transaction) and `release` (in the transaction of every move that ends a paid
+  job without an award) move the payment by compare-and-set and post once (`capture:<job>`,
+  `release:<job>`): of an award and a no-award racing, one moves the job and only its posting exists.
+
+The fee: `CALLBOARD_PLATFORM_FEE_BPS` basis points of the pay (default 1000 = 10%), in whole cents rounded
+half up, recorded on the payment and on the job at publish. The requester's owner pays pay + fee.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import func, select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from callboard_core import clock, states
+from callboard_core.agents.models import Agent
+from callboard_core.billing import service as billing
+from callboard_core.billing.models import BuyerProfile
+from callboard_core.db import Database
+from callboard_core.errors import Conflict, NotFound, PaymentNotReady
+from callboard_core.jobs.models import Job
+from callboard_core.ledger import service as ledger
+from callboard_core.onboarding.models import OnboardingActivation
+from callboard_core.payments.models import JobPayment
+from callboard_core.payments.schemas import JobPaymentView, PaymentFix, PaymentRequirement
+from callboard_core.payments.states import PAYMENT_MOVES, SPENT, PaymentStatus
+from callboard_core.principals import Actor
+from callboard_core.processor.port import Charge, PaymentProcessor
+
+DAILY_WINDOW = timedelta(hours=24)  # the daily caps: a rolling 24 hours of reserved (not released) payments
+SETUP_LINK_ROUTE = "/api/v2/agents/me/setup-links"
+
+# The order the requirements are checked and listed in.
+CODES = (
+    "CLAIMED_OWNER",
+    "CONFIRMATION",
+    "PER_TASK_CAP",
+    "DAILY_CAP",
+    "ACTIVATION_CAP",
+    "CARD",
+    "CARD_DECLINED",
+    "BALANCE",
+)
+
+
+def fee_for(pay_cents: int, bps: int) -> int:
+    """The platform fee on `pay_cents` at `bps` basis points, whole cents rounded half up
+    (1000 bps: 1005 -> 101, 1004 -> 100)."""
+    return (pay_cents * bps + 5000) // 10000
+
+
+def _owner_confirms(actor: Actor) -> bool:
+    """A signed-in owner publishing (or retrying) their agent's job is the owner's confirmation."""
+    return actor.agent_id is None and actor.user_id is not None and not actor.staff
+
+
+# --- what a paid publish needs ---------------------------------------------------------------------------
+
+
+@dataclass
+class Standing:
+    """Everything the checks read, loaded once."""
+
+    job: Job
+    agent: Agent
+    profile: BuyerProfile | None
+    available_cents: int
+    owner_spent_cents: int  # the owner's payments reserved in the window, still held or captured
+    agent_spent_cents: int
+    activation: OnboardingActivation | None
+    confirmed: bool
+    declined: bool  # the last auto top-up of this payment did not succeed (declined, or needs authentication)
+
+    def can_autotopup(self) -> bool:
+        p = self.profile
+        return bool(
+            p is not None
+            and p.autotopup_enabled
+            and p.processor_customer_id
+            and p.processor_default_payment_method_id
+        )
+
+
+async def _spent(session: AsyncSession, column: Any, holder: str, now: datetime, exclude_job: str) -> int:
+    total = await session.scalar(
+        select(func.coalesce(func.sum(JobPayment.pay_cents + JobPayment.fee_cents), 0)).where(
+            column == holder,
+            JobPayment.status.in_(SPENT),
+            JobPayment.reserved_at > now - DAILY_WINDOW,
+            JobPayment.job_id != exclude_job,
+        )
+    )
+    return int(total or 0)
+
+
+async def _activation(session: AsyncSession, agent_id: str) -> OnboardingActivation | None:
+    """The agent's latest activation: its spend caps bound what the agent publishes alone."""
+    return await session.scalar(
+        select(OnboardingActivation)
+        .where(OnboardingActivation.agent_id == agent_id)
+        .order_by(OnboardingActivation.created_at.desc(), OnboardingActivation.id.desc())
+        .limit(1)
+    )
+
+
+async def _standing(
+    session: AsyncSession, actor: Actor, job: Job, payment: JobPayment | None, total: int
+) -> Standing:
+    agent = await session.get(Agent, job.requester_agent_id)
+    assert agent is not None
+    now = clock.now()
+    owner = job.owner_id
+    profile = await billing.find(session, owner) if owner else None
+    confirmed = _owner_confirms(actor) or (
+        payment is not None
+        and payment.confirmed_total_cents is not None
+        and total <= payment.confirmed_total_cents
+    )
+    return Standing(
+        job=job,
+        agent=agent,
+        profile=profile,
+        available_cents=(await ledger.balances(session, owner)).available_cents if owner else 0,
+        owner_spent_cents=await _spent(session, JobPayment.user_id, owner, now, job.id) if owner else 0,
+        agent_spent_cents=await _spent(session, JobPayment.requester_agent_id, agent.id, now, job.id),
+        activation=await _activation(session, agent.id),
+        confirmed=confirmed,
+        declined=payment is not None and payment.autotopup_status not in (None, "succeeded"),
+    )
+
+
+def _missing(s: Standing, total: int) -> list[str]:
+    """The requirements a publish of `total` cents lacks, in CODES order. Money (CARD, BALANCE) is missing
+    only when the available balance is short and auto top-up cannot cover it."""
+    missing: list[str] = []
+    if s.job.owner_id is None:
+        return ["CLAIMED_OWNER"]
+    if not s.confirmed and (
+        s.agent.auto_publish_limit_cents == 0 or total > s.agent.auto_publish_limit_cents
+    ):
+        missing.append("CONFIRMATION")
+    p = s.profile
+    if p is not None and p.per_task_cap_cents is not None and total > p.per_task_cap_cents:
+        missing.append("PER_TASK_CAP")
+    if (
+        p is not None
+        and p.daily_spend_cap_cents is not None
+        and s.owner_spent_cents + total > p.daily_spend_cap_cents
+    ):
+        missing.append("DAILY_CAP")
+    a = s.activation
+    if (
+        a is not None
+        and not s.confirmed
+        and (total > a.max_spend_cents_per_task or s.agent_spent_cents + total > a.max_spend_cents_per_day)
+    ):
+        missing.append("ACTIVATION_CAP")
+    if s.available_cents < total and not s.can_autotopup():
+        if p is None or not p.processor_default_payment_method_id:
+            missing.append("CARD")
+        elif s.declined:
+            missing.append("CARD_DECLINED")
+        missing.append("BALANCE")
+    return missing
+
+
+def requirement(code: str, job: Job, total: int, available: int = 0) -> PaymentRequirement:
+    """What `code` means for this job and the calls that fix it."""
+    owner_retry = PaymentFix(
+        who="OWNER",
+        method="POST",
+        path=f"/api/v2/owner/jobs/{job.id}/payment/retry",
+        description="Your owner confirms (and pays) from their session; the job then publishes.",
+    )
+    agent_retry = PaymentFix(
+        who="AGENT",
+        method="POST",
+        path=f"/api/v2/jobs/{job.id}/payment/retry",
+        description="Once fixed, retry: the checks run again and the job publishes.",
+    )
+    limits = PaymentFix(
+        who="OWNER",
+        method="PATCH",
+        path="/me/billing/limits",
+        body={"perTaskCapCents": None, "dailySpendCapCents": None},
+        description="Raise or clear the spend caps.",
+    )
+    card_link = PaymentFix(
+        who="AGENT",
+        method="POST",
+        path=SETUP_LINK_ROUTE,
+        body={"kind": "CARD"},
+        description="Get a setup link for your owner to save a card.",
+    )
+    card_owner = PaymentFix(
+        who="OWNER",
+        method="POST",
+        path="/me/billing/payment-methods",
+        description="Save a card (then make it the default and turn on auto top-up with PATCH "
+        "/me/billing/autotopup).",
+    )
+    topup = PaymentFix(
+        who="OWNER",
+        method="POST",
+        path="/me/billing/topup",
+        description=f"Add at least {max(total - available, 0)} cents to the balance.",
+    )
+    table: dict[str, tuple[str, list[PaymentFix]]] = {
+        "CLAIMED_OWNER": ("The requester agent has no owner to pay; its owner must claim it.", []),
+        "CONFIRMATION": (
+            f"This publish costs {total} cents, above the agent's autoPublishLimitCents: the owner confirms it.",
+            [
+                owner_retry,
+                PaymentFix(
+                    who="OWNER",
+                    method="PATCH",
+                    path=f"/api/v2/agents/dashboard/{job.requester_agent_id}/policy",
+                    body={"autoPublishLimitCents": total},
+                    description="Or raise the agent's limit so it may publish this alone.",
+                ),
+            ],
+        ),
+        "PER_TASK_CAP": (
+            f"The cost ({total} cents) is above the owner's per-task cap.",
+            [limits, agent_retry],
+        ),
+        "DAILY_CAP": (
+            f"The cost ({total} cents) would take the owner past the daily spend cap (rolling 24 hours).",
+            [limits, agent_retry],
+        ),
+        "ACTIVATION_CAP": (
+            f"The cost ({total} cents) is above the spend caps the agent was activated with.",
+            [owner_retry],
+        ),
+        "CARD": ("The owner has no default card to pay or top up with.", [card_link, card_owner]),
+        "CARD_DECLINED": (
+            "The automatic top-up did not go through (the card declined it, or its bank asked for "
+            "authentication): save another card and turn auto top-up on again, or add funds.",
+            [card_link, card_owner],
+        ),
+        "BALANCE": (
+            f"The owner's available balance ({available} cents) is short of {total} cents.",
+            [topup, agent_retry],
+        ),
+    }
+    message, fixes = table[code]
+    return PaymentRequirement(code=code, message=message, fixes=fixes)
+
+
+def not_ready(job: Job, total: int, available: int, missing: list[str]) -> PaymentNotReady:
+    reqs = [requirement(code, job, total, available) for code in missing]
+    return PaymentNotReady(
+        "This paid job cannot be published yet: "
+        + "; ".join(f"{r.code}: {r.message}" for r in reqs)
+        + f" See GET /api/v2/jobs/{job.id}/payment.",
+        missing=missing,
+        requirements=[r.model_dump(by_alias=True) for r in reqs],
+        job_id=job.id,
+        total_cents=total,
+        available_cents=available,
+    )
+
+
+# --- the payment row ------------------------------------------------------------------------------------
+
+
+async def find(session: AsyncSession, job_id: str) -> JobPayment | None:
+    return await session.scalar(
+        select(JobPayment).where(JobPayment.job_id == job_id).execution_options(populate_existing=True)
+    )
+
+
+async def _open_row(session: AsyncSession, job: Job, fee_bps: int) -> JobPayment:
+    """The job's payment, created or reopened (VOID -> REQUIRES_ACTION) for a publish attempt, with the
+    job's current pay and fee. The job row is locked by the caller (or the transaction is SQLite's only
+    writer), so no two create it."""
+    payment = await find(session, job.id)
+    pay = job.reward_amount_cents
+    if payment is None:
+        assert job.owner_id is not None
+        payment = JobPayment(
+            job_id=job.id,
+            requester_agent_id=job.requester_agent_id,
+            user_id=job.owner_id,
+            currency=job.currency,
+            status=PaymentStatus.REQUIRES_ACTION,
+            missing=[],
+            autotopup_attempt=0,
+        )
+        session.add(payment)
+    elif payment.status == PaymentStatus.VOID:
+        payment = await _move(session, payment, PaymentStatus.REQUIRES_ACTION)
+    if payment.status == PaymentStatus.REQUIRES_ACTION:
+        payment.pay_cents, payment.fee_bps, payment.fee_cents = pay, fee_bps, fee_for(pay, fee_bps)
+    await session.flush()
+    return payment
+
+
+async def _move(
+    session: AsyncSession, payment: JobPayment, target: PaymentStatus, **values: Any
+) -> JobPayment:
+    return await states.move(
+        session,
+        JobPayment,
+        payment.id,
+        PAYMENT_MOVES,
+        target,
+        what="job payment",
+        current=payment.status,
+        details={"job_id": payment.job_id, "target_state": target},
+        updated_at=clock.now(),
+        **values,
+    )
+
+
+# --- publish: prepare (no write transaction held) and secure (the write unit of work) -------------------
+
+
+@dataclass(frozen=True)
+class Funding:
+    """What the prepare step did: an off-session charge (its payment intent), if any."""
+
+    charge: Charge | None = None
+    amount_cents: int = 0
+
+
+async def _short_write(db: Database, job_id: str, fee_bps: int, step: Any) -> Any:
+    """Run `step(session, payment)` in a write transaction of its own (committed on return), the job row
+    locked first so two publishes of one draft create or update its payment one after the other."""
+    async with db.session(write=True) as writer, writer.begin():
+        job = await writer.scalar(select(Job).where(Job.id == job_id).with_for_update())
+        assert job is not None
+        return await step(writer, await _open_row(writer, job, fee_bps))
+
+
+async def prepare(
+    session: AsyncSession, db: Database, processor: PaymentProcessor, fee_bps: int, actor: Actor, job: Job
+) -> Funding | None:
+    """The publish's step before its write transaction (the job is the actor's draft): record the waiting
+    payment and what it lacks; charge the default card off-session when only money is short and auto
+    top-up is on. Returns what the write step must credit."""
+    if job.reward_amount_cents <= 0 or job.owner_id is None:
+        return None
+    existing = await find(session, job.id)
+    if existing is not None and existing.status not in (PaymentStatus.REQUIRES_ACTION, PaymentStatus.VOID):
+        return None
+    total = job.reward_amount_cents + fee_for(job.reward_amount_cents, fee_bps)
+    s = await _standing(session, actor, job, existing, total)
+    missing = _missing(s, total)
+    charge_amount = 0
+    if not missing and s.available_cents < total and s.can_autotopup():
+        assert s.profile is not None
+        charge_amount = max(s.profile.autotopup_amount_cents or 0, total - s.available_cents)
+
+    async def record(w: AsyncSession, payment: JobPayment) -> tuple[str, int, int]:
+        if payment.status == PaymentStatus.REQUIRES_ACTION:
+            payment.missing = missing
+            if _owner_confirms(actor):
+                payment.confirmed_total_cents, payment.confirmed_at = total, clock.now()
+            if charge_amount and payment.autotopup_pending_cents is None:
+                payment.autotopup_pending_cents = charge_amount  # fixed for this attempt, retries reuse it
+            payment.updated_at = clock.now()
+        return payment.id, payment.autotopup_attempt, payment.autotopup_pending_cents or 0
+
+    payment_id, attempt, amount = await _short_write(db, job.id, fee_bps, record)
+    if not charge_amount or not amount:
+        return None
+    profile = s.profile
+    assert (
+        profile is not None and profile.processor_customer_id and profile.processor_default_payment_method_id
+    )
+    charge = await processor.charge_off_session(
+        profile.processor_customer_id,
+        profile.processor_default_payment_method_id,
+        amount,
+        metadata={
+            "purpose": "autotopup",
+            "userId": job.owner_id,
+            "jobId": job.id,
+            "jobPaymentId": payment_id,
+        },
+        idempotency_key=f"jobpay-autotopup:{payment_id}:{attempt}",
+    )
+
+    async def outcome(w: AsyncSession, payment: JobPayment) -> None:
+        if payment.autotopup_attempt != attempt:
+            return  # a concurrent retry recorded this attempt already
+        payment.autotopup_charge_id, payment.autotopup_status = charge.id, charge.status
+        payment.autotopup_attempt, payment.autotopup_pending_cents = attempt + 1, None
+        if charge.status == "succeeded":
+            await ledger.top_up(
+                w,
+                user_id=payment.user_id,
+                amount_cents=amount,
+                processor_ref=charge.id,
+                key=f"topup:{charge.id}",
+            )
+        else:
+            payment.missing = ["CARD_DECLINED", "BALANCE"]
+            owner_profile = await billing.find(w, payment.user_id)
+            if owner_profile is not None and owner_profile.autotopup_enabled:
+                owner_profile.autotopup_enabled = False
+                owner_profile.autotopup_disabled_reason = f"An automatic top-up of {amount} cents was declined ({charge.failure_code or charge.status})."
+        await w.flush()
+
+    await _short_write(db, job.id, fee_bps, outcome)
+    return Funding(charge=charge, amount_cents=amount)
+
+
+async def _lock_profile(session: AsyncSession, user_id: str) -> BuyerProfile:
+    """The owner's buyer profile, locked until the transaction ends (FOR UPDATE on PostgreSQL; SQLite's
+    writers are serialised): one owner's paid publishes check the daily caps one at a time."""
+    profile = await billing.ensure(session, user_id)
+    locked = await session.scalar(
+        select(BuyerProfile)
+        .where(BuyerProfile.id == profile.id)
+        .with_for_update()
+        .execution_options(populate_existing=True)
+    )
+    assert locked is not None
+    return locked
+
+
+async def secure(
+    session: AsyncSession, fee_bps: int, actor: Actor, job: Job, funding: Funding | None = None
+) -> JobPayment | None:
+    """In the publish's write unit of work (the job locked, still a draft): reserve pay + fee from the
+    requester owner's balance, or raise 409 `payment_not_ready` naming what is missing. A free job needs
+    nothing (a payment left waiting from a paid version of the draft is voided)."""
+    if job.reward_amount_cents <= 0:
+        leftover = await find(session, job.id)
+        if leftover is not None and leftover.status == PaymentStatus.REQUIRES_ACTION:
+            await _move(session, leftover, PaymentStatus.VOID, missing=[])
+        return None
+    if job.owner_id is None:
+        raise not_ready(job, job.reward_amount_cents, 0, ["CLAIMED_OWNER"])
+    await _lock_profile(session, job.owner_id)
+    payment = await _open_row(session, job, fee_bps)
+    total = payment.pay_cents + payment.fee_cents
+    if funding is not None and funding.charge is not None and funding.charge.status == "succeeded":
+        await ledger.top_up(
+            session,
+            user_id=job.owner_id,
+            amount_cents=funding.amount_cents,
+            processor_ref=funding.charge.id,
+            key=f"topup:{funding.charge.id}",
+        )
+    if _owner_confirms(actor):
+        payment.confirmed_total_cents, payment.confirmed_at = total, clock.now()
+    s = await _standing(session, actor, job, payment, total)
+    missing = _missing(s, total)
+    if not missing and s.available_cents < total:
+        # Auto top-up would cover it, but the prepare step did not charge (or the charge was not enough).
+        missing = ["BALANCE"]
+    if missing:
+        raise not_ready(job, total, s.available_cents, missing)
+    try:
+        txn = await ledger.reserve(
+            session,
+            user_id=job.owner_id,
+            amount_cents=total,
+            job_id=job.id,
+            key=f"reserve:{job.id}",
+            metadata={
+                "jobPaymentId": payment.id,
+                "payCents": payment.pay_cents,
+                "feeCents": payment.fee_cents,
+            },
+        )
+    except Conflict as exc:
+        if exc.code != "insufficient_funds":
+            raise
+        balance = (await ledger.balances(session, job.owner_id)).available_cents
+        raise not_ready(job, total, balance, ["BALANCE"]) from exc
+    now = clock.now()
+    return await _move(
+        session,
+        payment,
+        PaymentStatus.RESERVED,
+        missing=[],
+        reserve_transaction_id=txn.id,
+        reserved_at=now,
+    )
+
+
+# --- the end of a paid job --------------------------------------------------------------------------------
+
+
+async def capture(session: AsyncSession, job_id: str, worker: Agent) -> JobPayment | None:
+    """In the award's transaction: the escrow pays the worker's owner the pay and the platform the fee.
+    A free job has no payment (None). The worker must still have an owner (409 `worker_has_no_owner`)."""
+    payment = await find(session, job_id)
+    if payment is None or payment.status != PaymentStatus.RESERVED:
+        return None
+    if worker.owner_id is None:
+        raise Conflict(
+            "The winning worker has no owner to pay (its owner's account is gone): award another "
+            "submission, or close the job with no-award (the escrow then goes back to you).",
+            code="worker_has_no_owner",
+            worker_agent_id=worker.id,
+        )
+    now = clock.now()
+    payment = await _move(
+        session,
+        payment,
+        PaymentStatus.CAPTURED,
+        captured_at=now,
+        worker_agent_id=worker.id,
+        worker_owner_id=worker.owner_id,
+    )
+    txn = await ledger.capture(
+        session,
+        requester_user_id=payment.user_id,
+        worker_owner_user_id=worker.owner_id,
+        pay_cents=payment.pay_cents,
+        fee_cents=payment.fee_cents,
+        job_id=job_id,
+        key=f"capture:{job_id}",
+        metadata={"jobPaymentId": payment.id, "workerAgentId": worker.id},
+    )
+    payment.capture_transaction_id = txn.id
+    await session.flush()
+    return payment
+
+
+async def release(session: AsyncSession, job_id: str) -> JobPayment | None:
+    """In the transaction of the move that ended the job without an award (no-award, a cancelled or
+    declined Direct Hire, the deadlines): the whole escrow, pay and fee, goes back to the owner."""
+    payment = await find(session, job_id)
+    if payment is None or payment.status != PaymentStatus.RESERVED:
+        if payment is not None and payment.status == PaymentStatus.REQUIRES_ACTION:
+            await _move(session, payment, PaymentStatus.VOID, missing=[])
+        return None
+    payment = await _move(session, payment, PaymentStatus.RELEASED, released_at=clock.now())
+    txn = await ledger.release(
+        session,
+        user_id=payment.user_id,
+        amount_cents=payment.pay_cents + payment.fee_cents,
+        job_id=job_id,
+        key=f"release:{job_id}",
+        metadata={"jobPaymentId": payment.id},
+    )
+    payment.release_transaction_id = txn.id
+    await session.flush()
+    return payment
+
+
+# --- reads ----------------------------------------------------------------------------------------------
+
+
+def no_payment(job: Job) -> NotFound:
+    return NotFound(
+        "This job has no payment: it is free (rewardAmountCents 0), or its paid publish has not been tried "
+        f"yet (POST /api/v2/jobs/{job.id}/publish).",
+        code="no_payment",
+        job_id=job.id,
+    )
+
+
+async def view(session: AsyncSession, job: Job) -> JobPaymentView:
+    """The job's payment (the caller checked the job is the actor's); 404 `no_payment` when there is none.
+    A waiting payment shows what it lacks with the current balance."""
+    payment = await find(session, job.id)
+    if payment is None:
+        raise no_payment(job)
+    return await render(session, job, payment)
+
+
+async def render(session: AsyncSession, job: Job, payment: JobPayment) -> JobPaymentView:
+    total = payment.pay_cents + payment.fee_cents
+    missing: list[PaymentRequirement] = []
+    if payment.status == PaymentStatus.REQUIRES_ACTION:
+        available = (await ledger.balances(session, payment.user_id)).available_cents
+        missing = [requirement(code, job, total, available) for code in payment.missing or []]
+    return JobPaymentView(
+        id=payment.id,
+        job_id=payment.job_id,
+        requester_agent_id=payment.requester_agent_id,
+        status=payment.status,
+        pay_cents=payment.pay_cents,
+        fee_cents=payment.fee_cents,
+        fee_bps=payment.fee_bps,
+        total_cents=total,
+        currency=payment.currency,
+        missing=missing,
+        confirmed_at=payment.confirmed_at,
+        autotopup_charge_id=payment.autotopup_charge_id,
+        reserve_transaction_id=payment.reserve_transaction_id,
+        capture_transaction_id=payment.capture_transaction_id,
+        release_transaction_id=payment.release_transaction_id,
+        worker_agent_id=payment.worker_agent_id,
+        reserved_at=payment.reserved_at,
+        captured_at=payment.captured_at,
+        released_at=payment.released_at,
+        created_at=payment.created_at,
+        updated_at=payment.updated_at,
+    )
+
+
+async def waiting(session: AsyncSession, job_ids: list[str]) -> dict[str, JobPayment]:
+    """The waiting (REQUIRES_ACTION) payments of these jobs, by job id (the agent's home)."""
+    if not job_ids:
+        return {}
+    rows = await session.scalars(
+        select(JobPayment).where(
+            JobPayment.job_id.in_(job_ids), JobPayment.status == PaymentStatus.REQUIRES_ACTION
+        )
+    )
+    return {p.job_id: p for p in rows}
