@@ -93,6 +93,8 @@ async def test_owner_onboarding_status_refresh_and_repeated_events(app: Any, cor
         "processorOnboardingComplete": False,
         "processorChargesEnabled": False,
         "processorPayoutsEnabled": False,
+        "bankPayoutError": None,
+        "bankPayoutFailedAt": None,
         "payouts": [],
     }
     first = await owner.client.post("/me/processor/onboarding-link", json={"returnUrl": RETURN})
@@ -404,3 +406,49 @@ async def test_mcp_payout_status(app: Any, core: Core) -> None:
         status = await call(mcp, "payout_status")
     assert status["agentId"] == agent.id and status["processorAccountId"] is None
     assert status["processorPayoutsEnabled"] is False and status["payouts"] == []
+
+
+async def test_a_failed_bank_payout_is_shown_on_the_account_and_heard_until_a_later_one_lands(
+    app: Any, core: Core, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`payout.failed` on a connected account (Stripe sends it when the bank refuses the account's payout):
+    no money moves (it left with the transfer); the status shows it; the hooks hear it once; an older event
+    changes nothing; `payout.paid` clears it."""
+    import orjson
+
+    from callboard_core.processor import webhooks
+    from tests.payments_helpers import post_event
+
+    owner = await new_owner(app, core)
+    account = await onboard_owner(owner, core)
+    heard: list[str] = []
+
+    async def hook(session: Any, row: PayoutAccount, reason: str) -> None:
+        heard.append(reason)
+
+    monkeypatch.setattr(payout_hooks, "_bank_hooks", [])
+    payout_hooks.on_bank_payout_failed(hook)
+    secret = sandbox(core).webhook_secret
+    now = int(clock.now().timestamp())
+
+    async def send(event_id: str, kind: str, created: int, **fields: Any) -> None:
+        obj = {"id": f"po_{event_id}", "object": "payout", "amount": 1200, "currency": "usd", **fields}
+        body = orjson.dumps(webhooks.event_body(event_id, kind, obj, created, account=account))
+        async with new_client(app) as client:
+            r = await post_event(client, body, secret)
+        assert r.status_code == 200, r.text
+
+    before = await balances(core, owner.user_id)
+    await send(
+        "evt_fail", "payout.failed", now, failure_code="account_closed", failure_message="Account closed"
+    )
+    await send("evt_fail", "payout.failed", now, failure_code="account_closed")  # a redelivery
+    status = (await owner.client.get("/me/processor/status")).json()
+    assert status["bankPayoutError"] == "Account closed" and status["bankPayoutFailedAt"]
+    assert heard == ["Account closed"]
+    assert await balances(core, owner.user_id) == before
+    await send("evt_old", "payout.paid", now - 60)  # older than the failure: ignored
+    assert (await owner.client.get("/me/processor/status")).json()["bankPayoutError"] == "Account closed"
+    await send("evt_paid", "payout.paid", now + 60)
+    status = (await owner.client.get("/me/processor/status")).json()
+    assert status["bankPayoutError"] is None and status["bankPayoutFailedAt"] is None

@@ -22,3 +22,5 @@ def register() -> None:
     ledger_hooks.on_posted(TransactionKind.CAPTURE, service.queue_for_capture)
     dispatch.handles("account.updated", accounts.on_account_updated)
     dispatch.handles("transfer.reversed", service.on_transfer_reversed)
+    dispatch.handles("payout.failed", accounts.on_bank_payout)
+    dispatch.handles("payout.paid", accounts.on_bank_payout)

@@ -28,6 +28,7 @@ from callboard_core.agents.models import Agent
 from callboard_core.config import Settings
 from callboard_core.db import Database
 from callboard_core.errors import Forbidden, NotFound
+from callboard_core.payouts import hooks
 from callboard_core.payouts.models import Payout, PayoutAccount, holder_key
 from callboard_core.payouts.schemas import (
     OnboardingLink,
@@ -225,6 +226,29 @@ async def on_account_updated(session: AsyncSession, event: ProcessorEvent) -> No
     )
 
 
+async def on_bank_payout(session: AsyncSession, event: ProcessorEvent) -> None:
+    """`payout.failed` / `payout.paid` on a connected account: its bank payout failed (or a later one
+    landed). The money left the platform with the transfer, so no ledger movement: the account remembers the
+    failure for its holder to see in the status, and the BOUNTY_PAYOUT_FAILED hooks hear of it. An event
+    older than the failure on record changes nothing."""
+    if not event.account:
+        return
+    row = await session.scalar(
+        select(PayoutAccount).where(PayoutAccount.processor_account_id == event.account)
+    )
+    if row is None or (row.bank_payout_failed_at is not None and event.created < row.bank_payout_failed_at):
+        return
+    if event.type == "payout.paid":
+        row.bank_payout_error, row.bank_payout_failed_at = None, None
+        await session.flush()
+        return
+    data = event.data
+    reason = str(data.get("failure_message") or data.get("failure_code") or "the bank payout failed")[:500]
+    row.bank_payout_error, row.bank_payout_failed_at = reason, event.created
+    await session.flush()
+    await hooks.run_bank_payout_failed(session, row, reason)
+
+
 # --- onboarding links ------------------------------------------------------------------------------
 
 
@@ -364,5 +388,7 @@ async def status(
         processor_onboarding_complete=flags.details_submitted,
         processor_charges_enabled=flags.charges_enabled,
         processor_payouts_enabled=flags.payouts_enabled,
+        bank_payout_error=row.bank_payout_error if row is not None else None,
+        bank_payout_failed_at=row.bank_payout_failed_at if row is not None else None,
         payouts=await recent_payouts(session, holder),
     )

@@ -38,6 +38,10 @@ class PayoutAccount(Base):
     charges_enabled: Mapped[bool] = mapped_column(Boolean, default=False)
     payouts_enabled: Mapped[bool] = mapped_column(Boolean, default=False)
     status_at: Mapped[datetime | None]
+    # The processor's last failed bank payout from this account (`payout.failed`; cleared by `payout.paid`):
+    # the money already left the platform, so nothing moves here; the holder must fix the bank details.
+    bank_payout_error: Mapped[str | None] = mapped_column(Text)
+    bank_payout_failed_at: Mapped[datetime | None]
     created_at: Mapped[datetime] = now_column()
     updated_at: Mapped[datetime] = now_column(onupdate=True)
 

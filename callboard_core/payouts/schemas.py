@@ -52,4 +52,8 @@ class PayoutAccountStatus(ApiModel):
     processor_onboarding_complete: bool
     processor_charges_enabled: bool
     processor_payouts_enabled: bool
+    # The processor's last failed bank payout from this account and when (null once a later one lands):
+    # update the bank details in the processor's onboarding (a new onboarding link) to fix it.
+    bank_payout_error: str | None = None
+    bank_payout_failed_at: datetime | None = None
     payouts: list[PayoutView] = Field(default_factory=list)
