@@ -94,7 +94,8 @@ async def _owner_entry(
 
 
 async def _job_title(session: AsyncSession, job_id: str | None) -> str:
-    title = await session.scalar(select(Job.title).where(Job.id == job_id)) if job_id else None
+    job = await session.get(Job, job_id) if job_id else None  # the award's job: in the identity map
+    title = job.title if job is not None else None
     return f'"{title}"' if title else f"job {job_id}"
 
 

@@ -80,7 +80,7 @@ class Standing:
     job: Job
     agent: Agent
     profile: BuyerProfile | None
-    available_cents: int
+    available_cents: int | None  # None: not read (the money checks are left out)
     owner_spent_cents: int  # the owner's payments reserved in the window, still held or captured
     agent_spent_cents: int
     activation: OnboardingActivation | None
@@ -120,26 +120,44 @@ async def _activation(session: AsyncSession, agent_id: str) -> OnboardingActivat
 
 
 async def _standing(
-    session: AsyncSession, actor: Actor, job: Job, payment: JobPayment | None, total: int
+    session: AsyncSession,
+    actor: Actor,
+    job: Job,
+    payment: JobPayment | None,
+    total: int,
+    *,
+    profile: BuyerProfile | None = None,
+    with_balance: bool = True,
 ) -> Standing:
+    """What the checks read, and only that: a spent total is summed only when a cap needs it, and the
+    balance is read only `with_balance` (the write step lets the reserve's guarded debit decide first)."""
     agent = await session.get(Agent, job.requester_agent_id)
     assert agent is not None
     now = clock.now()
     owner = job.owner_id
-    profile = await billing.find(session, owner) if owner else None
+    if profile is None and owner:
+        profile = await billing.find(session, owner)
     confirmed = _owner_confirms(actor) or (
         payment is not None
         and payment.confirmed_total_cents is not None
         and total <= payment.confirmed_total_cents
     )
+    activation = await _activation(session, agent.id) if not confirmed else None
+    daily_cap = profile is not None and profile.daily_spend_cap_cents is not None
     return Standing(
         job=job,
         agent=agent,
         profile=profile,
-        available_cents=(await ledger.balances(session, owner)).available_cents if owner else 0,
-        owner_spent_cents=await _spent(session, JobPayment.user_id, owner, now, job.id) if owner else 0,
-        agent_spent_cents=await _spent(session, JobPayment.requester_agent_id, agent.id, now, job.id),
-        activation=await _activation(session, agent.id),
+        available_cents=(
+            (await ledger.balances(session, owner)).available_cents if owner and with_balance else None
+        ),
+        owner_spent_cents=await _spent(session, JobPayment.user_id, owner, now, job.id)
+        if owner and daily_cap
+        else 0,
+        agent_spent_cents=await _spent(session, JobPayment.requester_agent_id, agent.id, now, job.id)
+        if activation is not None
+        else 0,
+        activation=activation,
         confirmed=confirmed,
         declined=payment is not None and payment.autotopup_status not in (None, "succeeded"),
     )
@@ -147,7 +165,7 @@ async def _standing(
 
 def _missing(s: Standing, total: int) -> list[str]:
     """The requirements a publish of `total` cents lacks, in CODES order. Money (CARD, BALANCE) is missing
-    only when the available balance is short and auto top-up cannot cover it."""
+    only when the available balance was read, is short, and auto top-up cannot cover it."""
     missing: list[str] = []
     if s.job.owner_id is None:
         return ["CLAIMED_OWNER"]
@@ -171,7 +189,7 @@ def _missing(s: Standing, total: int) -> list[str]:
         and (total > a.max_spend_cents_per_task or s.agent_spent_cents + total > a.max_spend_cents_per_day)
     ):
         missing.append("ACTIVATION_CAP")
-    if s.available_cents < total and not s.can_autotopup():
+    if s.available_cents is not None and s.available_cents < total and not s.can_autotopup():
         if p is None or not p.processor_default_payment_method_id:
             missing.append("CARD")
         elif s.declined:
@@ -363,10 +381,15 @@ async def prepare(
     total = job.reward_amount_cents + fee_for(job.reward_amount_cents, fee_bps)
     s = await _standing(session, actor, job, existing, total)
     missing = _missing(s, total)
+    available = s.available_cents or 0
     charge_amount = 0
-    if not missing and s.available_cents < total and s.can_autotopup():
+    if not missing and available < total and s.can_autotopup():
         assert s.profile is not None
-        charge_amount = max(s.profile.autotopup_amount_cents or 0, total - s.available_cents)
+        charge_amount = max(s.profile.autotopup_amount_cents or 0, total - available)
+    if not missing and not charge_amount:
+        # The publish will go through: its write step makes the payment row (no extra write transaction
+        # here). Should a concurrent spend get there first, its refusal names the same fixes.
+        return None
 
     async def record(w: AsyncSession, payment: JobPayment) -> tuple[str, int, int]:
         if payment.status == PaymentStatus.REQUIRES_ACTION:
@@ -426,13 +449,19 @@ async def prepare(
 async def _lock_profile(session: AsyncSession, user_id: str) -> BuyerProfile:
     """The owner's buyer profile, locked until the transaction ends (FOR UPDATE on PostgreSQL; SQLite's
     writers are serialised): one owner's paid publishes check the daily caps one at a time."""
-    profile = await billing.ensure(session, user_id)
-    locked = await session.scalar(
-        select(BuyerProfile)
-        .where(BuyerProfile.id == profile.id)
-        .with_for_update()
-        .execution_options(populate_existing=True)
-    )
+
+    def locking() -> Any:
+        return (
+            select(BuyerProfile)
+            .where(BuyerProfile.user_id == user_id)
+            .with_for_update()
+            .execution_options(populate_existing=True)
+        )
+
+    locked = await session.scalar(locking())
+    if locked is None:  # the owner's first paid publish: make the row (race-safe), then lock it
+        await billing.ensure(session, user_id)
+        locked = await session.scalar(locking())
     assert locked is not None
     return locked
 
@@ -450,7 +479,7 @@ async def secure(
         return None
     if job.owner_id is None:
         raise not_ready(job, job.reward_amount_cents, 0, ["CLAIMED_OWNER"])
-    await _lock_profile(session, job.owner_id)
+    profile = await _lock_profile(session, job.owner_id)
     payment = await _open_row(session, job, fee_bps)
     total = payment.pay_cents + payment.fee_cents
     if funding is not None and funding.charge is not None and funding.charge.status == "succeeded":
@@ -463,13 +492,11 @@ async def secure(
         )
     if _owner_confirms(actor):
         payment.confirmed_total_cents, payment.confirmed_at = total, clock.now()
-    s = await _standing(session, actor, job, payment, total)
-    missing = _missing(s, total)
-    if not missing and s.available_cents < total:
-        # Auto top-up would cover it, but the prepare step did not charge (or the charge was not enough).
-        missing = ["BALANCE"]
-    if missing:
-        raise not_ready(job, total, s.available_cents, missing)
+    # The rules first; the money is the reserve's guarded debit to decide (no balance read on success).
+    s = await _standing(session, actor, job, payment, total, profile=profile, with_balance=False)
+    if _missing(s, total):
+        s.available_cents = (await ledger.balances(session, job.owner_id)).available_cents
+        raise not_ready(job, total, s.available_cents, _missing(s, total))
     try:
         txn = await ledger.reserve(
             session,
@@ -486,8 +513,10 @@ async def secure(
     except Conflict as exc:
         if exc.code != "insufficient_funds":
             raise
-        balance = (await ledger.balances(session, job.owner_id)).available_cents
-        raise not_ready(job, total, balance, ["BALANCE"]) from exc
+        s.available_cents = (await ledger.balances(session, job.owner_id)).available_cents
+        # Short: what fixes it (a card, a declined one); or auto top-up would cover it, but the prepare
+        # step did not charge (or not enough): the balance then.
+        raise not_ready(job, total, s.available_cents, _missing(s, total) or ["BALANCE"]) from exc
     now = clock.now()
     return await _move(
         session,
@@ -515,15 +544,8 @@ async def capture(session: AsyncSession, job_id: str, worker: Agent) -> JobPayme
             code="worker_has_no_owner",
             worker_agent_id=worker.id,
         )
-    now = clock.now()
-    payment = await _move(
-        session,
-        payment,
-        PaymentStatus.CAPTURED,
-        captured_at=now,
-        worker_agent_id=worker.id,
-        worker_owner_id=worker.owner_id,
-    )
+    # The posting first (its key `capture:<job>` lands once), then the payment's move records it in the
+    # same statement; a concurrent end of the job fails that compare-and-set and rolls both back.
     txn = await ledger.capture(
         session,
         requester_user_id=payment.user_id,
@@ -534,9 +556,15 @@ async def capture(session: AsyncSession, job_id: str, worker: Agent) -> JobPayme
         key=f"capture:{job_id}",
         metadata={"jobPaymentId": payment.id, "workerAgentId": worker.id},
     )
-    payment.capture_transaction_id = txn.id
-    await session.flush()
-    return payment
+    return await _move(
+        session,
+        payment,
+        PaymentStatus.CAPTURED,
+        captured_at=clock.now(),
+        worker_agent_id=worker.id,
+        worker_owner_id=worker.owner_id,
+        capture_transaction_id=txn.id,
+    )
 
 
 async def release(session: AsyncSession, job_id: str) -> JobPayment | None:
