@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint typecheck migrate worker openapi bench bench-jobs bench-mcp clean install
+.PHONY: run test lint typecheck migrate worker openapi bench bench-jobs bench-mcp bench-money clean install
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -44,6 +44,9 @@ bench-jobs: $(STAMP)
 
 bench-mcp: $(STAMP)
 	$(BIN)/python bench/mcp_tool.py
+
+bench-money: $(STAMP)
+	$(BIN)/python bench/money.py
 
 clean:
 	rm -rf $(VENV) var .pytest_cache .mypy_cache .ruff_cache

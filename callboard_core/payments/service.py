@@ -26,6 +26,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import func, select
+from sqlalchemy import inspect as sa_inspect
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from callboard_core import clock, states
@@ -34,6 +35,7 @@ from callboard_core.billing import service as billing
 from callboard_core.billing.models import BuyerProfile
 from callboard_core.db import Database
 from callboard_core.errors import Conflict, NotFound, PaymentNotReady
+from callboard_core.ids import new_id
 from callboard_core.jobs.models import Job
 from callboard_core.ledger import service as ledger
 from callboard_core.onboarding.models import OnboardingActivation
@@ -304,15 +306,17 @@ async def find(session: AsyncSession, job_id: str) -> JobPayment | None:
     )
 
 
-async def _open_row(session: AsyncSession, job: Job, fee_bps: int) -> JobPayment:
+async def _open_row(session: AsyncSession, job: Job, fee_bps: int, *, add: bool = True) -> JobPayment:
     """The job's payment, created or reopened (VOID -> REQUIRES_ACTION) for a publish attempt, with the
     job's current pay and fee. The job row is locked by the caller (or the transaction is SQLite's only
-    writer), so no two create it."""
+    writer), so no two create it. `add=False`: a new row is left out of the session (with its id), for
+    the caller to insert once in its final state."""
     payment = await find(session, job.id)
     pay = job.reward_amount_cents
     if payment is None:
         assert job.owner_id is not None
         payment = JobPayment(
+            id=new_id("jpy"),
             job_id=job.id,
             requester_agent_id=job.requester_agent_id,
             user_id=job.owner_id,
@@ -321,6 +325,9 @@ async def _open_row(session: AsyncSession, job: Job, fee_bps: int) -> JobPayment
             missing=[],
             autotopup_attempt=0,
         )
+        if not add:
+            payment.pay_cents, payment.fee_bps, payment.fee_cents = pay, fee_bps, fee_for(pay, fee_bps)
+            return payment
         session.add(payment)
     elif payment.status == PaymentStatus.VOID:
         payment = await _move(session, payment, PaymentStatus.REQUIRES_ACTION)
@@ -480,7 +487,9 @@ async def secure(
     if job.owner_id is None:
         raise not_ready(job, job.reward_amount_cents, 0, ["CLAIMED_OWNER"])
     profile = await _lock_profile(session, job.owner_id)
-    payment = await _open_row(session, job, fee_bps)
+    # A first publish inserts its payment once, already RESERVED (one statement less than insert + move).
+    payment = await _open_row(session, job, fee_bps, add=False)
+    fresh = sa_inspect(payment).transient
     total = payment.pay_cents + payment.fee_cents
     if funding is not None and funding.charge is not None and funding.charge.status == "succeeded":
         await ledger.top_up(
@@ -518,6 +527,12 @@ async def secure(
         # step did not charge (or not enough): the balance then.
         raise not_ready(job, total, s.available_cents, _missing(s, total) or ["BALANCE"]) from exc
     now = clock.now()
+    if fresh:
+        payment.status, payment.missing = PaymentStatus.RESERVED, []
+        payment.reserve_transaction_id, payment.reserved_at = txn.id, now
+        session.add(payment)
+        await session.flush()
+        return payment
     return await _move(
         session,
         payment,
