@@ -280,7 +280,7 @@ async def in_review(
 
 
 async def timed(
-    server_cpu: Callable[[], float], concurrency: int, work: list[Callable[[], Awaitable[Any]]]
+    server_cpu: Callable[[], Awaitable[float]], concurrency: int, work: list[Callable[[], Awaitable[Any]]]
 ) -> tuple[list[float], float, float]:
     """Run the work with `concurrency` clients: (latencies in ms, wall seconds, server CPU seconds)."""
     latencies: list[float] = []
@@ -290,13 +290,14 @@ async def timed(
         await fn()
         latencies.append((time.perf_counter() - t0) * 1000)
 
-    cpu0, t0 = server_cpu(), time.perf_counter()
+    cpu0, t0 = await server_cpu(), time.perf_counter()
     await gather_limited(concurrency, [lambda fn=fn: clocked(fn) for fn in work])
-    return latencies, time.perf_counter() - t0, server_cpu() - cpu0
+    seconds = time.perf_counter() - t0
+    return latencies, seconds, await server_cpu() - cpu0
 
 
 async def interleaved(
-    server_cpu: Callable[[], float],
+    server_cpu: Callable[[], Awaitable[float]],
     concurrency: int,
     batches: int,
     free: tuple[OpStats, list[Callable[[], Awaitable[Any]]]],
@@ -319,8 +320,9 @@ async def bench_one(args: argparse.Namespace, label: str, database_url: str, tmp
     server = job_bench.start_callboard(tmp, database_url, secret_key, label)
     backends = job_bench.postgres_backends(database_url) if label == "postgres" else (lambda: [])
 
-    def server_cpu() -> float:
-        return job_bench.cpu_seconds([server.proc.pid, *backends()])
+    async def server_cpu() -> float:
+        pids = await asyncio.to_thread(backends)  # it runs its own event loop
+        return job_bench.cpu_seconds([server.proc.pid, *pids])
 
     stats = {name: OpStats(name) for name in ("free publish", "paid publish", "free award", "paid award")}
     try:

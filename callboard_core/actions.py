@@ -4,7 +4,9 @@ The sequence: the credential is checked in a read unit of work before the write 
 bad keys cannot queue writers); an Idempotency-Key is reserved (a completed one replays its stored answer
 instead); the optional `prepare` step (the slow part that needs no lock, such as re-hashing stored files)
 runs in a read unit of work; then the write unit of work runs the action and stores its answer with it.
-Any exception releases the reservation, so a failed action can be retried.
+Any exception releases the reservation, so a failed action can be retried. The prepare and write steps run
+in one of the database's action slots (`Database.action_slot`), so actions waiting for a second connection
+can never hold the whole pool.
 
 A front end brings only what is its own: how it authenticates, what its answer looks like stored (the HTTP
 response bytes, a tool result's JSON) and how a replay is rendered.
@@ -107,15 +109,16 @@ async def run_write(
             return reservation.replay
         record_id = reservation.record_id
     try:
-        prepared = None
-        if prepare is not None:
-            async with core.uow(write=False) as uow:
-                prepared = await prepare(uow.session, caller)
-        async with core.uow(write=True) as uow:
-            answer = await write(uow.session, caller, prepared)
-            if record_id is not None:
-                # In the action's own transaction: the answer is kept exactly when its effects are.
-                await idempotency.complete(uow.session, core.sealer, record_id, stored(answer))
+        async with core.db.action_slot():
+            prepared = None
+            if prepare is not None:
+                async with core.uow(write=False) as uow:
+                    prepared = await prepare(uow.session, caller)
+            async with core.uow(write=True) as uow:
+                answer = await write(uow.session, caller, prepared)
+                if record_id is not None:
+                    # In the action's own transaction: the answer is kept exactly when its effects are.
+                    await idempotency.complete(uow.session, core.sealer, record_id, stored(answer))
     except BaseException:
         if record_id is not None:
             await idempotency.release(core.db, record_id)

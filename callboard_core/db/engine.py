@@ -7,7 +7,10 @@ commit time. Reads use a second engine whose transactions begin deferred, so the
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
+from collections.abc import AsyncIterator
 from typing import Any
 
 import orjson
@@ -52,11 +55,30 @@ class Database:
                 json_deserializer=json_loads,
             )
             self.write_engine = self.read_engine = engine
+        # A write action holds at most two connections of one pool at once: its prepare step's read and a
+        # short write of its own or of the sandbox processor (which keeps its objects in this database).
+        # Were every connection held by an action waiting for its second, the pool would deadlock until its
+        # timeout; admitting at most half the pool's capacity at a time rules that out. SQLite's reads and
+        # writes have separate pools, and its writers queue on the file lock anyway: no limit there.
+        self._action_slots = None if self.is_sqlite else max(1, (pool_size * 3) // 2)
+        self._action_gate: tuple[asyncio.AbstractEventLoop, asyncio.Semaphore] | None = None
         self.write_sessions = async_sessionmaker(self.write_engine, expire_on_commit=False, autoflush=False)
         # Read sessions commit only to end their transaction: the read cache does not count those commits.
         self.read_sessions = async_sessionmaker(
             self.read_engine, expire_on_commit=False, autoflush=False, info={"readonly": True}
         )
+
+    @contextlib.asynccontextmanager
+    async def action_slot(self) -> AsyncIterator[None]:
+        """One of the slots a write action runs in (see __init__); immediate on SQLite."""
+        if self._action_slots is None:
+            yield
+            return
+        loop = asyncio.get_running_loop()
+        if self._action_gate is None or self._action_gate[0] is not loop:  # a semaphore serves one loop
+            self._action_gate = (loop, asyncio.Semaphore(self._action_slots))
+        async with self._action_gate[1]:
+            yield
 
     def session(self, *, write: bool) -> AsyncSession:
         return (self.write_sessions if write else self.read_sessions)()

@@ -37,6 +37,7 @@ from callboard_core.documents.models import (
 from callboard_core.documents.numbering import next_number
 from callboard_core.jobs.models import Job
 from callboard_core.ledger import hooks
+from callboard_core.ledger import service as ledger
 from callboard_core.ledger.models import (
     AccountKind,
     LedgerAccount,
@@ -79,6 +80,12 @@ async def _owner_entry(
     moved no such account of its owner (a hand-made posting of the kind: nothing to document)."""
     if txn.user_id is None:
         return None
+    written = ledger.posted_entries(txn)
+    if written is not None:  # the hook of the posting that just wrote them: no query
+        for acct, entry in written:
+            if acct.kind == account and acct.holder_id == txn.user_id:
+                return entry.id, entry.amount_cents
+        return None
     row = (
         await session.execute(
             select(LedgerEntry.id, LedgerEntry.amount_cents)
@@ -100,10 +107,10 @@ async def _job_title(session: AsyncSession, job_id: str | None) -> str:
 
 
 async def _issue(
-    session: AsyncSession, txn: LedgerTransaction, entry_id: str, draft: _Draft
+    session: AsyncSession, txn: LedgerTransaction, entry_id: str, draft: _Draft, user: User | None
 ) -> CommercialDocument:
+    """One document; `user` is the owner (None for a ledger-only user id: no counterparty then)."""
     assert txn.user_id is not None
-    user = await session.get(User, txn.user_id)  # None for a ledger-only user id (no counterparty then)
     total = sum(int(line["amountCents"]) for line in draft.lines)
     meta = {**draft.meta, "ledgerTransactionKind": txn.kind}
     if user is not None and user.company:
@@ -258,12 +265,14 @@ async def issue_for(session: AsyncSession, txn: LedgerTransaction) -> list[Comme
     if found is None:
         return []
     entry_id, amount = found
+    # Read once and held here: the session's identity map holds objects weakly.
+    user = await session.get(User, txn.user_id) if txn.user_id else None
     issued: list[CommercialDocument] = []
     for draft in await plan(session, txn, amount):
         for earlier in issued:
             if earlier.kind == DocumentKind.INVOICE and draft.kind == DocumentKind.RECEIPT:
                 draft.meta.update(invoiceId=earlier.id, invoiceNumber=earlier.number)
-        issued.append(await _issue(session, txn, entry_id, draft))
+        issued.append(await _issue(session, txn, entry_id, draft, user))
     return issued
 
 

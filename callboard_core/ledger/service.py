@@ -53,6 +53,7 @@ from collections import Counter
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, cast
+from weakref import WeakKeyDictionary
 
 from sqlalchemy import Table, and_, func, or_, select, update
 from sqlalchemy.exc import IntegrityError
@@ -75,6 +76,8 @@ from callboard_core.ledger.schemas import Balance, StatementEntry, StatementPage
 from callboard_core.pagination import decode_cursor, encode_cursor
 
 Leg = tuple[LedgerAccount, int]
+# The entries of each transaction this process posted, while its object lives (for the hooks).
+_posted: WeakKeyDictionary[LedgerTransaction, list[tuple[LedgerAccount, LedgerEntry]]] = WeakKeyDictionary()
 
 MAX_KEY_LENGTH = 200
 MAX_AMOUNT_CENTS = 10**13  # far above any real movement; keeps sums well inside BIGINT
@@ -219,10 +222,16 @@ async def post(
             await session.flush()
             for account, amount in legs:
                 balances.append((account, await _apply(session, account, amount)))
-            session.add_all(
-                LedgerEntry(transaction_id=txn.id, account_id=account.id, amount_cents=amount, created_at=at)
+            written = [
+                (
+                    account,
+                    LedgerEntry(
+                        transaction_id=txn.id, account_id=account.id, amount_cents=amount, created_at=at
+                    ),
+                )
                 for account, amount in legs
-            )
+            ]
+            session.add_all(entry for _, entry in written)
             await session.flush()
     except IntegrityError:
         existing = await _by_key(session, key)
@@ -232,8 +241,15 @@ async def post(
     # The objects the caller holds show the new cache without a reload (and without a dirty flag).
     for account, balance in balances:
         set_committed_value(account, "balance_cents", balance)
+    _posted[txn] = written
     await hooks.run(session, txn)
     return txn
+
+
+def posted_entries(txn: LedgerTransaction) -> list[tuple[LedgerAccount, LedgerEntry]] | None:
+    """The (account, entry) pairs `post` just wrote for `txn` (what its hooks read without a query), or
+    None for a transaction this process did not post."""
+    return _posted.get(txn)
 
 
 async def entries_of(session: AsyncSession, transaction_id: str) -> list[LedgerEntry]:
