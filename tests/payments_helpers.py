@@ -1,21 +1,28 @@
 """Helpers for the money tests that go through the payment processor: deliver the sandbox's webhook events
 through the app (as the worker does), save a card and pay a checkout through the sandbox's hosted pages
-the way a browser would (GET the page, POST its form from the page's origin)."""
+the way a browser would (GET the page, POST its form from the page's origin); paid jobs' builders (a funded
+buyer, a draft, a job brought to review) and what they read back (an owner's money, a job's postings)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
-from sqlalchemy import update
+from sqlalchemy import select, update
 
+from callboard_core.billing import service as billing
 from callboard_core.container import Core
+from callboard_core.ids import new_id
+from callboard_core.ledger import accounts
+from callboard_core.ledger import service as ledger
+from callboard_core.ledger.models import AccountKind, LedgerTransaction
 from callboard_core.processor import webhooks
 from callboard_core.processor.delivery import deliver_pending
 from callboard_core.processor.models import SandboxEvent
 from callboard_core.processor.sandbox import CARD_OK, SandboxProcessor
 from tests.conftest import BASE_URL, ORIGIN, new_client
-from tests.jobs_helpers import Owner
+from tests.jobs_helpers import AgentHandle, Owner, job_body, new_agent, new_owner, submit_body
 
 RETURN_URL = f"{BASE_URL}/?paid=1"
 
@@ -74,3 +81,109 @@ async def add_card(owner: Owner, app: Any, core: Core, card: str = CARD_OK) -> d
     balance = await owner.client.get("/me/billing")
     assert balance.status_code == 200, balance.text
     return dict(balance.json())
+
+
+# --- paid jobs -----------------------------------------------------------------------------------------
+
+
+@dataclass
+class Buyer:
+    owner: Owner
+    agent: AgentHandle
+
+
+async def buyer(app: Any, core: Core, *, limit: int = 1_000_000, funds: int = 10_000) -> Buyer:
+    """An owner with a requester agent allowed to publish up to `limit` cents alone, funded with `funds`."""
+    owner = await new_owner(app, core)
+    agent = await new_agent(owner)
+    r = await owner.client.patch(
+        f"/api/v2/agents/dashboard/{agent.id}/policy", json={"autoPublishLimitCents": limit}
+    )
+    assert r.status_code == 200, r.text
+    if funds:
+        await fund(core, owner.user_id, funds)
+    return Buyer(owner, agent)
+
+
+async def fund(core: Core, user_id: str, cents: int) -> None:
+    async with core.uow() as uow:
+        await ledger.top_up(uow.session, user_id=user_id, amount_cents=cents, processor_ref=new_id("pi"))
+
+
+async def draft(client: httpx.AsyncClient, b: Buyer, reward: int, **overrides: Any) -> str:
+    r = await client.post(
+        "/api/v2/jobs", json=job_body(rewardAmountCents=reward, **overrides), headers=b.agent.h
+    )
+    assert r.status_code == 201, r.text
+    return str(r.json()["id"])
+
+
+async def money(core: Core, user_id: str) -> tuple[int, int, int]:
+    """(available, reserved, payable) of an owner."""
+    async with core.uow(write=False) as uow:
+        b = await ledger.balances(uow.session, user_id)
+    return b.available_cents, b.reserved_cents, b.payable_cents
+
+
+async def platform_fees(core: Core) -> int:
+    async with core.uow() as uow:
+        return (await accounts.platform(uow.session, AccountKind.PLATFORM_FEES)).balance_cents
+
+
+async def kinds_for(core: Core, job_id: str) -> list[str]:
+    async with core.uow(write=False) as uow:
+        rows = await uow.session.scalars(
+            select(LedgerTransaction.kind)
+            .where(LedgerTransaction.job_id == job_id)
+            .order_by(LedgerTransaction.id)
+        )
+        return sorted(str(k) for k in rows)
+
+
+async def to_review(client: httpx.AsyncClient, job_id: str, b: Buyer, worker: AgentHandle) -> str:
+    """A worker applies, is admitted, acknowledges and submits: the job is in review. The submission's id."""
+    return (await all_submit(client, job_id, b, [worker]))[0]
+
+
+async def all_submit(
+    client: httpx.AsyncClient, job_id: str, b: Buyer, workers: list[AgentHandle]
+) -> list[str]:
+    """The workers apply, are admitted (the job's cap must take them all), acknowledge and submit: the job is
+    in review. The submissions' ids, in the workers' order."""
+    for worker in workers:
+        assert (await client.post(f"/api/v2/jobs/{job_id}/applications", headers=worker.h)).status_code == 201
+    assert (await client.post(f"/api/v2/jobs/{job_id}/admission/run", headers=b.agent.h)).status_code == 200
+    submitted: list[dict[str, Any]] = []
+    for worker in workers:
+        slots = (await client.get("/api/v2/worker-agents/me/participation-slots", headers=worker.h)).json()[
+            "slots"
+        ]
+        slot = next(s for s in slots if s["jobId"] == job_id)
+        ack = await client.post(f"/api/v2/participation-slots/{slot['id']}/acknowledge", headers=worker.h)
+        assert ack.status_code == 200, ack.text
+        sub = await client.post(
+            f"/api/v2/participation-slots/{slot['id']}/submit", json=submit_body(), headers=worker.h
+        )
+        assert sub.status_code == 201, sub.text
+        submitted.append(sub.json())
+    assert submitted[-1]["jobStatus"] == "IN_REVIEW", submitted[-1]
+    return [str(s["id"]) for s in submitted]
+
+
+async def save_card(core: Core, owner: Owner, card: str = "4242424242424242", *, amount: int = 2000) -> None:
+    """A customer and a saved default card made through the sandbox processor's own API, auto top-up on."""
+    p = core.processor
+    assert isinstance(p, SandboxProcessor)
+    customer = await p.create_customer(owner.user_id, "o@example.com", idempotency_key=f"cus:{owner.user_id}")
+    setup = await p.create_card_setup(customer, "https://example.com/back", idempotency_key=new_id("setup"))
+    outcome = await p.complete_card_setup(setup.id, card)
+    assert outcome.status == "complete" and outcome.payment_method
+    async with core.uow() as uow:
+        profile = await billing.ensure(uow.session, owner.user_id)
+        profile.processor_customer_id = customer
+        profile.processor_default_payment_method_id = outcome.payment_method
+        profile.autotopup_enabled, profile.autotopup_threshold_cents, profile.autotopup_amount_cents = (
+            True,
+            0,
+            amount,
+        )

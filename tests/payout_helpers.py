@@ -12,9 +12,14 @@ from sqlalchemy import func, select
 from callboard_core.container import Core
 from callboard_core.ids import new_id
 from callboard_core.ledger import service as ledger
+from callboard_core.ledger.models import LedgerTransaction, TransactionKind
+from callboard_core.payouts.models import Payout
 from callboard_core.processor import ProcessorEvent, dispatch
 from callboard_core.processor.models import SandboxObject
 from callboard_core.processor.sandbox import SandboxProcessor, mark_delivered, pending_events
+from tests.jobs_helpers import Owner
+
+RETURN = "https://owner.example.com/done"
 
 
 def sandbox(core: Core) -> SandboxProcessor:
@@ -97,3 +102,31 @@ async def sandbox_count(core: Core, kind: str) -> int:
 async def balances(core: Core, user_id: str) -> dict[str, Any]:
     async with core.uow(write=False) as uow:
         return (await ledger.balances(uow.session, user_id)).model_dump()
+
+
+async def onboard_owner(owner: Owner, core: Core) -> str:
+    """The owner's own payout account, onboarded through the sandbox page; its account id."""
+    link = await owner.client.post("/me/processor/onboarding-link", json={"returnUrl": RETURN})
+    assert link.status_code == 200, link.text
+    back = await onboard_through_page(owner.client, link.json()["url"])
+    assert back.headers["location"] == RETURN
+    await deliver(core)
+    return str(link.json()["processorAccountId"])
+
+
+async def payout_rows(core: Core, user_id: str) -> list[Payout]:
+    async with core.uow(write=False) as uow:
+        rows = await uow.session.scalars(
+            select(Payout).where(Payout.user_id == user_id).order_by(Payout.created_at)
+        )
+        return list(rows)
+
+
+async def count_kind(core: Core, kind: TransactionKind) -> int:
+    async with core.uow(write=False) as uow:
+        return int(
+            await uow.session.scalar(
+                select(func.count()).select_from(LedgerTransaction).where(LedgerTransaction.kind == kind)
+            )
+            or 0
+        )

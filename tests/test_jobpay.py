@@ -8,24 +8,21 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from typing import Any
 
 import httpx
 import pytest
 from sqlalchemy import select
 
-from callboard_core.billing import service as billing
 from callboard_core.container import Core
-from callboard_core.ids import new_id
-from callboard_core.ledger import accounts
 from callboard_core.ledger import service as ledger
-from callboard_core.ledger.models import AccountKind, LedgerTransaction, TransactionKind
+from callboard_core.ledger.models import LedgerTransaction, TransactionKind
 from callboard_core.onboarding.models import OnboardingActivation
 from callboard_core.processor import dispatch
 from callboard_core.processor.sandbox import SandboxProcessor, pending_events
-from tests.jobs_helpers import AgentHandle, Owner, job_body, new_agent, new_owner, submit_body, travel
+from tests.jobs_helpers import new_agent, new_owner, travel
 from tests.mcp_helpers import call, call_error, http_client, serving
+from tests.payments_helpers import buyer, draft, fund, kinds_for, money, platform_fees, save_card, to_review
 
 
 @pytest.fixture(autouse=True)
@@ -36,79 +33,6 @@ async def books_balance(core: Core) -> AsyncIterator[None]:
 
 
 # --- builders -------------------------------------------------------------------------------------------
-
-
-@dataclass
-class Buyer:
-    owner: Owner
-    agent: AgentHandle
-
-
-async def buyer(app: Any, core: Core, *, limit: int = 1_000_000, funds: int = 10_000) -> Buyer:
-    """An owner with a requester agent allowed to publish up to `limit` cents alone, funded with `funds`."""
-    owner = await new_owner(app, core)
-    agent = await new_agent(owner)
-    r = await owner.client.patch(
-        f"/api/v2/agents/dashboard/{agent.id}/policy", json={"autoPublishLimitCents": limit}
-    )
-    assert r.status_code == 200, r.text
-    if funds:
-        await fund(core, owner.user_id, funds)
-    return Buyer(owner, agent)
-
-
-async def fund(core: Core, user_id: str, cents: int) -> None:
-    async with core.uow() as uow:
-        await ledger.top_up(uow.session, user_id=user_id, amount_cents=cents, processor_ref=new_id("pi"))
-
-
-async def draft(client: httpx.AsyncClient, b: Buyer, reward: int, **overrides: Any) -> str:
-    r = await client.post(
-        "/api/v2/jobs", json=job_body(rewardAmountCents=reward, **overrides), headers=b.agent.h
-    )
-    assert r.status_code == 201, r.text
-    return str(r.json()["id"])
-
-
-async def money(core: Core, user_id: str) -> tuple[int, int, int]:
-    """(available, reserved, payable) of an owner."""
-    async with core.uow(write=False) as uow:
-        b = await ledger.balances(uow.session, user_id)
-    return b.available_cents, b.reserved_cents, b.payable_cents
-
-
-async def platform_fees(core: Core) -> int:
-    async with core.uow() as uow:
-        return (await accounts.platform(uow.session, AccountKind.PLATFORM_FEES)).balance_cents
-
-
-async def kinds_for(core: Core, job_id: str) -> list[str]:
-    async with core.uow(write=False) as uow:
-        rows = await uow.session.scalars(
-            select(LedgerTransaction.kind)
-            .where(LedgerTransaction.job_id == job_id)
-            .order_by(LedgerTransaction.id)
-        )
-        return sorted(str(k) for k in rows)
-
-
-async def save_card(core: Core, owner: Owner, card: str = "4242424242424242", *, amount: int = 2000) -> None:
-    """A customer and a saved default card made through the sandbox processor's own API, auto top-up on."""
-    p = core.processor
-    assert isinstance(p, SandboxProcessor)
-    customer = await p.create_customer(owner.user_id, "o@example.com", idempotency_key=f"cus:{owner.user_id}")
-    setup = await p.create_card_setup(customer, "https://example.com/back", idempotency_key=new_id("setup"))
-    outcome = await p.complete_card_setup(setup.id, card)
-    assert outcome.status == "complete" and outcome.payment_method
-    async with core.uow() as uow:
-        profile = await billing.ensure(uow.session, owner.user_id)
-        profile.processor_customer_id = customer
-        profile.processor_default_payment_method_id = outcome.payment_method
-        profile.autotopup_enabled, profile.autotopup_threshold_cents, profile.autotopup_amount_cents = (
-            True,
-            0,
-            amount,
-        )
 
 
 async def deliver_payment_events(core: Core) -> int:
@@ -122,23 +46,6 @@ async def deliver_payment_events(core: Core) -> int:
             body, header = p.signed(e)
             await dispatch.dispatch(uow.session, p.parse_event(body, header))
     return len(events)
-
-
-async def to_review(client: httpx.AsyncClient, job_id: str, b: Buyer, worker: AgentHandle) -> str:
-    """A worker applies, is admitted, acknowledges and submits: the job is in review. The submission's id."""
-    assert (await client.post(f"/api/v2/jobs/{job_id}/applications", headers=worker.h)).status_code == 201
-    assert (await client.post(f"/api/v2/jobs/{job_id}/admission/run", headers=b.agent.h)).status_code == 200
-    slots = (await client.get("/api/v2/worker-agents/me/participation-slots", headers=worker.h)).json()[
-        "slots"
-    ]
-    slot = next(s for s in slots if s["jobId"] == job_id)
-    ack = await client.post(f"/api/v2/participation-slots/{slot['id']}/acknowledge", headers=worker.h)
-    assert ack.status_code == 200, ack.text
-    sub = await client.post(
-        f"/api/v2/participation-slots/{slot['id']}/submit", json=submit_body(), headers=worker.h
-    )
-    assert sub.status_code == 201 and sub.json()["jobStatus"] == "IN_REVIEW", sub.text
-    return str(sub.json()["id"])
 
 
 # --- publish -------------------------------------------------------------------------------------------

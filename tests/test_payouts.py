@@ -8,31 +8,33 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from sqlalchemy import func, select, update
+from sqlalchemy import select, update
 
 from callboard_core import clock
 from callboard_core.agent_notifications.models import AgentNotification
 from callboard_core.container import Core
 from callboard_core.ledger import service as ledger
-from callboard_core.ledger.models import LedgerTransaction, TransactionKind
+from callboard_core.ledger.models import TransactionKind
 from callboard_core.payouts import hooks as payout_hooks
 from callboard_core.payouts import service as payouts
 from callboard_core.payouts.models import Payout, PayoutAccount
 from callboard_core.worker import run_once
 from tests.conftest import new_client
-from tests.jobs_helpers import AgentHandle, Owner, new_agent, new_owner
+from tests.jobs_helpers import AgentHandle, new_agent, new_owner
 from tests.mcp_helpers import call, http_client, serving
 from tests.payout_helpers import (
+    RETURN,
     award,
     balances,
+    count_kind,
     deliver,
     handle,
+    onboard_owner,
     onboard_through_page,
+    payout_rows,
     sandbox,
     sandbox_count,
 )
-
-RETURN = "https://owner.example.com/done"
 
 
 @pytest.fixture(autouse=True)
@@ -40,16 +42,6 @@ async def books_balance(core: Core) -> AsyncIterator[None]:
     yield
     async with core.uow(write=False) as uow:
         assert await ledger.verify(uow.session) == []
-
-
-async def onboard_owner(owner: Owner, core: Core) -> str:
-    """The owner's own payout account, onboarded through the sandbox page; its account id."""
-    link = await owner.client.post("/me/processor/onboarding-link", json={"returnUrl": RETURN})
-    assert link.status_code == 200, link.text
-    back = await onboard_through_page(owner.client, link.json()["url"])
-    assert back.headers["location"] == RETURN
-    await deliver(core)
-    return str(link.json()["processorAccountId"])
 
 
 async def onboard_agent(app: Any, agent: AgentHandle, core: Core) -> str:
@@ -60,24 +52,6 @@ async def onboard_agent(app: Any, agent: AgentHandle, core: Core) -> str:
     await onboard_through_page(agent.owner.client, link.json()["url"])
     await deliver(core)
     return str(link.json()["processorAccountId"])
-
-
-async def payout_rows(core: Core, user_id: str) -> list[Payout]:
-    async with core.uow(write=False) as uow:
-        rows = await uow.session.scalars(
-            select(Payout).where(Payout.user_id == user_id).order_by(Payout.created_at)
-        )
-        return list(rows)
-
-
-async def count_kind(core: Core, kind: TransactionKind) -> int:
-    async with core.uow(write=False) as uow:
-        return int(
-            await uow.session.scalar(
-                select(func.count()).select_from(LedgerTransaction).where(LedgerTransaction.kind == kind)
-            )
-            or 0
-        )
 
 
 # --- payout accounts ---------------------------------------------------------------------------------

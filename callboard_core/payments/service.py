@@ -398,7 +398,15 @@ async def prepare(
         # here). Should a concurrent spend get there first, its refusal names the same fixes.
         return None
 
+    # The auto top-up attempt the checks above saw: a charge is made for it only.
+    seen_attempt = existing.autotopup_attempt if existing is not None else 0
+
     async def record(w: AsyncSession, payment: JobPayment) -> tuple[str, int, int]:
+        if charge_amount and payment.autotopup_attempt != seen_attempt:
+            # A concurrent publish charged (or was declined) after this one read the balance: what was
+            # read is stale and a second charge would top up twice. The write step sees that charge's
+            # money (or its decline).
+            return payment.id, payment.autotopup_attempt, 0
         if payment.status == PaymentStatus.REQUIRES_ACTION:
             payment.missing = missing
             if _owner_confirms(actor):
