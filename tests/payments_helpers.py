@@ -9,6 +9,7 @@ from typing import Any
 import httpx
 from sqlalchemy import update
 
+from callboard_core import worker
 from callboard_core.container import Core
 from callboard_core.processor import webhooks
 from callboard_core.processor.delivery import deliver_pending
@@ -29,6 +30,13 @@ async def deliver(app: Any, core: Core) -> int:
     """Deliver the sandbox's pending webhook events to /webhooks/processor through the app."""
     async with new_client(app) as client:
         return await deliver_pending(core.processor, core.settings, client)
+
+
+async def worker_pass(app: Any, core: Core) -> None:
+    """One background pass as `callboard serve` runs it (sweeper, payouts due, the sandbox's webhook events),
+    its deliveries reaching /webhooks/processor through the app."""
+    async with new_client(app) as client:
+        await worker.run_once(core, housekeeping=False, webhook_client=client)
 
 
 async def redeliver_all(app: Any, core: Core) -> int:
@@ -74,3 +82,29 @@ async def add_card(owner: Owner, app: Any, core: Core, card: str = CARD_OK) -> d
     balance = await owner.client.get("/me/billing")
     assert balance.status_code == 200, balance.text
     return dict(balance.json())
+
+
+async def start_topup(owner: Owner, amount: int = 2500, key: str | None = None) -> dict[str, Any]:
+    """`POST /me/billing/topup`: the hosted checkout to pay (`url`, `sessionId`, `topupId`)."""
+    headers = {"Idempotency-Key": key} if key else {}
+    r = await owner.client.post(
+        "/me/billing/topup", json={"amountCents": amount, "returnUrl": RETURN_URL}, headers=headers
+    )
+    assert r.status_code == 200, r.text
+    return dict(r.json())
+
+
+async def walk(
+    client: httpx.AsyncClient, path: str, field: str, limit: int, headers: dict[str, str] | None = None
+) -> list[dict[str, Any]]:
+    """Every item of a cursor-paged list (`field` and `nextCursor`), `limit` per page."""
+    found: list[dict[str, Any]] = []
+    cursor = None
+    while True:
+        params: dict[str, Any] = {"limit": limit, **({"cursor": cursor} if cursor else {})}
+        r = await client.get(path, params=params, headers=headers)
+        assert r.status_code == 200, r.text
+        found.extend(r.json()[field])
+        cursor = r.json()["nextCursor"]
+        if cursor is None:
+            return found

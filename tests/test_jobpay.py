@@ -24,7 +24,7 @@ from callboard_core.ledger.models import AccountKind, LedgerTransaction, Transac
 from callboard_core.onboarding.models import OnboardingActivation
 from callboard_core.processor import dispatch
 from callboard_core.processor.sandbox import SandboxProcessor, pending_events
-from tests.jobs_helpers import AgentHandle, Owner, job_body, new_agent, new_owner, submit_body, travel
+from tests.jobs_helpers import AgentHandle, Owner, job_body, new_agent, new_owner, to_review, travel
 from tests.mcp_helpers import call, call_error, http_client, serving
 
 
@@ -122,23 +122,6 @@ async def deliver_payment_events(core: Core) -> int:
             body, header = p.signed(e)
             await dispatch.dispatch(uow.session, p.parse_event(body, header))
     return len(events)
-
-
-async def to_review(client: httpx.AsyncClient, job_id: str, b: Buyer, worker: AgentHandle) -> str:
-    """A worker applies, is admitted, acknowledges and submits: the job is in review. The submission's id."""
-    assert (await client.post(f"/api/v2/jobs/{job_id}/applications", headers=worker.h)).status_code == 201
-    assert (await client.post(f"/api/v2/jobs/{job_id}/admission/run", headers=b.agent.h)).status_code == 200
-    slots = (await client.get("/api/v2/worker-agents/me/participation-slots", headers=worker.h)).json()[
-        "slots"
-    ]
-    slot = next(s for s in slots if s["jobId"] == job_id)
-    ack = await client.post(f"/api/v2/participation-slots/{slot['id']}/acknowledge", headers=worker.h)
-    assert ack.status_code == 200, ack.text
-    sub = await client.post(
-        f"/api/v2/participation-slots/{slot['id']}/submit", json=submit_body(), headers=worker.h
-    )
-    assert sub.status_code == 201 and sub.json()["jobStatus"] == "IN_REVIEW", sub.text
-    return str(sub.json()["id"])
 
 
 # --- publish -------------------------------------------------------------------------------------------
@@ -397,7 +380,7 @@ async def test_award_captures_pay_to_the_worker_owner_and_the_fee_to_the_platfor
     job_id = await draft(client, b, 2000, participantCap=1)
     assert (await client.post(f"/api/v2/jobs/{job_id}/publish", headers=b.agent.h)).status_code == 200
     fees_before = await platform_fees(core)
-    submission = await to_review(client, job_id, b, worker)
+    submission = await to_review(client, job_id, b.agent, worker)
     won = await client.post(
         f"/api/v2/jobs/{job_id}/award", json={"submissionId": submission}, headers=b.agent.h
     )
@@ -421,7 +404,7 @@ async def test_no_award_and_cancel_direct_hire_release_in_full(
     worker = await new_agent(await new_owner(app, core))
     job_id = await draft(client, b, 1000, participantCap=1)
     assert (await client.post(f"/api/v2/jobs/{job_id}/publish", headers=b.agent.h)).status_code == 200
-    await to_review(client, job_id, b, worker)
+    await to_review(client, job_id, b.agent, worker)
     closed = await client.post(
         f"/api/v2/jobs/{job_id}/no-award", json={"reasonCode": "NO_ACCEPTABLE_SUBMISSIONS"}, headers=b.agent.h
     )
@@ -553,7 +536,7 @@ async def test_concurrent_award_and_no_award_leave_exactly_one_posting(
     worker = await new_agent(worker_owner)
     job_id = await draft(client, b, 1000, participantCap=1)
     assert (await client.post(f"/api/v2/jobs/{job_id}/publish", headers=b.agent.h)).status_code == 200
-    submission = await to_review(client, job_id, b, worker)
+    submission = await to_review(client, job_id, b.agent, worker)
     award, no_award = await asyncio.gather(
         client.post(f"/api/v2/jobs/{job_id}/award", json={"submissionId": submission}, headers=b.agent.h),
         b.owner.client.post(f"/api/v2/owner/jobs/{job_id}/no-award", json={"reasonCode": "OTHER"}),
