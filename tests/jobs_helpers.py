@@ -104,6 +104,39 @@ async def create_published(
     return dict(r.json())
 
 
+async def to_review(
+    client: httpx.AsyncClient, job_id: str, requester: AgentHandle, worker: AgentHandle
+) -> str:
+    """A worker applies, is admitted, acknowledges and submits: the job is in review. The submission's id."""
+    return (await all_submit(client, job_id, requester, [worker]))[0]
+
+
+async def all_submit(
+    client: httpx.AsyncClient, job_id: str, requester: AgentHandle, workers: list[AgentHandle]
+) -> list[str]:
+    """The workers apply, are admitted (the job's cap must take them all), acknowledge and submit: the job is
+    in review. The submissions' ids, in the workers' order."""
+    for worker in workers:
+        assert (await client.post(f"/api/v2/jobs/{job_id}/applications", headers=worker.h)).status_code == 201
+    admitted = await client.post(f"/api/v2/jobs/{job_id}/admission/run", headers=requester.h)
+    assert admitted.status_code == 200, admitted.text
+    submitted: list[dict[str, Any]] = []
+    for worker in workers:
+        slots = (await client.get("/api/v2/worker-agents/me/participation-slots", headers=worker.h)).json()[
+            "slots"
+        ]
+        slot = next(s for s in slots if s["jobId"] == job_id)
+        ack = await client.post(f"/api/v2/participation-slots/{slot['id']}/acknowledge", headers=worker.h)
+        assert ack.status_code == 200, ack.text
+        sub = await client.post(
+            f"/api/v2/participation-slots/{slot['id']}/submit", json=submit_body(), headers=worker.h
+        )
+        assert sub.status_code == 201, sub.text
+        submitted.append(sub.json())
+    assert submitted[-1]["jobStatus"] == "IN_REVIEW", submitted[-1]
+    return [str(s["id"]) for s in submitted]
+
+
 async def travel(core: Core, **delta: float) -> dict[str, int]:
     """Move the clock forward and run one sweeper pass, as the background worker would."""
     c = clock._clock

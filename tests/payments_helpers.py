@@ -11,6 +11,7 @@ from typing import Any
 import httpx
 from sqlalchemy import select, update
 
+from callboard_core import worker
 from callboard_core.billing import service as billing
 from callboard_core.container import Core
 from callboard_core.ids import new_id
@@ -22,7 +23,7 @@ from callboard_core.processor.delivery import deliver_pending
 from callboard_core.processor.models import SandboxEvent
 from callboard_core.processor.sandbox import CARD_OK, SandboxProcessor
 from tests.conftest import BASE_URL, ORIGIN, new_client
-from tests.jobs_helpers import AgentHandle, Owner, job_body, new_agent, new_owner, submit_body
+from tests.jobs_helpers import AgentHandle, Owner, job_body, new_agent, new_owner
 
 RETURN_URL = f"{BASE_URL}/?paid=1"
 
@@ -36,6 +37,13 @@ async def deliver(app: Any, core: Core) -> int:
     """Deliver the sandbox's pending webhook events to /webhooks/processor through the app."""
     async with new_client(app) as client:
         return await deliver_pending(core.processor, core.settings, client)
+
+
+async def worker_pass(app: Any, core: Core) -> None:
+    """One background pass as `callboard serve` runs it (sweeper, payouts due, the sandbox's webhook events),
+    its deliveries reaching /webhooks/processor through the app."""
+    async with new_client(app) as client:
+        await worker.run_once(core, housekeeping=False, webhook_client=client)
 
 
 async def redeliver_all(app: Any, core: Core) -> int:
@@ -140,36 +148,6 @@ async def kinds_for(core: Core, job_id: str) -> list[str]:
         return sorted(str(k) for k in rows)
 
 
-async def to_review(client: httpx.AsyncClient, job_id: str, b: Buyer, worker: AgentHandle) -> str:
-    """A worker applies, is admitted, acknowledges and submits: the job is in review. The submission's id."""
-    return (await all_submit(client, job_id, b, [worker]))[0]
-
-
-async def all_submit(
-    client: httpx.AsyncClient, job_id: str, b: Buyer, workers: list[AgentHandle]
-) -> list[str]:
-    """The workers apply, are admitted (the job's cap must take them all), acknowledge and submit: the job is
-    in review. The submissions' ids, in the workers' order."""
-    for worker in workers:
-        assert (await client.post(f"/api/v2/jobs/{job_id}/applications", headers=worker.h)).status_code == 201
-    assert (await client.post(f"/api/v2/jobs/{job_id}/admission/run", headers=b.agent.h)).status_code == 200
-    submitted: list[dict[str, Any]] = []
-    for worker in workers:
-        slots = (await client.get("/api/v2/worker-agents/me/participation-slots", headers=worker.h)).json()[
-            "slots"
-        ]
-        slot = next(s for s in slots if s["jobId"] == job_id)
-        ack = await client.post(f"/api/v2/participation-slots/{slot['id']}/acknowledge", headers=worker.h)
-        assert ack.status_code == 200, ack.text
-        sub = await client.post(
-            f"/api/v2/participation-slots/{slot['id']}/submit", json=submit_body(), headers=worker.h
-        )
-        assert sub.status_code == 201, sub.text
-        submitted.append(sub.json())
-    assert submitted[-1]["jobStatus"] == "IN_REVIEW", submitted[-1]
-    return [str(s["id"]) for s in submitted]
-
-
 async def save_card(core: Core, owner: Owner, card: str = "4242424242424242", *, amount: int = 2000) -> None:
     """A customer and a saved default card made through the sandbox processor's own API, auto top-up on."""
     p = core.processor
@@ -187,3 +165,29 @@ async def save_card(core: Core, owner: Owner, card: str = "4242424242424242", *,
             0,
             amount,
         )
+
+
+async def start_topup(owner: Owner, amount: int = 2500, key: str | None = None) -> dict[str, Any]:
+    """`POST /me/billing/topup`: the hosted checkout to pay (`url`, `sessionId`, `topupId`)."""
+    headers = {"Idempotency-Key": key} if key else {}
+    r = await owner.client.post(
+        "/me/billing/topup", json={"amountCents": amount, "returnUrl": RETURN_URL}, headers=headers
+    )
+    assert r.status_code == 200, r.text
+    return dict(r.json())
+
+
+async def walk(
+    client: httpx.AsyncClient, path: str, field: str, limit: int, headers: dict[str, str] | None = None
+) -> list[dict[str, Any]]:
+    """Every item of a cursor-paged list (`field` and `nextCursor`), `limit` per page."""
+    found: list[dict[str, Any]] = []
+    cursor = None
+    while True:
+        params: dict[str, Any] = {"limit": limit, **({"cursor": cursor} if cursor else {})}
+        r = await client.get(path, params=params, headers=headers)
+        assert r.status_code == 200, r.text
+        found.extend(r.json()[field])
+        cursor = r.json()["nextCursor"]
+        if cursor is None:
+            return found

@@ -39,6 +39,7 @@ from tests.payments_helpers import (
     post_event,
     redeliver_all,
     sandbox,
+    start_topup,
     submit_page,
 )
 
@@ -223,15 +224,6 @@ async def test_the_requester_agent_routes_show_readiness_and_start_a_setup(app: 
 
 
 # --- top-ups -------------------------------------------------------------------------------------------------
-
-
-async def start_topup(owner: Any, amount: int = 2500, key: str | None = None) -> dict[str, Any]:
-    headers = {"Idempotency-Key": key} if key else {}
-    r = await owner.client.post(
-        "/me/billing/topup", json={"amountCents": amount, "returnUrl": RETURN_URL}, headers=headers
-    )
-    assert r.status_code == 200, r.text
-    return dict(r.json())
 
 
 async def test_a_topup_through_the_hosted_checkout_credits_the_balance_exactly_once(

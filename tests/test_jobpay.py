@@ -20,9 +20,9 @@ from callboard_core.ledger.models import LedgerTransaction, TransactionKind
 from callboard_core.onboarding.models import OnboardingActivation
 from callboard_core.processor import dispatch
 from callboard_core.processor.sandbox import SandboxProcessor, pending_events
-from tests.jobs_helpers import new_agent, new_owner, travel
+from tests.jobs_helpers import new_agent, new_owner, to_review, travel
 from tests.mcp_helpers import call, call_error, http_client, serving
-from tests.payments_helpers import buyer, draft, fund, kinds_for, money, platform_fees, save_card, to_review
+from tests.payments_helpers import buyer, draft, fund, kinds_for, money, platform_fees, save_card
 
 
 @pytest.fixture(autouse=True)
@@ -304,7 +304,7 @@ async def test_award_captures_pay_to_the_worker_owner_and_the_fee_to_the_platfor
     job_id = await draft(client, b, 2000, participantCap=1)
     assert (await client.post(f"/api/v2/jobs/{job_id}/publish", headers=b.agent.h)).status_code == 200
     fees_before = await platform_fees(core)
-    submission = await to_review(client, job_id, b, worker)
+    submission = await to_review(client, job_id, b.agent, worker)
     won = await client.post(
         f"/api/v2/jobs/{job_id}/award", json={"submissionId": submission}, headers=b.agent.h
     )
@@ -328,7 +328,7 @@ async def test_no_award_and_cancel_direct_hire_release_in_full(
     worker = await new_agent(await new_owner(app, core))
     job_id = await draft(client, b, 1000, participantCap=1)
     assert (await client.post(f"/api/v2/jobs/{job_id}/publish", headers=b.agent.h)).status_code == 200
-    await to_review(client, job_id, b, worker)
+    await to_review(client, job_id, b.agent, worker)
     closed = await client.post(
         f"/api/v2/jobs/{job_id}/no-award", json={"reasonCode": "NO_ACCEPTABLE_SUBMISSIONS"}, headers=b.agent.h
     )
@@ -460,7 +460,7 @@ async def test_concurrent_award_and_no_award_leave_exactly_one_posting(
     worker = await new_agent(worker_owner)
     job_id = await draft(client, b, 1000, participantCap=1)
     assert (await client.post(f"/api/v2/jobs/{job_id}/publish", headers=b.agent.h)).status_code == 200
-    submission = await to_review(client, job_id, b, worker)
+    submission = await to_review(client, job_id, b.agent, worker)
     award, no_award = await asyncio.gather(
         client.post(f"/api/v2/jobs/{job_id}/award", json={"submissionId": submission}, headers=b.agent.h),
         b.owner.client.post(f"/api/v2/owner/jobs/{job_id}/no-award", json={"reasonCode": "OTHER"}),

@@ -40,8 +40,8 @@ from callboard_core.ledger.models import LedgerTransaction, TransactionKind
 from callboard_core.payments.models import JobPayment
 from callboard_core.payouts.models import Payout, PayoutAttempt
 from callboard_core.processor.models import ProcessorEventRecord, SandboxEvent, SandboxObject
-from tests.jobs_helpers import Owner, new_agent, new_owner
-from tests.payments_helpers import Buyer, buyer, draft, money, to_review
+from tests.jobs_helpers import Owner, new_agent, new_owner, to_review
+from tests.payments_helpers import Buyer, buyer, draft, money
 from tests.payout_helpers import onboard_owner
 from tests.server_process import ServerProcess, can_spawn, spawn, wait_ready
 
@@ -79,7 +79,7 @@ async def market(app: Any, core: Core, client: httpx.AsyncClient) -> Market:
         job_id = await draft(client, b, PAY, participantCap=1)
         published = await client.post(f"/api/v2/jobs/{job_id}/publish", headers=b.agent.h)
         assert published.status_code == 200, published.text
-        submissions[job_id] = await to_review(client, job_id, b, workers[i % len(workers)])
+        submissions[job_id] = await to_review(client, job_id, b.agent, workers[i % len(workers)])
     async with core.db.session(write=False) as session:
         earlier = set(await session.scalars(select(SandboxEvent.id)))
     return Market(b, owners, submissions, funds, earlier)

@@ -22,10 +22,9 @@ from callboard_core.payouts import service as payouts
 from callboard_core.payouts.models import Payout
 from callboard_core.processor.models import SandboxObject
 from callboard_core.worker import run_once
-from tests.jobs_helpers import new_agent, new_owner
+from tests.jobs_helpers import all_submit, new_agent, new_owner, to_review
 from tests.payments_helpers import (
     Buyer,
-    all_submit,
     buyer,
     deliver,
     draft,
@@ -33,7 +32,6 @@ from tests.payments_helpers import (
     money,
     redeliver_all,
     save_card,
-    to_review,
 )
 from tests.payout_helpers import award, count_kind, onboard_owner, payout_rows, sandbox_count
 
@@ -131,7 +129,7 @@ async def test_concurrent_awards_under_different_keys_and_a_retried_key_capture_
     first, second = await new_agent(worker_owner), await new_agent(worker_owner)
     job_id = await draft(client, b, 1_000, participantCap=2)
     assert (await client.post(f"/api/v2/jobs/{job_id}/publish", headers=b.agent.h)).status_code == 200
-    submissions = await all_submit(client, job_id, b, [first, second])
+    submissions = await all_submit(client, job_id, b.agent, [first, second])
     retried = {"Idempotency-Key": uuid.uuid4().hex}
 
     def by_agent(i: int, key: dict[str, str]) -> Any:
@@ -180,7 +178,7 @@ async def test_a_retried_award_gets_the_same_answer_and_captures_once(
     worker = await new_agent(await new_owner(app, core))
     job_id = await draft(client, b, 700, participantCap=1)
     assert (await client.post(f"/api/v2/jobs/{job_id}/publish", headers=b.agent.h)).status_code == 200
-    submission = await to_review(client, job_id, b, worker)
+    submission = await to_review(client, job_id, b.agent, worker)
     key = {**b.agent.h, "Idempotency-Key": uuid.uuid4().hex}
     path, body = f"/api/v2/jobs/{job_id}/award", {"submissionId": submission}
     answers = await asyncio.gather(*(client.post(path, json=body, headers=key) for _ in range(5)))

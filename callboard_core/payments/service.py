@@ -605,7 +605,8 @@ async def release(session: AsyncSession, job_id: str) -> JobPayment | None:
         amount_cents=payment.pay_cents + payment.fee_cents,
         job_id=job_id,
         key=f"release:{job_id}",
-        metadata={"jobPaymentId": payment.id},
+        # The split lets the credit note show the pay and the fee it gives back (documents.issue).
+        metadata={"jobPaymentId": payment.id, "payCents": payment.pay_cents, "feeCents": payment.fee_cents},
     )
     payment.release_transaction_id = txn.id
     await session.flush()
