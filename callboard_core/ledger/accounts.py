@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sqlalchemy import select
+from sqlalchemy import and_, or_, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -86,3 +86,25 @@ async def owner(session: AsyncSession, kind: AccountKind, user_id: str) -> Ledge
 
 async def platform(session: AsyncSession, kind: AccountKind) -> LedgerAccount:
     return await get_or_create(session, kind)
+
+
+async def several(session: AsyncSession, *wanted: tuple[AccountKind, str | None]) -> list[LedgerAccount]:
+    """The accounts (kind, user id; None for a platform account), in one statement, each created at zero if
+    missing: a posting that moves three accounts reads them once, not three times."""
+    keys = [(AccountKind(kind), _holder(AccountKind(kind), user_id)) for kind, user_id in wanted]
+    rows = await session.scalars(
+        select(LedgerAccount).where(
+            or_(
+                *(
+                    and_(LedgerAccount.kind == kind, LedgerAccount.holder_id == holder)
+                    for kind, holder in keys
+                )
+            ),
+            LedgerAccount.currency == Currency.USD,
+        )
+    )
+    found = {(AccountKind(row.kind), row.holder_id): row for row in rows}
+    return [
+        found.get((kind, holder)) or await get_or_create(session, kind, user_id)
+        for (kind, holder), (_, user_id) in zip(keys, wanted, strict=True)
+    ]

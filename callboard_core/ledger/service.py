@@ -49,6 +49,7 @@ resolution; a positive amount credits the owner, a negative one debits (guarded 
 
 from __future__ import annotations
 
+import contextlib
 from collections import Counter
 from collections.abc import Sequence
 from datetime import datetime
@@ -190,13 +191,19 @@ async def post(
     user_id: str | None = None,
     processor_ref: str | None = None,
     metadata: dict[str, Any] | None = None,
+    contained: bool = True,
 ) -> LedgerTransaction:
     """Post one balanced transaction in the caller's database transaction (flush only).
 
     Idempotent by `key`: posting it again returns the existing transaction when kind and entries are the
     same, and raises 409 `ledger_key_reused` otherwise. Concurrent posts of one key land once (the unique
     index decides; the loser reads the winner's row). A refused debit (409 `insufficient_funds`) rolls the
-    savepoint back: no transaction, no entry, no balance change remains."""
+    savepoint back: no transaction, no entry, no balance change remains.
+
+    `contained=False` is for a caller whose whole transaction ends with any failure of the posting (a
+    publish's reserve, an award's capture: their keys cannot repeat, the job row being locked in its
+    state): no savepoint (two statements less), and a refused debit or a repeated key simply raises, for
+    the caller's unit of work to roll everything back."""
     kind = TransactionKind(kind)
     legs = _validate(key, entries)
     # No look-up of the key first: a repeat is rare, and the unique index finds it (below) for one
@@ -215,7 +222,7 @@ async def post(
     await session.flush()  # the caller's pending rows must not ride in (and roll back with) our savepoint
     balances: list[tuple[LedgerAccount, int]] = []
     try:
-        async with session.begin_nested():
+        async with session.begin_nested() if contained else contextlib.nullcontext():
             # The key first: a duplicate is found before any balance moves (PostgreSQL: the insert waits
             # for a concurrent holder of the key to finish, then fails if it committed).
             session.add(txn)
@@ -234,6 +241,8 @@ async def post(
             session.add_all(entry for _, entry in written)
             await session.flush()
     except IntegrityError:
+        if not contained:
+            raise
         existing = await _by_key(session, key)
         if existing is None:
             raise
@@ -293,19 +302,21 @@ async def reserve(
     job_id: str,
     key: str | None = None,
     metadata: dict[str, Any] | None = None,
+    contained: bool = True,
 ) -> LedgerTransaction:
     amount = _positive(amount_cents)
+    available, reserved = await accounts.several(
+        session, (AccountKind.OWNER_AVAILABLE, user_id), (AccountKind.OWNER_RESERVED, user_id)
+    )
     return await post(
         session,
         key=key or f"reserve:{job_id}",
         kind=TransactionKind.RESERVE,
-        entries=[
-            (await accounts.owner(session, AccountKind.OWNER_AVAILABLE, user_id), -amount),
-            (await accounts.owner(session, AccountKind.OWNER_RESERVED, user_id), amount),
-        ],
+        entries=[(available, -amount), (reserved, amount)],
         job_id=job_id,
         user_id=user_id,
         metadata=metadata,
+        contained=contained,
     )
 
 
@@ -319,14 +330,14 @@ async def release(
     metadata: dict[str, Any] | None = None,
 ) -> LedgerTransaction:
     amount = _positive(amount_cents)
+    reserved, available = await accounts.several(
+        session, (AccountKind.OWNER_RESERVED, user_id), (AccountKind.OWNER_AVAILABLE, user_id)
+    )
     return await post(
         session,
         key=key or f"release:{job_id}",
         kind=TransactionKind.RELEASE,
-        entries=[
-            (await accounts.owner(session, AccountKind.OWNER_RESERVED, user_id), -amount),
-            (await accounts.owner(session, AccountKind.OWNER_AVAILABLE, user_id), amount),
-        ],
+        entries=[(reserved, -amount), (available, amount)],
         job_id=job_id,
         user_id=user_id,
         metadata=metadata,
@@ -343,16 +354,19 @@ async def capture(
     job_id: str,
     key: str | None = None,
     metadata: dict[str, Any] | None = None,
+    contained: bool = True,
 ) -> LedgerTransaction:
     pay = _positive(pay_cents, "payCents")
     if type(fee_cents) is not int or fee_cents < 0:
         raise _invalid("The fee is a non-negative integer number of cents.", "feeCents", "invalid_amount")
-    legs: list[Leg] = [
-        (await accounts.owner(session, AccountKind.OWNER_RESERVED, requester_user_id), -(pay + fee_cents)),
-        (await accounts.owner(session, AccountKind.OWNER_PAYABLE, worker_owner_user_id), pay),
+    wanted: list[tuple[AccountKind, str | None]] = [
+        (AccountKind.OWNER_RESERVED, requester_user_id),
+        (AccountKind.OWNER_PAYABLE, worker_owner_user_id),
     ]
     if fee_cents:
-        legs.append((await accounts.platform(session, AccountKind.PLATFORM_FEES), fee_cents))
+        wanted.append((AccountKind.PLATFORM_FEES, None))
+    found = await accounts.several(session, *wanted)
+    legs: list[Leg] = list(zip(found, [-(pay + fee_cents), pay, fee_cents][: len(found)], strict=True))
     return await post(
         session,
         key=key or f"capture:{job_id}",
@@ -366,6 +380,7 @@ async def capture(
             "payCents": pay,
             "feeCents": fee_cents,
         },
+        contained=contained,
     )
 
 
