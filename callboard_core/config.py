@@ -2,16 +2,46 @@
 
 from __future__ import annotations
 
+import json
 import secrets
 from enum import StrEnum
 from functools import lru_cache
 from pathlib import Path
+from typing import Annotated, Any
 
-from pydantic import Field, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 VAR_DIR = PROJECT_ROOT / "var"
+
+
+class ConfigError(ValueError):
+    """A setting that cannot be used: one line naming the variable, what is wrong and an example. The CLI
+    prints it and exits with status 2."""
+
+
+# An example of each setting whose value has a shape to get right (the error shows it).
+EXAMPLES: dict[str, str] = {
+    "database_url": "sqlite+aiosqlite:///var/callboard.db or postgresql+asyncpg://user@host:5432/callboard",
+    "base_url": "https://callboard.example.com",
+    "trusted_origins": "https://app.example.com,https://admin.example.com (or a JSON list)",
+    "redis_url": "redis://127.0.0.1:6379/0",
+    "env": "development, test or production",
+    "processor": "sandbox or stripe",
+    "blob_backend": "local or s3",
+    "mail_backend": "outbox or smtp",
+    "rate_limit_public": "30/minute",
+}
+
+
+def _http_url(value: str, what: str) -> str:
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(value.strip())
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise ValueError(f"{what} must be an http(s) URL with a host, not {value!r}")
+    return value.strip()
 
 
 class Environment(StrEnum):
@@ -26,7 +56,8 @@ class Settings(BaseSettings):
     env: Environment = Environment.DEVELOPMENT
     database_url: str = Field(default_factory=lambda: f"sqlite+aiosqlite:///{VAR_DIR / 'callboard.db'}")
     base_url: str = "http://127.0.0.1:8000"
-    trusted_origins: list[str] = Field(default_factory=list)
+    # Comma-separated (`https://a.example,https://b.example`) or a JSON list.
+    trusted_origins: Annotated[list[str], NoDecode] = Field(default_factory=list)
     secret_key: str = ""
     redis_url: str | None = None
     var_dir: Path = VAR_DIR
@@ -86,6 +117,41 @@ class Settings(BaseSettings):
     # owner on top of the pay and recorded on the job at publish (callboard_core/payments).
     platform_fee_bps: int = Field(default=1000, ge=0, le=10_000)
 
+    @field_validator("trusted_origins", mode="before")
+    @classmethod
+    def _origins_list(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            text = value.strip()
+            if text.startswith("["):
+                try:
+                    value = json.loads(text)
+                except ValueError:
+                    raise ValueError("is neither a JSON list nor comma-separated URLs") from None
+            else:
+                value = [part for part in (p.strip() for p in text.split(",")) if part]
+        if isinstance(value, list):
+            return [_http_url(str(item), "each origin") for item in value]
+        return value
+
+    @field_validator("base_url")
+    @classmethod
+    def _base_url(cls, value: str) -> str:
+        return _http_url(value, "the base URL").rstrip("/")
+
+    @field_validator("database_url")
+    @classmethod
+    def _database_url(cls, value: str) -> str:
+        from sqlalchemy.engine import make_url
+        from sqlalchemy.exc import ArgumentError
+
+        try:
+            backend = make_url(value).get_backend_name()
+        except ArgumentError:
+            raise ValueError(f"is not a database URL: {value!r}") from None
+        if backend not in ("sqlite", "postgresql"):
+            raise ValueError(f"names the {backend!r} database; callboard runs on SQLite or PostgreSQL")
+        return value
+
     @model_validator(mode="after")
     def _production_rules(self) -> Settings:
         if self.env is Environment.PRODUCTION and not self.secret_key:
@@ -137,12 +203,38 @@ def _dev_secret(var_dir: Path) -> str:
     return key
 
 
+def _config_error(exc: ValidationError) -> ConfigError:
+    """The first problem as one line: the variable, what is wrong, an example."""
+    error = exc.errors()[0]
+    field = str(error["loc"][0]) if error.get("loc") else ""
+    message = str(error.get("msg", "is not valid")).removeprefix("Value error, ")
+    if not field:  # a rule across settings: its message names the variables itself
+        return ConfigError(message)
+    example = EXAMPLES.get(field)
+    default = Settings.model_fields[field].default if field in Settings.model_fields else None
+    if example is None and default is not None and not callable(default):
+        example = str(default)
+    got = error.get("input")
+    shown = (
+        f" (got {got!r})"
+        if isinstance(got, str | int | float) and not str(message).endswith(f"{got!r}")
+        else ""
+    )
+    hint = f"; for example {example}" if example else ""
+    return ConfigError(f"CALLBOARD_{field.upper()}: {message}{shown}{hint}")
+
+
 def load_settings(**overrides: object) -> Settings:
     import os
 
-    settings = Settings(**overrides)  # type: ignore[arg-type]
+    try:
+        settings = Settings(**overrides)  # type: ignore[arg-type]
+    except ValidationError as exc:
+        raise _config_error(exc) from None
     if settings.is_production and "CALLBOARD_BASE_URL" not in os.environ and "base_url" not in overrides:
-        raise ValueError("CALLBOARD_BASE_URL must be set in production")
+        raise ConfigError(
+            "CALLBOARD_BASE_URL must be set in production; for example https://callboard.example.com"
+        )
     if not settings.secret_key:
         settings.secret_key = (
             secrets.token_urlsafe(48) if settings.env is Environment.TEST else _dev_secret(settings.var_dir)

@@ -143,4 +143,10 @@ def main(argv: list[str] | None = None) -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     logging.getLogger("alembic").setLevel(logging.WARNING)
     args = build_parser().parse_args(argv)
-    args.func(args)
+    from callboard_core.config import ConfigError
+
+    try:
+        args.func(args)
+    except ConfigError as exc:  # one clear line, not a traceback
+        print(f"callboard: configuration error: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None

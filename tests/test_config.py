@@ -1,0 +1,92 @@
+"""Settings from the environment: a malformed value is one clear line naming the variable, what is wrong and
+an example, with exit status 2 (never a traceback); lists take a comma-separated form too."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from callboard_core.config import ConfigError, load_settings
+from http_api.cli import main
+
+BAD = [
+    pytest.param(
+        "CALLBOARD_DATABASE_URL", "not a url", "is not a database URL", "postgresql+asyncpg://", id="bad-url"
+    ),
+    pytest.param(
+        "CALLBOARD_DATABASE_URL", "mysql://db/x", "SQLite or PostgreSQL", "sqlite+aiosqlite", id="not-ours"
+    ),
+    pytest.param(
+        "CALLBOARD_TRUSTED_ORIGINS",
+        '["https://a.example"',
+        "neither a JSON list nor",
+        "https://app",
+        id="bad-list",
+    ),
+    pytest.param(
+        "CALLBOARD_TRUSTED_ORIGINS", "ftp://a.example", "http(s) URL", "https://app", id="bad-origin"
+    ),
+    pytest.param("CALLBOARD_DB_POOL_SIZE", "ten", "valid integer", "for example 10", id="bad-number"),
+    pytest.param("CALLBOARD_BASE_URL", "callboard.example.com", "http(s) URL", "https://", id="bad-base-url"),
+]
+
+
+@pytest.mark.parametrize(("name", "value", "says", "example"), BAD)
+def test_a_bad_setting_is_one_line_and_exit_status_2(
+    name: str,
+    value: str,
+    says: str,
+    example: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+) -> None:
+    monkeypatch.setenv("CALLBOARD_VAR_DIR", str(tmp_path))
+    monkeypatch.setenv(name, value)
+    with pytest.raises(SystemExit) as stopped:
+        main(["openapi"])
+    assert stopped.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "Traceback" not in err
+    assert err.startswith(f"callboard: configuration error: {name}: ")
+    assert says in err and example in err
+
+
+def test_lists_take_a_comma_separated_form_or_json(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("CALLBOARD_VAR_DIR", str(tmp_path))
+    monkeypatch.setenv("CALLBOARD_TRUSTED_ORIGINS", " https://a.example, https://b.example:8443 ,")
+    settings = load_settings()
+    assert settings.trusted_origins == ["https://a.example", "https://b.example:8443"]
+    assert {"https://a.example", "https://b.example:8443"} <= settings.origins
+    monkeypatch.setenv("CALLBOARD_TRUSTED_ORIGINS", '["https://c.example"]')
+    assert load_settings().trusted_origins == ["https://c.example"]
+    monkeypatch.setenv("CALLBOARD_TRUSTED_ORIGINS", "http://x")  # one origin: the form that used to crash
+    assert load_settings().trusted_origins == ["http://x"]
+
+
+def test_a_rule_across_settings_names_its_variables(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("CALLBOARD_VAR_DIR", str(tmp_path))
+    monkeypatch.setenv("CALLBOARD_PROCESSOR", "stripe")
+    with pytest.raises(ConfigError, match="CALLBOARD_STRIPE_SECRET_KEY must be set"):
+        load_settings()
+
+
+def test_the_real_command_exits_2_with_one_line(tmp_path: Path) -> None:
+    """`callboard serve` as an operator runs it, with a malformed list."""
+    env = {**os.environ, "CALLBOARD_VAR_DIR": str(tmp_path), "CALLBOARD_DB_POOL_SIZE": "lots"}
+    done = subprocess.run(
+        [sys.executable, "-m", "http_api", "serve", "--port", "1"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2, done.stderr
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert lines == [lines[-1]] and lines[-1].startswith(
+        "callboard: configuration error: CALLBOARD_DB_POOL_SIZE"
+    )
