@@ -13,7 +13,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from callboard_core import worker
+from callboard_core import health, worker
 from callboard_core.config import Settings, load_settings
 from callboard_core.container import Core
 from http_api.blob_routes import blob_routes
@@ -47,10 +47,21 @@ def create_app(settings: Settings | None = None, *, core: Core | None = None) ->
     async def healthz(_: Request) -> Response:
         return Response(b'{"status":"ok"}', media_type="application/json")
 
+    async def readyz(_: Request) -> Response:
+        """200 when the database answers at the expected schema and the blob store takes a write; else 503
+        with what is wrong (for a load balancer or an orchestrator's readiness probe)."""
+        state = await health.readiness(core)
+        return Response(
+            orjson.dumps(state.model_dump(by_alias=True)),
+            status_code=200 if state.ready else 503,
+            media_type="application/json",
+        )
+
     routes: list[BaseRoute] = [
         Route("/openapi.json", openapi_json, methods=["GET"], include_in_schema=False),
         Route("/docs", docs, methods=["GET"], include_in_schema=False),
         Route("/healthz", healthz, methods=["GET"], include_in_schema=False),
+        Route("/readyz", readyz, methods=["GET"], include_in_schema=False),
         *blob_routes(core),
     ]
     by_path: dict[str, list[RouteDef]] = {}
