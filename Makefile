@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint typecheck migrate worker openapi bench bench-jobs bench-mcp bench-money clean install
+.PHONY: run test lint typecheck migrate worker openapi bench bench-jobs bench-mcp bench-money bench-tools clean install
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -36,10 +36,18 @@ typecheck: $(STAMP)
 openapi: $(STAMP)
 	$(BIN)/python -m http_api openapi
 
-bench: $(STAMP)
+# The load generator the HTTP benchmarks drive: Debian's wrk, installed when missing (as root, or with sudo).
+bench-tools:
+	@command -v wrk >/dev/null 2>&1 || { \
+		echo "installing wrk (Debian package) for the benchmarks"; \
+		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+		$$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq wrk; \
+	}
+
+bench: $(STAMP) bench-tools
 	$(BIN)/python bench/run.py
 
-bench-jobs: $(STAMP)
+bench-jobs: $(STAMP) bench-tools
 	$(BIN)/python bench/jobs.py
 
 bench-mcp: $(STAMP)
