@@ -12,7 +12,7 @@ import httpx
 from sqlalchemy import select, update
 
 from callboard_core import worker
-from callboard_core.billing import service as billing
+from callboard_core.billing import cards
 from callboard_core.container import Core
 from callboard_core.ids import new_id
 from callboard_core.ledger import accounts
@@ -149,22 +149,21 @@ async def kinds_for(core: Core, job_id: str) -> list[str]:
 
 
 async def save_card(core: Core, owner: Owner, card: str = "4242424242424242", *, amount: int = 2000) -> None:
-    """A customer and a saved default card made through the sandbox processor's own API, auto top-up on."""
+    """The owner's default card, saved through the product's own path (the owner's processor customer, a
+    card setup completed with `card`, the confirm route), and auto top-up on (threshold 0, `amount`)."""
     p = core.processor
     assert isinstance(p, SandboxProcessor)
-    customer = await p.create_customer(owner.user_id, "o@example.com", idempotency_key=f"cus:{owner.user_id}")
-    setup = await p.create_card_setup(customer, "https://example.com/back", idempotency_key=new_id("setup"))
+    setup = await cards.begin_card_setup(p, core.db, core.settings, owner.user_id)
     outcome = await p.complete_card_setup(setup.id, card)
     assert outcome.status == "complete" and outcome.payment_method
-    async with core.uow() as uow:
-        profile = await billing.ensure(uow.session, owner.user_id)
-        profile.processor_customer_id = customer
-        profile.processor_default_payment_method_id = outcome.payment_method
-        profile.autotopup_enabled, profile.autotopup_threshold_cents, profile.autotopup_amount_cents = (
-            True,
-            0,
-            amount,
-        )
+    r = await owner.client.post(
+        "/me/billing/payment-methods/confirm", json={"paymentMethodId": outcome.payment_method}
+    )
+    assert r.status_code == 200, r.text
+    r = await owner.client.patch(
+        "/me/billing/autotopup", json={"enabled": True, "thresholdCents": 0, "amountCents": amount}
+    )
+    assert r.status_code == 200, r.text
 
 
 async def start_topup(owner: Owner, amount: int = 2500, key: str | None = None) -> dict[str, Any]:

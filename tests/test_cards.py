@@ -6,7 +6,7 @@ against the fake Stripe server, with a webhook signed by the SDK's own signer. T
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -43,12 +43,7 @@ from tests.payments_helpers import (
     submit_page,
 )
 
-
-@pytest.fixture(autouse=True)
-async def books_balance(core: Core) -> AsyncIterator[None]:
-    yield
-    async with core.uow(write=False) as uow:
-        assert await ledger.verify(uow.session) == []
+pytestmark = pytest.mark.usefixtures("books_balance")  # the ledger verifies clean after each test
 
 
 async def topup_transactions(core: Core, user_id: str) -> int:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
@@ -15,7 +14,6 @@ import pytest
 from sqlalchemy import select
 
 from callboard_core.container import Core
-from callboard_core.ledger import service as ledger
 from callboard_core.ledger.models import LedgerTransaction, TransactionKind
 from callboard_core.onboarding.models import OnboardingActivation
 from callboard_core.processor import dispatch
@@ -24,12 +22,7 @@ from tests.jobs_helpers import new_agent, new_owner, to_review, travel
 from tests.mcp_helpers import call, call_error, http_client, serving
 from tests.payments_helpers import buyer, draft, fund, kinds_for, money, platform_fees, save_card
 
-
-@pytest.fixture(autouse=True)
-async def books_balance(core: Core) -> AsyncIterator[None]:
-    yield
-    async with core.uow(write=False) as uow:
-        assert await ledger.verify(uow.session) == []
+pytestmark = pytest.mark.usefixtures("books_balance")  # the ledger verifies clean after each test
 
 
 # --- builders -------------------------------------------------------------------------------------------

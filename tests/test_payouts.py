@@ -3,7 +3,6 @@ handed to the real handlers, on SQLite and PostgreSQL. After every test the book
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from datetime import timedelta
 from typing import Any
 
@@ -36,12 +35,7 @@ from tests.payout_helpers import (
     sandbox_count,
 )
 
-
-@pytest.fixture(autouse=True)
-async def books_balance(core: Core) -> AsyncIterator[None]:
-    yield
-    async with core.uow(write=False) as uow:
-        assert await ledger.verify(uow.session) == []
+pytestmark = pytest.mark.usefixtures("books_balance")  # the ledger verifies clean after each test
 
 
 async def onboard_agent(app: Any, agent: AgentHandle, core: Core) -> str:

@@ -4,7 +4,6 @@ agent polls its status."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from datetime import timedelta
 from typing import Any
 
@@ -14,7 +13,6 @@ from callboard_core import clock
 from callboard_core.billing import service as billing
 from callboard_core.container import Core
 from callboard_core.errors import Forbidden
-from callboard_core.ledger import service as ledger
 from callboard_core.principals import Actor
 from callboard_core.processor.sandbox import CARD_OK
 from callboard_core.setup_links import service as setup_links
@@ -24,12 +22,7 @@ from tests.jobs_helpers import AgentHandle, new_agent, new_owner
 from tests.mcp_helpers import call, call_error, http_client, serving
 from tests.payout_helpers import deliver, onboard_through_page, sandbox, sandbox_count
 
-
-@pytest.fixture(autouse=True)
-async def books_balance(core: Core) -> AsyncIterator[None]:
-    yield
-    async with core.uow(write=False) as uow:
-        assert await ledger.verify(uow.session) == []
+pytestmark = pytest.mark.usefixtures("books_balance")  # the ledger verifies clean after each test
 
 
 async def create(app: Any, agent: AgentHandle, kind: str) -> dict[str, Any]:

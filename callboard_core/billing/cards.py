@@ -108,8 +108,14 @@ async def begin_card_setup(
 ) -> CardSetup:
     """A new hosted card form for the owner (each call a new one: a completed form cannot be reused; the
     idempotency key is a fresh id of ours, and a retried request replays its stored answer)."""
-    target = return_url_or_default(settings, return_url)
     customer_id = await ensure_customer(processor, db, user_id)
+    return await _card_setup(processor, settings, customer_id, return_url)
+
+
+async def _card_setup(
+    processor: PaymentProcessor, settings: Settings, customer_id: str, return_url: str | None
+) -> CardSetup:
+    target = return_url_or_default(settings, return_url)
     return await processor.create_card_setup(
         customer_id, target, idempotency_key=f"card_setup:{new_id('cst')}"
     )
@@ -119,13 +125,10 @@ async def start_setup(
     processor: PaymentProcessor, db: Database, settings: Settings, actor: Actor, return_url: str | None
 ) -> CardSetupStarted:
     """The add-a-card answer (run in a route's prepare step)."""
-    user_id = actor.require_user()
-    setup = await begin_card_setup(processor, db, settings, user_id, return_url=return_url)
+    customer_id = await ensure_customer(processor, db, actor.require_user())
+    setup = await _card_setup(processor, settings, customer_id, return_url)
     return CardSetupStarted(
-        client_secret=setup.client_secret,
-        customer_id=await ensure_customer(processor, db, user_id),
-        url=setup.url,
-        setup_id=setup.id,
+        client_secret=setup.client_secret, customer_id=customer_id, url=setup.url, setup_id=setup.id
     )
 
 
@@ -198,12 +201,12 @@ async def forget(session: AsyncSession, user_id: str, pm_id: str) -> None:
     profile = await billing.find(session, user_id)
     if profile is not None and profile.processor_default_payment_method_id == processor_id:
         profile.processor_default_payment_method_id = None
-        if profile.autotopup_enabled:
-            profile.autotopup_enabled = False
-            profile.autotopup_disabled_reason = (
-                f"Auto top-up was turned off because its card ({label}) was removed: save a card "
-                f"({SETUP_ROUTE}), make it the default, then enable auto top-up again."
-            )
+        await billing.turn_off_autotopup(
+            session,
+            profile,
+            f"Auto top-up was turned off because its card ({label}) was removed: save a card "
+            f"({SETUP_ROUTE}), make it the default, then enable auto top-up again.",
+        )
     await session.flush()
 
 

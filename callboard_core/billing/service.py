@@ -212,3 +212,12 @@ async def set_autotopup(session: AsyncSession, actor: Actor, body: AutoTopupUpda
     profile.autotopup_disabled_reason = None
     await session.flush()
     return await render(session, profile)
+
+
+async def turn_off_autotopup(session: AsyncSession, profile: BuyerProfile, reason: str) -> None:
+    """The platform turns auto top-up off (its card declined or removed) and says why in
+    `autoTopupDisabledReason`; the owner clears it by enabling auto top-up again. Already off: unchanged."""
+    if profile.autotopup_enabled:
+        profile.autotopup_enabled = False
+        profile.autotopup_disabled_reason = reason
+        await session.flush()

@@ -217,11 +217,11 @@ async def on_payment_failed(session: AsyncSession, event: ProcessorEvent) -> Non
         )
     elif metadata.get("purpose") == PURPOSE_AUTOTOPUP:
         profile = await _autotopup_profile(session, pi)
-        if profile is not None and profile.autotopup_enabled:
-            profile.autotopup_enabled = False
-            profile.autotopup_disabled_reason = (
+        if profile is not None:
+            await billing.turn_off_autotopup(
+                session,
+                profile,
                 f"Auto top-up was turned off because the charge to your default card failed ({failure}): "
                 "update your card (POST /me/billing/payment-methods, then make it the default) and enable "
-                "auto top-up again."
+                "auto top-up again.",
             )
-            await session.flush()

@@ -452,9 +452,13 @@ async def prepare(
         else:
             payment.missing = ["CARD_DECLINED", "BALANCE"]
             owner_profile = await billing.find(w, payment.user_id)
-            if owner_profile is not None and owner_profile.autotopup_enabled:
-                owner_profile.autotopup_enabled = False
-                owner_profile.autotopup_disabled_reason = f"An automatic top-up of {amount} cents was declined ({charge.failure_code or charge.status})."
+            if owner_profile is not None:
+                await billing.turn_off_autotopup(
+                    w,
+                    owner_profile,
+                    f"An automatic top-up of {amount} cents was declined "
+                    f"({charge.failure_code or charge.status}).",
+                )
         await w.flush()
 
     await _short_write(db, job.id, fee_bps, outcome)
