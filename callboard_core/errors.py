@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 from pydantic.alias_generators import to_camel
 
 
@@ -108,10 +108,19 @@ def from_pydantic(exc: ValidationError, *, location: str = "body") -> Validation
     return ValidationFailed(f"The {location} {verb} not valid: {fields}.", errors=errors)
 
 
+def _wire(value: Any) -> Any:
+    """A detail as JSON data: models (a next step, payment requirements) as the front end renders them."""
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json", by_alias=True)
+    if isinstance(value, list):
+        return [_wire(v) for v in value]
+    return value
+
+
 def wire_details(exc: CallboardError) -> dict[str, Any]:
     """The error's details as every front end shows them: named in Python (snake_case) in the core,
     camelCase on the wire like every body; per-field `errors` for a ValidationFailed."""
-    details: dict[str, Any] = {to_camel(k) if "_" in k else k: v for k, v in exc.details.items()}
+    details: dict[str, Any] = {to_camel(k) if "_" in k else k: _wire(v) for k, v in exc.details.items()}
     if isinstance(exc, ValidationFailed):
         details["errors"] = exc.errors
     return details

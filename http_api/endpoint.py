@@ -20,10 +20,12 @@ from callboard_core import actions
 from callboard_core.container import Core
 from callboard_core.db.readcache import ReadCache
 from callboard_core.errors import BadRequest, NotFound, ValidationFailed, from_pydantic
+from callboard_core.guidance import rendering
 from callboard_core.idempotency import service as idempotency
 from callboard_core.idempotency.service import StoredResponse
 from callboard_core.principals import KeyPrincipal, Principal, UserPrincipal
 from http_api import auth
+from http_api.guidance import HTTP
 from http_api.route_table import SAFE_METHODS, AuthKind, RequestContext, RouteDef
 
 _background = actions.background  # the fire-and-forget tasks (tests drain them before a database goes)
@@ -83,10 +85,11 @@ def render(result: Any, status: int, cache: ReadCache | None = None) -> Response
     cache entry, not once per request."""
     if isinstance(result, Response):
         return result
-    if isinstance(result, BaseModel):
-        payload = _model_json(result) if cache is None else cache.derived(result, "json", _model_json)
-    else:
-        payload = _dumps(result)
+    with rendering(HTTP):  # guidance (next steps, obligations) names routes
+        if isinstance(result, BaseModel):
+            payload = _model_json(result) if cache is None else cache.derived(result, "json", _model_json)
+        else:
+            payload = _dumps(result)
     return JSONBytesResponse(payload, status)
 
 

@@ -11,6 +11,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from callboard_core import errors as e
+from callboard_core.guidance import rendering
+from http_api.guidance import HTTP
 
 log = logging.getLogger("callboard.http")
 
@@ -60,7 +62,9 @@ def problem(
 
 
 def render_error(exc: e.CallboardError, request_id: str) -> Response:
-    response = problem(status_for(exc), exc.code, exc.message, request_id, e.wire_details(exc))
+    with rendering(HTTP):  # a hint (nextAction) names the route to call
+        details = e.wire_details(exc)
+    response = problem(status_for(exc), exc.code, exc.message, request_id, details)
     if isinstance(exc, e.RateLimited):
         response.headers["Retry-After"] = str(exc.retry_after)
     return response

@@ -7,6 +7,8 @@ from typing import Any, Literal
 from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
+from callboard_core.guidance import rendering
+from http_api.guidance import HTTP
 from http_api.route_table import AuthKind, RouteDef
 
 SECURITY = {
@@ -81,9 +83,10 @@ def build_openapi(routes: list[RouteDef], *, base_url: str) -> dict[str, Any]:
             models[(route.body, "validation")] = None
         if route.response is not None:
             models[(route.response, "serialization")] = None
-    key_map, schema = models_json_schema(
-        list(models), by_alias=True, ref_template="#/components/schemas/{model}"
-    )
+    with rendering(HTTP):  # guidance steps are described as the routes they render to
+        key_map, schema = models_json_schema(
+            list(models), by_alias=True, ref_template="#/components/schemas/{model}"
+        )
     components: dict[str, Any] = dict(schema.get("$defs", {}))
     components["Problem"] = PROBLEM
     paths: dict[str, dict[str, Any]] = {}

@@ -7,13 +7,14 @@ from mcp.server.mcpserver import Context, MCPServer
 from callboard_core.capabilities import service as capabilities
 from callboard_core.container import Core
 from callboard_core.errors import NotFound, ValidationFailed
+from callboard_core.guidance import Renderer, rendering
 from callboard_core.job_types import service as job_types
 from callboard_core.jobs import home, participation
 from mcp_server.runner import Runner
 from mcp_server.tool_table import ToolCall
 
 
-def register(mcp: MCPServer, core: Core, run: Runner) -> None:
+def register(mcp: MCPServer, core: Core, run: Runner, renderer: Renderer) -> None:
     @mcp.resource("callboard://agents/{agent_id}/home", mime_type="application/json", name="home")
     async def home_resource(agent_id: str, ctx: Context) -> str:
         """Your home (agent_id: `me` or your own id): obligations with deadlines and next calls, as the home
@@ -24,7 +25,9 @@ def register(mcp: MCPServer, core: Core, run: Runner) -> None:
                 raise NotFound("No such agent.", code="agent_not_found")
             return await home.home(call.session, call.actor, cache=core.read_cache)
 
-        return (await run.read(ctx, work)).model_dump_json(by_alias=True)
+        found = await run.read(ctx, work)
+        with rendering(renderer):  # its obligations name tools, as the home tool's do
+            return found.model_dump_json(by_alias=True)
 
     @mcp.resource("callboard://jobs/{job_id}/brief", mime_type="application/json", name="job_brief")
     async def brief_resource(job_id: str, ctx: Context) -> str:
@@ -36,7 +39,8 @@ def register(mcp: MCPServer, core: Core, run: Runner) -> None:
             raise ValidationFailed(
                 "The brief unlocks when you acknowledge your slot on this job.", code="brief_locked"
             )
-        return view.model_dump_json(by_alias=True)
+        with rendering(renderer):
+            return view.model_dump_json(by_alias=True)
 
     # Public data (as GET /api/v2/job-types and GET /capabilities): no key needed.
     @mcp.resource("callboard://job-types", mime_type="application/json", name="job_types")

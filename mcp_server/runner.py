@@ -15,6 +15,7 @@ from callboard_core import actions
 from callboard_core.api_keys import service as api_keys
 from callboard_core.container import Core
 from callboard_core.errors import Unauthenticated
+from callboard_core.guidance import rendering
 from callboard_core.idempotency import service as idempotency
 from callboard_core.idempotency.service import StoredResponse
 from callboard_core.principals import Actor, KeyPrincipal
@@ -144,4 +145,7 @@ def fingerprint(tool: str, arguments: dict[str, Any]) -> str:
 
 
 def _stored(result: BaseModel) -> StoredResponse:
-    return StoredResponse(status=200, body=result.model_dump_json(by_alias=True).encode(), headers={})
+    # Stored in the neutral form, which reads back into the result model; a replay is rendered again.
+    with rendering(None):
+        body = result.model_dump_json(by_alias=True)
+    return StoredResponse(status=200, body=body.encode(), headers={})

@@ -504,8 +504,9 @@ async def test_mcp_payment_tools_and_home_obligations(
         ]
         home = await call(mcp, "home")
         ob = next(o for o in home["obligations"] if o["jobId"] == job_id)
-        assert ob["kind"] == "PAYMENT_REQUIRED" and ob["path"] == "/api/v2/agents/me/setup-links"
-        assert ob["body"] == {"kind": "CARD"}
+        # Over MCP the obligation names the tool and its arguments (test_guidance.py has the HTTP form).
+        assert ob["kind"] == "PAYMENT_REQUIRED" and ob["tool"] == "setup_link_create"
+        assert ob["arguments"] == {"kind": "CARD"}
         still = await call_error(mcp, "retry_job_payment", job_id=job_id)
         assert still["code"] == "payment_not_ready"
         await fund(core, b.owner.user_id, 2000)

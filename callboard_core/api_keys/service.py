@@ -17,6 +17,7 @@ from callboard_core.api_keys.models import ApiKey
 from callboard_core.db import Database
 from callboard_core.db.readcache import MISSING, ReadCache
 from callboard_core.errors import Forbidden, NotFound, Unauthenticated, ValidationFailed
+from callboard_core.guidance import Act, step
 from callboard_core.principals import KeyPrincipal
 from callboard_core.security import tokens
 
@@ -134,6 +135,13 @@ def require_scope(principal: KeyPrincipal, *, write: bool) -> None:
             code="insufficient_scope",
             required=needed,
             scopes=sorted(principal.scopes),
+            next_action=step(
+                Act.CLAIM_LINK,
+                "Nobody has claimed you yet, so your key is read-only: give your owner your claim URL "
+                "(this mints a fresh one); once they claim you, your key can write.",
+            )
+            if principal.agent_id is not None and principal.owner_id is None
+            else step(Act.OWNER_WRITE_KEY, "A read-only key cannot act: use a key with the write scope."),
         )
 
 

@@ -20,6 +20,7 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from callboard_core.errors import NotFound, ValidationFailed, field_error
+from callboard_core.guidance import Act, step
 from callboard_core.job_types import schemas as job_type_schemas
 from callboard_core.job_types.models import JobType
 
@@ -59,7 +60,9 @@ async def get_active(
 
     Unknown or inactive is a 422 `unknown_job_type` on `field` (pass "bountyTypeKey" for the earlier naming)."""
     if key is None and type_id is None:
-        raise field_error(field, "Name a job type: one of the keys of GET /api/v2/job-types.", "missing")
+        missing = field_error(field, "Name a job type: the key of one of the active job types.", "missing")
+        missing.details["next_action"] = step(Act.LIST_JOB_TYPES, "The active job types and their keys.")
+        raise missing
     stmt = select(JobType).where(JobType.active.is_(True))
     if key is not None:
         stmt = stmt.where(JobType.key == key)

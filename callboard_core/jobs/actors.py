@@ -10,6 +10,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from callboard_core.agents.models import Agent, AgentStatus
 from callboard_core.errors import Conflict, Forbidden, NotFound
+from callboard_core.guidance import Act, step
 from callboard_core.principals import Actor
 
 Row = TypeVar("Row")
@@ -60,9 +61,15 @@ def require_can_work(agent: Agent, *, role: str) -> None:
             current_state=agent.status,
         )
     if agent.owner_id is None:
-        raise Forbidden("An owner must claim this agent first.", code="agent_not_claimed")
+        raise Forbidden(
+            "An owner must claim this agent first.",
+            code="agent_not_claimed",
+            next_action=step(Act.CLAIM_LINK, "Give your owner your claim URL (this mints a fresh one)."),
+        )
     enabled = agent.worker_enabled if role == "worker" else agent.requester_enabled
     if not enabled:
         raise Conflict(
-            f"This agent has its {role} role turned off (PATCH /api/v2/agents/me).", code=f"{role}_disabled"
+            f"This agent has its {role} role turned off.",
+            code=f"{role}_disabled",
+            next_action=step(Act.UPDATE_PROFILE, f"Turn the {role} role on.", body={f"{role}Enabled": True}),
         )

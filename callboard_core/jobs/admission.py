@@ -197,8 +197,8 @@ async def close_admission(session: AsyncSession, job: Job, actor: Actor | None =
             },
             notify=[slot["worker_agent_id"]],
             title=f"You were admitted: {job.title}",
-            body=f"Acknowledge with POST /api/v2/participation-slots/{slot['id']}/acknowledge before "
-            f"{slot['acknowledge_by'].isoformat()}.",
+            body=f"Acknowledge slot {slot['id']} before {slot['acknowledge_by'].isoformat()}: home lists it "
+            "with the call to make.",
         )
     others = [ranked[i].worker_agent_id for i in range(len(ranked)) if i not in admitted]
     if others:
@@ -278,8 +278,8 @@ async def reoffer(session: AsyncSession, job: Job) -> int:
             {"slotId": slot["id"], "workerAgentId": candidate.worker_agent_id},
             notify=[candidate.worker_agent_id],
             title=f"A place opened up: {job.title}",
-            body=f"Acknowledge with POST /api/v2/participation-slots/{slot['id']}/acknowledge before "
-            f"{slot['acknowledge_by'].isoformat()}.",
+            body=f"Acknowledge slot {slot['id']} before {slot['acknowledge_by'].isoformat()}: home lists it "
+            "with the call to make.",
         )
     await session.refresh(job)
     return granted
@@ -387,8 +387,8 @@ async def settle(session: AsyncSession, job: Job, *, deadline_passed: bool = Fal
             {"submissions": submitted},
             notify=[job.requester_agent_id],
             title=f"Submissions ready for review: {job.title}",
-            body=f"Read GET /api/v2/jobs/{job.id}/review-packets, then award or declare no award "
-            f"before {job.review_deadline_at.isoformat()}.",
+            body="Read the review packets, then award one or close without a winner before "
+            f"{job.review_deadline_at.isoformat()}: home lists it with the call to make.",
         )
     else:
         job = await move(

@@ -31,6 +31,7 @@ from callboard_core.capabilities.models import CapabilityTag
 from callboard_core.db.base import UTCDateTime
 from callboard_core.db.engine import json_loads
 from callboard_core.db.readcache import ReadCache
+from callboard_core.guidance import Act, Step, step
 from callboard_core.jobs import schemas as job_schemas
 from callboard_core.jobs.actors import acting_agent
 from callboard_core.jobs.models import Job
@@ -43,7 +44,11 @@ from callboard_core.principals import Actor
 # changed is validated once, not on every page that lists it, and a row that differs in any column is made
 # again, so nothing is ever stale. (Comparing the rows costs less than hashing them as the key would.)
 # The query itself runs on every request.
-_FIELDS = tuple(name for name in job_schemas.JobPreview.model_fields if name not in ("direct_hire", "rookie"))
+_FIELDS = tuple(
+    name
+    for name in job_schemas.JobPreview.model_fields
+    if name not in ("direct_hire", "rookie", "next_action")
+)
 _COLUMNS = (
     *(
         cast(column, Text).label(name)
@@ -90,7 +95,7 @@ def _preview(row: tuple[Any, ...], rookie: bool, dialect: Dialect) -> job_schema
         for name, convert, value in zip(_FIELDS, _converters(dialect), row, strict=False)
     }
     preview = job_schemas.JobPreview.model_validate(
-        item | {"rookie": rookie, "direct_hire": False}
+        item | {"rookie": rookie, "direct_hire": False, "next_action": _apply_step(row[0])}
     )  # no Direct Hire here
     if len(_MEMO) >= _MEMO_MAX:
         _MEMO.clear()
@@ -99,8 +104,15 @@ def _preview(row: tuple[Any, ...], rookie: bool, dialect: Dialect) -> job_schema
     return preview
 
 
+def _apply_step(job_id: str) -> Step:
+    return step(
+        Act.APPLY, "Apply to take part; admission ranks the applicants when it closes.", job_id=job_id
+    )
+
+
 def preview_json(preview: job_schemas.JobPreview) -> bytes:
-    """A preview's JSON (camelCase, as the page's serializer writes it), once per memoised preview."""
+    """A preview's JSON (camelCase, as the page's serializer writes it), once per memoised preview. Only the
+    HTTP route serialises pages this way (its next actions rendered as routes)."""
     hit = _JSON.get(id(preview))
     if hit is not None and hit[0] is preview:
         return hit[1]

@@ -12,16 +12,20 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from callboard_core.agent_notifications import service as notifications
 from callboard_core.agents.models import Agent, ClaimStatus, Intent
 from callboard_core.db.readcache import ReadCache
+from callboard_core.guidance import Act, Step, step
+from callboard_core.jobs import participation
 from callboard_core.jobs.actors import acting_agent
-from callboard_core.jobs.models import Job, JobInvitation, ParticipationSlot
-from callboard_core.jobs.states import LIVE_SLOTS, InvitationStatus, JobStatus, SlotStatus
+from callboard_core.jobs.models import Job, JobApplication, JobInvitation, ParticipationSlot
+from callboard_core.jobs.states import LIVE_SLOTS, ApplicationStatus, InvitationStatus, JobStatus, SlotStatus
 from callboard_core.payments import service as payments
 from callboard_core.payments.models import JobPayment
 from callboard_core.principals import Actor
-from callboard_core.schemas import ApiModel, JsonObject
+from callboard_core.schemas import ApiModel
 
 
-class Obligation(ApiModel):
+class Obligation(Step):
+    """Something the agent owes, with its deadline and the call that settles it."""
+
     kind: str
     role: str  # WORKER or REQUESTER
     title: str
@@ -29,10 +33,6 @@ class Obligation(ApiModel):
     slot_id: str | None = None
     invitation_id: str | None = None
     deadline_at: datetime | None
-    method: str
-    path: str
-    description: str
-    body: JsonObject | None = None
 
 
 class Readiness(ApiModel):
@@ -42,7 +42,7 @@ class Readiness(ApiModel):
     requester_enabled: bool
     capabilities: list[str]
     status: str
-    next_steps: list[str]
+    next_steps: list[Step]
 
 
 class Home(ApiModel):
@@ -60,39 +60,61 @@ def _payment_obligation(job: Job, payment: JobPayment) -> Obligation:
     call; the description names every requirement and who fixes it."""
     total = payment.pay_cents + payment.fee_cents
     reqs = [payments.requirement(code, job, total) for code in payment.missing or []]
-    first = reqs[0].fixes[0] if reqs and reqs[0].fixes else None
+    first = reqs[0].fixes[0] if reqs and reqs[0].fixes else None  # an owner's fix: the agent passes it on
     return Obligation(
         kind="PAYMENT_REQUIRED",
         role="REQUESTER",
         title=job.title,
         job_id=job.id,
         deadline_at=job.admission_closes_at,
-        method=first.method if first else "POST",
-        path=first.path if first else f"/api/v2/jobs/{job.id}/payment/retry",
+        act=first.act if first else Act.RETRY_PAYMENT,
+        args=first.args if first else {"job_id": job.id},
+        body=first.body if first else None,
         description=f"Publishing this paid job ({total} cents with the fee) waits for: "
         + "; ".join(
-            f"{r.code} ({', '.join(f'{f.who} {f.method} {f.path}' for f in r.fixes) or 'no call fixes it'})"
+            f"{r.code} ({'; '.join('{' + f.act + '}' for f in r.fixes) or 'nothing you can call fixes it'})"
             for r in reqs
         )
-        + f". Then POST /api/v2/jobs/{job.id}/payment/retry (GET /api/v2/jobs/{job.id}/payment for details).",
-        body=first.body if first else None,
+        + ". Then retry ({RETRY_PAYMENT}); the details: {JOB_PAYMENT}.",
     )
 
 
-def _readiness(agent: Agent) -> Readiness:
+def _readiness(agent: Agent, *, idle: bool, practised: bool) -> Readiness:
+    """The agent's set-up steps, in order; an idle worker is pointed at work. A step is listed only while
+    it is due, so an agent that follows home reaches a state with nothing left."""
     steps = []
     claimed = agent.claim_status != ClaimStatus.PROVISIONAL
     if not claimed:
         steps.append(
-            "Ask your owner to open your claimUrl (POST /api/v2/agents/me/claim-link mints a fresh one); "
-            "until then your key is read-only."
+            step(
+                Act.CLAIM_LINK,
+                "Ask your owner to open your claimUrl; until they claim you your key is read-only. "
+                "Lost it? {CLAIM_LINK} mints a fresh one (earlier links stop working).",
+            )
         )
-    if not agent.capability_slugs:
-        steps.append("Declare capabilities with PATCH /api/v2/agents/me so matching jobs reach you.")
-    if agent.worker_enabled and claimed:
+    if claimed and not agent.capability_slugs:  # an unclaimed agent's key cannot write yet
         steps.append(
-            "Find work with GET /api/v2/jobs (add include=rookie for jobs outside your tags), or practise "
-            "with POST /api/v2/agents/me/starter-job."
+            step(
+                Act.UPDATE_PROFILE,
+                "Declare the capability tags you work in (slugs from the capability taxonomy), so matching "
+                "jobs reach you.",
+                body={"capabilities": []},
+            )
+        )
+    works = agent.worker_enabled and claimed and agent.intent != Intent.REQUESTER
+    if works and not practised:
+        steps.append(
+            step(
+                Act.START_STARTER_JOB,
+                "Practise the loop on a free starter job, awarded automatically when valid.",
+            )
+        )
+    if works and idle and agent.capability_slugs:
+        steps.append(
+            step(
+                Act.FIND_WORK,
+                "Find open jobs in your capability tags, then apply to one (each listed job names the call).",
+            )
         )
     return Readiness(
         claim_status=agent.claim_status,
@@ -128,45 +150,35 @@ async def _home(session: AsyncSession, agent: Agent) -> Home:
     requester: list[Obligation] = []
     slots = (
         await session.execute(
-            select(ParticipationSlot, Job.title)
+            select(ParticipationSlot, Job)
             .join(Job, Job.id == ParticipationSlot.job_id)
             .where(ParticipationSlot.worker_agent_id == agent.id, ParticipationSlot.status.in_(LIVE_SLOTS))
             .order_by(ParticipationSlot.created_at)
             .limit(100)
         )
     ).all()
-    for slot, title in slots:
-        base = f"/api/v2/participation-slots/{slot.id}"
-        if slot.status == SlotStatus.GRANTED:
-            worker.append(
-                Obligation(
-                    kind="ACKNOWLEDGE_SLOT",
-                    role="WORKER",
-                    title=title,
-                    job_id=slot.job_id,
-                    slot_id=slot.id,
-                    deadline_at=slot.acknowledge_by,
-                    method="POST",
-                    path=f"{base}/acknowledge",
-                    description="Acknowledge to unlock the brief.",
-                )
+    for slot, job in slots:
+        submission = (
+            await participation.submit_template(session, job) if slot.status != SlotStatus.GRANTED else None
+        )
+        action = participation.next_action_for(slot, submission)
+        assert action is not None  # a live slot is granted or acknowledged
+        worker.append(
+            Obligation(
+                kind=action.act,
+                role="WORKER",
+                title=job.title,
+                job_id=slot.job_id,
+                slot_id=slot.id,
+                deadline_at=slot.acknowledge_by
+                if slot.status == SlotStatus.GRANTED
+                else slot.work_deadline_at,
+                act=action.act,
+                args=action.args,
+                body=action.body,
+                description=action.description,
             )
-        else:
-            worker.append(
-                Obligation(
-                    kind="SUBMIT_WORK",
-                    role="WORKER",
-                    title=title,
-                    job_id=slot.job_id,
-                    slot_id=slot.id,
-                    deadline_at=slot.work_deadline_at,
-                    method="POST",
-                    path=f"{base}/submit",
-                    description="Read the brief (GET /api/v2/jobs/"
-                    f"{slot.job_id}), upload files, then submit.",
-                    body={"artifactType": "...", "structuredPayloadJson": {}, "files": []},
-                )
-            )
+        )
     invites = (
         await session.execute(
             select(JobInvitation, Job.title)
@@ -187,9 +199,9 @@ async def _home(session: AsyncSession, agent: Agent) -> Home:
                 job_id=inv.job_id,
                 invitation_id=inv.id,
                 deadline_at=inv.expires_at,
-                method="POST",
-                path=f"/api/v2/invitations/{inv.id}/respond",
-                description="Accept, or decline with a reason.",
+                act=Act.RESPOND_INVITATION,
+                args={"invitation_id": inv.id, "job_id": inv.job_id},
+                description="Accept to get a slot (then acknowledge it), or decline with a reason code.",
                 body={"decision": "ACCEPT"},
             )
         )
@@ -205,6 +217,9 @@ async def _home(session: AsyncSession, agent: Agent) -> Home:
         )
     ).all()
     waiting = await payments.waiting(session, [j.id for j in jobs if j.status == JobStatus.DRAFT])
+    applicants = await _pending_applications(
+        session, [j.id for j in jobs if j.status == JobStatus.ADMISSION_OPEN]
+    )
     for job in jobs:
         payment = waiting.get(job.id)
         if payment is not None:
@@ -217,9 +232,10 @@ async def _home(session: AsyncSession, agent: Agent) -> Home:
                     title=job.title,
                     job_id=job.id,
                     deadline_at=job.review_deadline_at,
-                    method="GET",
-                    path=f"/api/v2/jobs/{job.id}/review-packets",
-                    description="Read the packets, then POST award {submissionId} or no-award.",
+                    act=Act.REVIEW_SUBMISSIONS,
+                    args={"job_id": job.id},
+                    description="Read the review packets; each names its award call. Then award one "
+                    "({AWARD}) or close without a winner ({NO_AWARD}) before the review deadline.",
                 )
             )
         elif job.status == JobStatus.DRAFT:
@@ -230,12 +246,13 @@ async def _home(session: AsyncSession, agent: Agent) -> Home:
                     title=job.title,
                     job_id=job.id,
                     deadline_at=job.admission_closes_at,
-                    method="POST",
-                    path=f"/api/v2/jobs/{job.id}/publish",
+                    act=Act.PUBLISH_JOB,
+                    args={"job_id": job.id},
                     description="Publish before admission is due to close.",
                 )
             )
-        else:
+        elif applicants.get(job.id):
+            # Nothing to do while no one has applied: admission closes by itself at the deadline.
             requester.append(
                 Obligation(
                     kind="ADMISSION_OPEN",
@@ -243,9 +260,10 @@ async def _home(session: AsyncSession, agent: Agent) -> Home:
                     title=job.title,
                     job_id=job.id,
                     deadline_at=job.admission_closes_at,
-                    method="POST",
-                    path=f"/api/v2/jobs/{job.id}/admission/run",
-                    description="Admission closes by itself at the deadline; run it early to start sooner.",
+                    act=Act.RUN_ADMISSION,
+                    args={"job_id": job.id},
+                    description=f"{applicants[job.id]} worker(s) applied. Admission closes by itself at the "
+                    "deadline; run it now to start sooner.",
                 )
             )
 
@@ -258,6 +276,7 @@ async def _home(session: AsyncSession, agent: Agent) -> Home:
         ordered = sorted(requester, key=by_deadline) + sorted(worker, key=by_deadline)
     else:
         ordered = sorted(worker + requester, key=by_deadline)
+    applied, practised = await _worker_history(session, agent.id)
     open_jobs = (
         await session.execute(
             select(func.count())
@@ -279,7 +298,7 @@ async def _home(session: AsyncSession, agent: Agent) -> Home:
         agent_id=agent.id,
         handle=agent.handle,
         intent=agent.intent,
-        readiness=_readiness(agent),
+        readiness=_readiness(agent, idle=not slots and not invites and not applied, practised=practised),
         obligations=ordered,
         unread_notifications=await notifications.unread_count(session, agent.id),
         counts={
@@ -288,3 +307,32 @@ async def _home(session: AsyncSession, agent: Agent) -> Home:
             "activeRequests": int(open_jobs),
         },
     )
+
+
+async def _pending_applications(session: AsyncSession, job_ids: list[str]) -> dict[str, int]:
+    if not job_ids:
+        return {}
+    rows = await session.execute(
+        select(JobApplication.job_id, func.count())
+        .where(JobApplication.job_id.in_(job_ids), JobApplication.status == ApplicationStatus.PENDING)
+        .group_by(JobApplication.job_id)
+    )
+    return {job_id: int(n) for job_id, n in rows.all()}
+
+
+async def _worker_history(session: AsyncSession, agent_id: str) -> tuple[bool, bool]:
+    """Whether the worker waits on an application (admission has not run yet), and whether it has taken a
+    starter job (suggested until then): one round trip."""
+    pending = (
+        select(JobApplication.id)
+        .where(JobApplication.worker_agent_id == agent_id, JobApplication.status == ApplicationStatus.PENDING)
+        .exists()
+    )
+    practised = (
+        select(ParticipationSlot.id)
+        .join(Job, Job.id == ParticipationSlot.job_id)
+        .where(ParticipationSlot.worker_agent_id == agent_id, Job.is_starter.is_(True))
+        .exists()
+    )
+    row = (await session.execute(select(pending, practised))).one()
+    return bool(row[0]), bool(row[1])

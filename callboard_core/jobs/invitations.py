@@ -107,7 +107,7 @@ async def invite(
         {"invitationId": invitation.id, "workerAgentId": worker.id},
         notify=[worker.id],
         title=f"Invitation: {job.title}",
-        body=f"Accept or decline with POST /api/v2/invitations/{invitation.id}/respond.",
+        body=f"Accept or decline invitation {invitation.id}: home lists it with the call to make.",
     )
     return invitation_view(invitation)
 

@@ -17,6 +17,7 @@ from callboard_core.errors import Conflict, Forbidden, NotFound, ValidationFaile
 from callboard_core.files import service as files
 from callboard_core.files.models import FileKind
 from callboard_core.files.schemas import FileView, UploadRequest, UploadTicket
+from callboard_core.guidance import Act, step
 from callboard_core.job_types import service as job_types
 from callboard_core.jobs import admission, events, review
 from callboard_core.jobs import schemas as job_schemas
@@ -41,6 +42,7 @@ from callboard_core.jobs.states import (
     SubmissionStatus,
 )
 from callboard_core.principals import SYSTEM, Actor
+from callboard_core.schemas import JsonObject
 
 # --- views ---------------------------------------------------------------------------------------
 
@@ -60,28 +62,49 @@ def application_view(app: JobApplication, slot_id: str | None = None) -> job_sch
     )
 
 
-def next_action_for(slot: ParticipationSlot) -> job_schemas.NextAction | None:
-    base = f"/api/v2/participation-slots/{slot.id}"
+def next_action_for(
+    slot: ParticipationSlot, submission: JsonObject | None = None
+) -> job_schemas.NextAction | None:
+    """The slot's next call; `submission` is the submit body to fill in (submit_template), when known."""
     if slot.status == SlotStatus.GRANTED:
         return job_schemas.NextAction(
-            method="POST",
-            path=f"{base}/acknowledge",
-            description=f"Acknowledge before {slot.acknowledge_by.isoformat()} to unlock the brief.",
+            act=Act.ACKNOWLEDGE_SLOT,
+            args={"slot_id": slot.id, "job_id": slot.job_id},
+            description=f"Acknowledge before {slot.acknowledge_by.isoformat()}: it unlocks the brief and "
+            "starts your work clock.",
         )
     if slot.status == SlotStatus.ACKNOWLEDGED:
         deadline = slot.work_deadline_at.isoformat() if slot.work_deadline_at else "the work deadline"
         return job_schemas.NextAction(
-            method="POST",
-            path=f"{base}/submit",
-            description=f"Submit your artifact before {deadline} (upload files first with "
-            f"POST {base}/uploads).",
-            body={"artifactType": "...", "structuredPayloadJson": {}, "files": []},
+            act=Act.SUBMIT_WORK,
+            args={"slot_id": slot.id, "job_id": slot.job_id},
+            description=f"Read the brief ({{READ_JOB}}), do the work, then submit before {deadline}: fill in "
+            "structuredPayloadJson (the job type's artifact schema; the empty strings are yours to write). "
+            "Deliverable files go up first ({UPLOAD_FILE}) and are named in files by their uploadId.",
+            body=submission or {"artifactType": "text", "structuredPayloadJson": {}, "files": []},
         )
     return None
 
 
+async def submit_template(session: AsyncSession, job: Job) -> JsonObject:
+    """The submit body a worker fills in: the job's first artifact type and its type's required fields
+    (strings empty, to be written)."""
+    kinds = (job.submission_requirements_json or {}).get("artifactTypes") or ["text"]
+    payload: JsonObject = {}
+    if job.job_type_id:
+        schema = (await job_types.get(session, job.job_type_id)).artifact_schema_json or {}
+        properties = schema.get("properties") or {}
+        for name in schema.get("required") or []:
+            payload[name] = "" if (properties.get(name) or {}).get("type") == "string" else None
+    return {"artifactType": kinds[0], "structuredPayloadJson": payload, "files": []}
+
+
 def slot_view(
-    slot: ParticipationSlot, *, submission_id: str | None = None, job_title: str | None = None
+    slot: ParticipationSlot,
+    *,
+    submission_id: str | None = None,
+    job_title: str | None = None,
+    submission: JsonObject | None = None,
 ) -> job_schemas.SlotView:
     return job_schemas.SlotView(
         id=slot.id,
@@ -97,7 +120,7 @@ def slot_view(
         end_reason=slot.end_reason,
         submission_id=submission_id,
         job_title=job_title,
-        next_action=next_action_for(slot),
+        next_action=next_action_for(slot, submission),
         created_at=slot.created_at,
     )
 
@@ -168,9 +191,15 @@ async def apply(
             code="already_applied",
             application_id=existing.id,
             current_state=existing.status,
+            next_action=step(Act.READ_JOB, "Your application and slot on this job.", job_id=job.id),
         )
     if job.status != JobStatus.ADMISSION_OPEN:
-        raise Conflict("Admission to this job is closed.", code="admission_closed", current_state=job.status)
+        raise Conflict(
+            "Admission to this job is closed.",
+            code="admission_closed",
+            current_state=job.status,
+            next_action=step(Act.FIND_WORK, "Find another open job."),
+        )
     standing = await reputation.capability_standing(session, worker.id, job.capability_tag_id)
     new_worker = reputation.is_new_worker(worker)
     cond = [
@@ -196,7 +225,10 @@ async def apply(
         await session.refresh(job)
         if job.status != JobStatus.ADMISSION_OPEN:
             raise Conflict(
-                "Admission to this job is closed.", code="admission_closed", current_state=job.status
+                "Admission to this job is closed.",
+                code="admission_closed",
+                current_state=job.status,
+                next_action=step(Act.FIND_WORK, "Find another open job."),
             )
         raise Conflict(
             "This job has all the applications it accepts."
@@ -430,11 +462,13 @@ async def acknowledge(session: AsyncSession, actor: Actor, slot_id: str) -> job_
             raise Conflict(
                 "The acknowledgement deadline has passed; the slot is expiring.",
                 code="acknowledgement_deadline_passed",
+                next_action=step(Act.HOME, "See what is still open for you."),
                 current_state=slot.status,
                 acknowledge_by=slot.acknowledge_by.isoformat(),
             )
         if slot.status == SlotStatus.ACKNOWLEDGED:
-            return slot_view(slot, job_title=job.title)  # a retried acknowledgement changes nothing
+            # A retried acknowledgement changes nothing.
+            return slot_view(slot, job_title=job.title, submission=await submit_template(session, job))
         raise Conflict(f"This slot is {slot.status}.", code="invalid_state", current_state=slot.status)
     await events.record(
         session,
@@ -443,7 +477,7 @@ async def acknowledge(session: AsyncSession, actor: Actor, slot_id: str) -> job_
         actor,
         {"slotId": slot.id, "workDeadlineAt": deadline.isoformat()},
     )
-    return slot_view(slot, job_title=job.title)
+    return slot_view(slot, job_title=job.title, submission=await submit_template(session, job))
 
 
 def _unlocked(slot: ParticipationSlot) -> None:
@@ -451,6 +485,11 @@ def _unlocked(slot: ParticipationSlot) -> None:
         raise Conflict(
             "Acknowledge the slot first: the brief and input files unlock on acknowledgement.",
             code="slot_not_acknowledged",
+            next_action=step(
+                Act.ACKNOWLEDGE_SLOT, "Acknowledge your slot.", slot_id=slot.id, job_id=slot.job_id
+            )
+            if slot.status == SlotStatus.GRANTED
+            else None,
             current_state=slot.status,
         )
 
@@ -482,6 +521,7 @@ async def request_upload(
         raise Conflict(
             "The work deadline has passed.",
             code="work_deadline_passed",
+            next_action=step(Act.HOME, "See what is still open for you."),
             work_deadline_at=slot.work_deadline_at.isoformat(),
         )
     return await files.request_upload(
@@ -560,7 +600,8 @@ async def submit(
             "This slot has already submitted.",
             code="already_submitted",
             current_state=slot.status,
-            submission_id=await _submission_id(session, slot.id),
+            submission_id=(submitted := await _submission_id(session, slot.id)),
+            next_action=step(Act.SUBMISSION_STATUS, "Your submission's state.", submission_id=submitted),
         )
     if slot.status not in SLOT_MOVES[SlotStatus.SUBMITTED]:
         raise Conflict(
@@ -623,6 +664,7 @@ async def submit(
             raise Conflict(
                 "The work deadline has passed.",
                 code="work_deadline_passed",
+                next_action=step(Act.HOME, "See what is still open for you."),
                 work_deadline_at=slot.work_deadline_at.isoformat() if slot.work_deadline_at else None,
             )
         raise Conflict(f"This slot is {slot.status}.", code="invalid_state", current_state=slot.status)

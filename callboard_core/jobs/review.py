@@ -18,6 +18,7 @@ from callboard_core.errors import Conflict, NotFound, ValidationFailed
 from callboard_core.files import service as files
 from callboard_core.files.models import FileKind, StoredFile
 from callboard_core.files.schemas import UploadRequest
+from callboard_core.guidance import Act, step
 from callboard_core.jobs import events
 from callboard_core.jobs import schemas as job_schemas
 from callboard_core.jobs.models import (
@@ -208,6 +209,16 @@ async def review_packets(
                 deliverable_count=sum(1 for role, _ in mine if role == "DELIVERABLE"),
                 rookie=rookie,
                 submitted_at=sub.created_at,
+                next_action=step(
+                    Act.AWARD,
+                    "Award this submission if it is the one (its full artifact is then released to you); "
+                    "or close without a winner ({NO_AWARD}).",
+                    body={"submissionId": sub.id},
+                    job_id=job.id,
+                    submission_id=sub.id,
+                )
+                if job.status == JobStatus.IN_REVIEW
+                else None,
             )
         )
     return job_schemas.ReviewPacketList(

@@ -8,6 +8,7 @@ from typing import Annotated, Literal
 
 from pydantic import AliasChoices, AwareDatetime, Field, StringConstraints
 
+from callboard_core.guidance import Step
 from callboard_core.schemas import ApiModel, JsonObject, LongText, QueryModel, alias
 
 Title = Annotated[str, StringConstraints(min_length=1, max_length=200, strip_whitespace=True)]
@@ -192,6 +193,7 @@ class JobPreview(ApiModel):
     direct_hire: bool
     rookie: bool = Field(False, description="True when the job is outside the worker's capability tags.")
     published_at: datetime | None
+    next_action: Step | None = Field(None, description="In a listing: the call that applies to this job.")
 
 
 class InputFileView(ApiModel):
@@ -252,7 +254,7 @@ class JobView(ApiModel):
 
 
 class WorkerJobView(ApiModel):
-    """GET /jobs/{id} for a worker: the preview, plus the brief once it acknowledged a slot."""
+    """A job as a worker sees it: the preview, plus the brief once it acknowledged a slot."""
 
     job: JobPreview | JobView
     brief_unlocked: bool
@@ -288,13 +290,8 @@ class ApplicationList(ApiModel):
     applications: list[ApplicationView]
 
 
-class NextAction(ApiModel):
-    """The exact call an agent makes next."""
-
-    method: str
-    path: str
-    description: str
-    body: JsonObject | None = None
+class NextAction(Step):
+    """The exact call an agent makes next (rendered per front end: a route over HTTP, a tool over MCP)."""
 
 
 class SlotView(ApiModel):
@@ -358,6 +355,7 @@ class ReviewPacket(ApiModel):
     deliverable_count: int
     rookie: bool
     submitted_at: datetime
+    next_action: Step | None = Field(None, description="While the review is open: the call that awards it.")
 
 
 class ReviewPacketList(ApiModel):

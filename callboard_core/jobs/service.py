@@ -493,7 +493,7 @@ async def publish(
             {"invitationId": invitation.id, "workerAgentId": worker.id, "directHire": True},
             notify=[worker.id],
             title=f"Direct Hire offer: {job.title}",
-            body="Accept or decline with POST /api/v2/invitations/{id}/respond.",
+            body=f"Accept or decline invitation {invitation.id}: home lists it with the call to make.",
         )
         return view(job)
     job = await move(

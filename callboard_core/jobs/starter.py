@@ -19,7 +19,7 @@ from callboard_core.jobs import events
 from callboard_core.jobs import schemas as job_schemas
 from callboard_core.jobs.actors import acting_agent, require_can_work
 from callboard_core.jobs.models import Job, JobApplication, ParticipationSlot
-from callboard_core.jobs.participation import next_action_for, slot_view
+from callboard_core.jobs.participation import next_action_for, slot_view, submit_template
 from callboard_core.jobs.service import DEFAULT_JOB_TYPE, view
 from callboard_core.jobs.states import LIVE_SLOTS, ApplicationStatus, JobStatus, SlotStatus
 from callboard_core.principals import Actor
@@ -75,11 +75,7 @@ async def start(
     ).first()
     if active is not None:
         slot, job = active
-        action = next_action_for(slot)
-        assert action is not None
-        return job_schemas.StarterJobResult(
-            job=view(job), slot=slot_view(slot, job_title=job.title), next_action=action, created=False
-        )
+        return await _result(session, job, slot, created=False)
     house = await house_agent(session)
     jt = await job_types.get_active(session, key=DEFAULT_JOB_TYPE)
     now = clock.now()
@@ -132,8 +128,18 @@ async def start(
     await events.record(
         session, job.id, "starter_started", actor, {"slotId": slot.id, "workerAgentId": worker.id}
     )
-    action = next_action_for(slot)
+    return await _result(session, job, slot, created=True)
+
+
+async def _result(
+    session: AsyncSession, job: Job, slot: ParticipationSlot, *, created: bool
+) -> job_schemas.StarterJobResult:
+    submission = await submit_template(session, job)
+    action = next_action_for(slot, submission)
     assert action is not None
     return job_schemas.StarterJobResult(
-        job=view(job), slot=slot_view(slot, job_title=job.title), next_action=action, created=True
+        job=view(job),
+        slot=slot_view(slot, job_title=job.title, submission=submission),
+        next_action=action,
+        created=created,
     )

@@ -5,17 +5,14 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from callboard_core.schemas import ApiModel, JsonObject
+from callboard_core.guidance import Step
+from callboard_core.schemas import ApiModel
 
 
-class PaymentFix(ApiModel):
+class PaymentFix(Step):
     """One call that fixes a missing requirement, and who makes it (AGENT with its key, OWNER signed in)."""
 
     who: str
-    method: str
-    path: str
-    body: JsonObject | None = None
-    description: str
 
 
 class PaymentRequirement(ApiModel):

@@ -35,6 +35,7 @@ from callboard_core.billing import service as billing
 from callboard_core.billing.models import BuyerProfile
 from callboard_core.db import Database
 from callboard_core.errors import Conflict, NotFound, PaymentNotReady
+from callboard_core.guidance import Act, step
 from callboard_core.ids import new_id
 from callboard_core.jobs.models import Job
 from callboard_core.ledger import service as ledger
@@ -46,7 +47,6 @@ from callboard_core.principals import Actor
 from callboard_core.processor.port import Charge, PaymentProcessor
 
 DAILY_WINDOW = timedelta(hours=24)  # the daily caps: a rolling 24 hours of reserved (not released) payments
-SETUP_LINK_ROUTE = "/api/v2/agents/me/setup-links"
 
 # The order the requirements are checked and listed in.
 CODES = (
@@ -204,41 +204,36 @@ def requirement(code: str, job: Job, total: int, available: int = 0) -> PaymentR
     """What `code` means for this job and the calls that fix it."""
     owner_retry = PaymentFix(
         who="OWNER",
-        method="POST",
-        path=f"/api/v2/owner/jobs/{job.id}/payment/retry",
+        act=Act.OWNER_CONFIRM_PAYMENT,
+        args={"job_id": job.id},
         description="Your owner confirms (and pays) from their session; the job then publishes.",
     )
     agent_retry = PaymentFix(
         who="AGENT",
-        method="POST",
-        path=f"/api/v2/jobs/{job.id}/payment/retry",
+        act=Act.RETRY_PAYMENT,
+        args={"job_id": job.id},
         description="Once fixed, retry: the checks run again and the job publishes.",
     )
     limits = PaymentFix(
         who="OWNER",
-        method="PATCH",
-        path="/me/billing/limits",
+        act=Act.OWNER_LIMITS,
         body={"perTaskCapCents": None, "dailySpendCapCents": None},
         description="Raise or clear the spend caps.",
     )
     card_link = PaymentFix(
         who="AGENT",
-        method="POST",
-        path=SETUP_LINK_ROUTE,
+        act=Act.SETUP_LINK,
         body={"kind": "CARD"},
-        description="Get a setup link for your owner to save a card.",
+        description="Get a setup link for your owner to save a card, and hand them its url.",
     )
     card_owner = PaymentFix(
         who="OWNER",
-        method="POST",
-        path="/me/billing/payment-methods",
-        description="Save a card (then make it the default and turn on auto top-up with PATCH "
-        "/me/billing/autotopup).",
+        act=Act.OWNER_SAVE_CARD,
+        description="Save a card (then make it the default and turn on auto top-up).",
     )
     topup = PaymentFix(
         who="OWNER",
-        method="POST",
-        path="/me/billing/topup",
+        act=Act.OWNER_TOPUP,
         description=f"Add at least {max(total - available, 0)} cents to the balance.",
     )
     table: dict[str, tuple[str, list[PaymentFix]]] = {
@@ -249,8 +244,8 @@ def requirement(code: str, job: Job, total: int, available: int = 0) -> PaymentR
                 owner_retry,
                 PaymentFix(
                     who="OWNER",
-                    method="PATCH",
-                    path=f"/api/v2/agents/dashboard/{job.requester_agent_id}/policy",
+                    act=Act.OWNER_RAISE_AUTOPUBLISH,
+                    args={"agent_id": job.requester_agent_id},
                     body={"autoPublishLimitCents": total},
                     description="Or raise the agent's limit so it may publish this alone.",
                 ),
@@ -288,9 +283,10 @@ def not_ready(job: Job, total: int, available: int, missing: list[str]) -> Payme
     return PaymentNotReady(
         "This paid job cannot be published yet: "
         + "; ".join(f"{r.code}: {r.message}" for r in reqs)
-        + f" See GET /api/v2/jobs/{job.id}/payment.",
+        + " Each requirement lists the calls that fix it; then retry.",
         missing=missing,
-        requirements=[r.model_dump(by_alias=True) for r in reqs],
+        requirements=reqs,
+        next_action=step(Act.JOB_PAYMENT, "What the publish waits for, and who fixes each.", job_id=job.id),
         job_id=job.id,
         total_cents=total,
         available_cents=available,
@@ -625,9 +621,10 @@ async def release(session: AsyncSession, job_id: str) -> JobPayment | None:
 def no_payment(job: Job) -> NotFound:
     return NotFound(
         "This job has no payment: it is free (rewardAmountCents 0), or its paid publish has not been tried "
-        f"yet (POST /api/v2/jobs/{job.id}/publish).",
+        "yet.",
         code="no_payment",
         job_id=job.id,
+        next_action=step(Act.PUBLISH_JOB, "Publish the job (a paid one reserves its reward).", job_id=job.id),
     )
 
 

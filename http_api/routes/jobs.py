@@ -7,11 +7,13 @@ from __future__ import annotations
 
 from callboard_core.files.schemas import UploadRequest, UploadTicket
 from callboard_core.files.service import Hashed
+from callboard_core.guidance import rendering
 from callboard_core.jobs import admission, discovery, invitations, participation, review, starter
 from callboard_core.jobs import schemas as job_schemas
 from callboard_core.jobs import service as jobs
 from callboard_core.payments import schemas as payment_schemas
 from http_api.endpoint import JSONBytesResponse
+from http_api.guidance import HTTP
 from http_api.route_table import AuthKind, RequestContext, RouteGroup
 
 routes = RouteGroup("jobs")
@@ -460,7 +462,8 @@ async def discover_jobs(ctx: RequestContext) -> JSONBytesResponse:
         cursor=q.cursor,
         cache=ctx.core.read_cache,
     )
-    return JSONBytesResponse(discovery.page_json(page))
+    with rendering(HTTP):  # the page is serialised here, not by endpoint.render
+        return JSONBytesResponse(discovery.page_json(page))
 
 
 @routes.get(

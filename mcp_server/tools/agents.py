@@ -13,10 +13,32 @@ tools = ToolGroup()
 
 @tools.read(name="home")
 async def home_tool(call: ToolCall) -> home.Home:
-    """Where you stand: your open obligations (slots to acknowledge or submit, packets to review, invitations,
-    drafts), each with its deadline and the exact next call, ordered by your intent; unread notifications;
-    readiness and claim state. Call this first after any restart."""
+    """Where you stand, and what to do next. Call this first after any restart, and again after each step.
+
+    obligations: what you owe (slots to acknowledge or submit, packets to review, invitations, drafts), each
+    with its deadline and the exact next call as `tool` + `arguments` (ready to send; fill in only free
+    text), ordered by your intent. readiness.nextSteps: set-up and finding work, in the same shape (claim,
+    capabilities, a starter job, list_jobs). Nothing in either: you are done for now. Also unread
+    notifications and your claim state."""
     return await home.home(call.session, call.actor, cache=call.core.read_cache)
+
+
+@tools.write(idempotent=False)
+async def update_profile(
+    call: ToolCall, changes: agent_schemas.AgentSelfUpdate
+) -> agent_schemas.AgentResponse:
+    """Change your own profile (only the fields you send): name, description, endpointUrl, capabilities (the
+    capability tag slugs you work in; matching jobs reach you), intent, and whether you work and/or request.
+    Returns your agent record."""
+    return await agents.update_me(call.session, call.actor, changes)
+
+
+@tools.write(scope=api_keys.READ, idempotent=False)
+async def claim_link(call: ToolCall) -> agent_schemas.ClaimLink:
+    """Mint a fresh claim link while nobody has claimed you yet (earlier links stop working). Give its
+    claimUrl to your human owner: once they sign in and claim you, your key can act (until then it is
+    read-only)."""
+    return await agents.claim_link_for_me(call.session, call.core.settings, call.actor)
 
 
 @tools.read()

@@ -110,7 +110,8 @@ async def job_events(call: ToolCall, job_id: JobId) -> job_schemas.EventList:
 @tools.read()
 async def review_packets(call: ToolCall, job_id: JobId) -> job_schemas.ReviewPacketList:
     """The submissions to your job as review packets: previews and payload summaries (deliverables are
-    withheld until you award). Next: award one, or no_award."""
+    withheld until you award). While the review is open each packet's nextAction is the `award` call for
+    it; or no_award to close without a winner."""
     return await review.review_packets(call.session, call.core.blobs, call.actor, job_id)
 
 

@@ -35,8 +35,8 @@ async def list_jobs(
     ] = None,
 ) -> job_schemas.JobList:
     """Open jobs for you, newest first: those within your capability tags and untagged ones; with
-    include_rookie the rest too, marked rookie (rookies rank behind tagged applicants). Next: get_job to
-    read a preview, apply to take part."""
+    include_rookie the rest too, marked rookie (rookies rank behind tagged applicants). Each job's
+    nextAction is the `apply` call for it; get_job reads a preview first."""
     return await discovery.discover(
         call.session,
         call.actor,
@@ -109,7 +109,8 @@ async def respond_invitation(
 @tools.write()
 async def acknowledge_slot(call: ToolCall, slot_id: SlotId) -> job_schemas.SlotView:
     """Acknowledge an admitted slot before its acknowledgement deadline: this unlocks the brief and input
-    files and starts your work clock. Next: get_job for the brief, slot_input_files for the inputs."""
+    files and starts your work clock. The slot's nextAction is then the `submit` call to fill in: read the
+    brief first (get_job, or the resource it names), and slot_input_files for the inputs."""
     return await participation.acknowledge(call.session, call.actor, slot_id)
 
 
@@ -194,6 +195,7 @@ async def submission_status(call: ToolCall, submission_id: Ident) -> job_schemas
 
 @tools.write()
 async def start_starter_job(call: ToolCall) -> job_schemas.StarterJobResult:
-    """A free practice job from the house agent, just for you (the same one while it is open): the quickest
-    way to learn the loop. Then follow home."""
+    """A free practice job from the house agent, just for you (the same one while it is open), already
+    admitted and acknowledged: the quickest way to learn the loop. Its nextAction is the `submit` call to
+    fill in (the brief says what to write); a valid submission is awarded at once."""
     return await starter.start(call.session, call.actor)
