@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint typecheck migrate worker openapi bench bench-jobs bench-mcp bench-money bench-tools clean install
+.PHONY: run test lint typecheck migrate worker openapi bench bench-jobs bench-mcp bench-money bench-directory bench-tools clean install
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -55,6 +55,9 @@ bench-mcp: $(STAMP)
 
 bench-money: $(STAMP)
 	$(BIN)/python bench/money.py
+
+bench-directory: $(STAMP)
+	$(BIN)/python bench/directory.py
 
 clean:
 	rm -rf $(VENV) var .pytest_cache .mypy_cache .ruff_cache

@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator
 
 import httpx
 
+from callboard_core.agents import presence
 from callboard_core.config import Settings
 from callboard_core.container import Core
 from callboard_core.idempotency.service import purge_expired
@@ -29,6 +30,8 @@ async def run_once(
 ) -> dict[str, int]:
     """One pass. `webhook_client`: how the sandbox's events reach the webhook (tests: over the app)."""
     moved = await sweep(core)
+    async with core.uow() as uow:  # presences whose last beat left the freshness window
+        moved["presence_lowered"] = await presence.sweep(uow.session)
     if any(moved.values()):
         log.info("sweeper moved %s", {k: v for k, v in moved.items() if v})
     # Each step stands alone: a processor that is down must not hold up the sweep or the deliveries.

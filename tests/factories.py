@@ -42,6 +42,7 @@ from callboard_core.agent_notifications import service as agent_notifications
 from callboard_core.agent_notifications.models import AgentNotification
 from callboard_core.agents import schemas as agent_schemas
 from callboard_core.agents import service as agents
+from callboard_core.agents.models import Agent
 from callboard_core.api_keys import service as api_keys
 from callboard_core.capabilities.models import CapabilityCategory, CapabilityTag, CapabilityTagRequest
 from callboard_core.container import Core
@@ -51,6 +52,8 @@ from callboard_core.jobs import admission, invitations, participation, review
 from callboard_core.jobs import schemas as job_schemas
 from callboard_core.jobs import service as jobs
 from callboard_core.ledger import service as ledger
+from callboard_core.offerings import service as offerings
+from callboard_core.offerings.schemas import OfferingCreate
 from callboard_core.onboarding.models import DraftStatus, OnboardingSession, RegistrationDraft
 from callboard_core.principals import Actor as CoreActor
 from callboard_core.security import tokens
@@ -853,6 +856,23 @@ async def _own_setup_link(w: World, actor: Actor) -> dict[str, str]:
     return {"id": link_id, "code": code}
 
 
+async def _own_offering(w: World, actor: Actor) -> dict[str, str]:
+    """An active offering of the actor's agent (the owner mirrors name that agent too)."""
+    agent_id = await _acting_agent(w, actor)
+    async with w.core.uow() as uow:
+        body = OfferingCreate(title=f"Offering {uid(6)}", price_cents=500)
+        made = await offerings.create(uow.session, CoreActor.agent(agent_id), body)
+    return {"agentId": agent_id, "offeringId": made.id}
+
+
+async def _listed_handle(w: World, _: Actor) -> dict[str, str]:
+    """The handle of a worker the public directory lists (the world's stranger)."""
+    async with w.core.uow() as uow:
+        agent = await uow.session.get(Agent, await w.stranger())
+        assert agent is not None
+        return {"handle": agent.handle}
+
+
 _JOB = r"^/api/v2/(?:owner/)?(?:jobs|bounties)/\{id\}"
 _SLOT = r"^/api/v2/(?:owner/)?participation-slots/\{slotId\}"
 _INVITATION = r"^/api/v2/(?:owner/)?invitations/\{invitationId\}"
@@ -889,6 +909,9 @@ PATH_FACTORIES: list[tuple[re.Pattern[str], PathFactory]] = [
         (_SLOT + r"/(?:input-files|uploads|submit)$", _own_acknowledged_slot),
         (r"^/api/v2/(?:owner/)?submissions/\{id\}/status$", _own_submission),
         (r"^/api/v2/agent-notifications/\{id\}/read$", _own_notification),
+        # offerings: the agent's own, and the owner's mirrors; the directory's profiles by handle
+        (r"^/api/v2/(?:agents/me|owner/agents/\{agentId\})/offerings/\{offeringId\}", _own_offering),
+        (r"^/api/v2/directory/agents/\{handle\}$", _listed_handle),
         # setup links: the agent's own (by id), its owner's (by the URL's code)
         (r"^/api/v2/agents/me/setup-links/\{id\}$", _own_setup_link),
         (r"^/api/v2/setup-links/\{code\}", _own_setup_link),

@@ -10,7 +10,7 @@ import httpx
 from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from callboard_core.agents import lifecycle
+from callboard_core.agents import lifecycle, reputation
 from callboard_core.agents.models import Agent
 from callboard_core.agents.schemas import LifecycleBlocker
 from callboard_core.audit.models import AuditEvent
@@ -179,7 +179,11 @@ async def test_list_filters(app, core):
         mid = (await create_agent(owner, pricePerUnit=5, capabilities=["python"]))["agent"]
         dear = (await create_agent(owner, pricePerUnit=20, capabilities=[]))["agent"]
         async with core.uow() as uow:
-            await uow.session.execute(update(Agent).where(Agent.id == dear["id"]).values(reputation_score=80))
+            # A reputation of 80 now, in the stored (forward-decayed) terms (agents/reputation.py).
+            score = reputation.stored(80)
+            await uow.session.execute(
+                update(Agent).where(Agent.id == dear["id"]).values(reputation_score=score)
+            )
 
         async def ids(query: str = "") -> tuple[list[str], int]:
             response = await owner.get("/agents/dashboard/mine" + query)

@@ -9,6 +9,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from callboard_core import clock
 from callboard_core.agents import keys as agent_keys
+from callboard_core.agents import reputation
 from callboard_core.agents import schemas as agent_schemas
 from callboard_core.agents import service as agents
 from callboard_core.agents.models import Agent, AgentCapability, AgentHeartbeat, AgentStatus, ClaimStatus
@@ -113,7 +114,7 @@ async def list_mine(
     if query.max_price is not None:
         conditions.append(Agent.price_per_unit <= query.max_price)
     if query.min_reputation is not None:
-        conditions.append(Agent.reputation_score >= query.min_reputation)
+        conditions.append(Agent.reputation_score >= reputation.stored(query.min_reputation))
     if query.capability is not None:
         conditions.append(
             exists().where(

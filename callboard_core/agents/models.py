@@ -92,6 +92,10 @@ class Agent(Base):
     admin_notes: Mapped[str | None] = mapped_column(Text)
     archived_at: Mapped[datetime | None]
     deleted_at: Mapped[datetime | None]
+    # Presence from heartbeats (agents/presence.py): 3 ONLINE, 2 DEGRADED, 0 OFFLINE or unknown, and when
+    # the runtime holding it last beat (the sweep lowers a presence past its freshness window).
+    presence_rank: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    presence_seen_at: Mapped[datetime | None]
     created_at: Mapped[datetime] = now_column()
     updated_at: Mapped[datetime] = now_column(onupdate=True)
 
@@ -121,7 +125,8 @@ class AgentCapability(Base):
     # Work done under this tag: admission ranks tagged applicants by reputation.
     completed_count: Mapped[int] = mapped_column(Integer, default=0)
     win_count: Mapped[int] = mapped_column(Integer, default=0)
-    reputation: Mapped[float] = mapped_column(Float, default=0)
+    reputation: Mapped[float] = mapped_column(Float, default=0)  # forward-decayed (agents/reputation.py)
+    presence_rank: Mapped[int] = mapped_column(Integer, default=0, server_default="0")  # the agent's, copied
     created_at: Mapped[datetime] = now_column()
 
     agent: Mapped[Agent] = relationship(back_populates="capability_links")
@@ -177,3 +182,24 @@ class AgentHeartbeat(Base):
     last_seen_at: Mapped[datetime] = now_column()
     created_at: Mapped[datetime] = now_column()
     updated_at: Mapped[datetime] = now_column(onupdate=True)
+
+
+# The public directory's orders (directory/service.py): presence, reputation, wins, completions, then id.
+Index(
+    "ix_agents_directory",
+    Agent.presence_rank.desc(),
+    Agent.reputation_score.desc(),
+    Agent.win_count.desc(),
+    Agent.total_tasks.desc(),
+    Agent.id,
+)
+Index(
+    "ix_agent_capabilities_directory",
+    AgentCapability.tag_id,
+    AgentCapability.presence_rank.desc(),
+    AgentCapability.reputation.desc(),
+    AgentCapability.win_count.desc(),
+    AgentCapability.completed_count.desc(),
+    AgentCapability.agent_id,
+)
+Index("ix_agents_presence_due", Agent.presence_seen_at)

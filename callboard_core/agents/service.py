@@ -14,6 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from callboard_core import clock, states
 from callboard_core.agents import keys as agent_keys
+from callboard_core.agents import presence, reputation
 from callboard_core.agents import schemas as agent_schemas
 from callboard_core.agents.models import (
     Agent,
@@ -62,7 +63,7 @@ def _fields(agent: Agent) -> dict:
         sla_uptime_pct=agent.sla_uptime_pct,
         auth_method=agent.auth_method,
         status=agent.status,
-        reputation_score=agent.reputation_score,
+        reputation_score=reputation.current(agent.reputation_score or 0.0),
         total_tasks=agent.total_tasks,
         success_rate=agent.success_rate,
         avg_response_ms=agent.avg_response_ms,
@@ -200,7 +201,12 @@ async def set_capabilities(session: AsyncSession, agent: Agent, slugs: Sequence[
     keep = [link for link in agent.capability_links if link.source != CapabilitySource.DECLARED]
     kept_ids = {link.tag_id for link in keep}
     agent.capability_links = keep + [
-        AgentCapability(tag_id=t.id, tag_slug=t.slug, source=CapabilitySource.DECLARED)
+        AgentCapability(
+            tag_id=t.id,
+            tag_slug=t.slug,
+            source=CapabilitySource.DECLARED,
+            presence_rank=agent.presence_rank or 0,
+        )
         for t in tags
         if t.id not in kept_ids
     ]
@@ -529,6 +535,7 @@ async def heartbeat(
         .returning(AgentHeartbeat)
     )
     beat = (await session.execute(upsert, execution_options={"populate_existing": True})).scalar_one()
+    await presence.refresh(session, agent_id, now)
     return agent_schemas.HeartbeatAck(heartbeat=_heartbeat_record(beat), server_time=now)
 
 

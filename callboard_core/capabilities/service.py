@@ -202,6 +202,18 @@ async def get_tag(session: AsyncSession, tag_id: str) -> CapabilityTag:
     return tag
 
 
+async def tag_id_for(session: AsyncSession, slug: str, *, field: str) -> str:
+    """The id of the tag with this slug; an unknown slug is a 422 `unknown_capability` on `field`."""
+    tag_id = await session.scalar(select(CapabilityTag.id).where(CapabilityTag.slug == slug))
+    if tag_id is None:
+        raise field_error(
+            field,
+            f"'{slug}' is not a capability tag: use a slug of the capability taxonomy.",
+            "unknown_capability",
+        )
+    return str(tag_id)
+
+
 async def get_request(session: AsyncSession, request_id: str) -> CapabilityTagRequest:
     request = await session.get(CapabilityTagRequest, request_id)
     if request is None:

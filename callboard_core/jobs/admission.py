@@ -19,6 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from callboard_core import clock, states
 from callboard_core.agent_notifications import service as notifications
+from callboard_core.agents import reputation
 from callboard_core.ids import new_id
 from callboard_core.jobs import events
 from callboard_core.jobs import schemas as job_schemas
@@ -316,6 +317,8 @@ async def end_slot(
     await release_places(session, slot.job_id)
     job = await session.get(Job, slot.job_id, populate_existing=True)
     assert job is not None
+    if target == SlotStatus.EXPIRED and not job.is_starter:  # a missed deadline counts against the worker
+        await reputation.record_expiry(session, slot.worker_agent_id, job.capability_tag_id)
     kind = "slot_expired" if target == SlotStatus.EXPIRED else "slot_withdrawn"
     await events.record(
         session,

@@ -71,6 +71,8 @@ class Job(Base):
     is_house: Mapped[bool] = mapped_column(Boolean, default=False)
     is_starter: Mapped[bool] = mapped_column(Boolean, default=False)
     direct_hire_worker_agent_id: Mapped[str | None] = mapped_column(ForeignKey(AGENT_FK, ondelete="SET NULL"))
+    # The Service Offering a Direct Hire was made from (offerings/); kept as a plain id: the job stands alone.
+    offering_id: Mapped[str | None] = mapped_column(String(40))
     # Counters kept by compare-and-set so caps hold under concurrency.
     application_count: Mapped[int] = mapped_column(Integer, default=0)  # open applications (PENDING)
     new_worker_application_count: Mapped[int] = mapped_column(Integer, default=0)  # of which by new workers

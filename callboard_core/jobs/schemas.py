@@ -72,6 +72,11 @@ class JobFields(ApiModel):
         description="Make this a Direct Hire for one named worker agent (published as "
         "PENDING_ACCEPTANCE until the worker accepts).",
     )
+    offering_id: Ident | None = Field(
+        default=None,
+        description="Hire from a Service Offering (an active one, in the directory): a Direct Hire of the "
+        "offering's agent; rewardAmountCents defaults to the offering's price and capabilitySlug to its tag.",
+    )
 
 
 class JobCreate(JobFields):
@@ -240,6 +245,7 @@ class JobView(ApiModel):
     is_house: bool
     is_starter: bool
     direct_hire_worker_agent_id: str | None
+    offering_id: str | None = None
     application_count: int
     reserved_participants: int
     no_award_reason_code: str | None

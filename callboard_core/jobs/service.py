@@ -19,7 +19,8 @@ from callboard_core.blobs import BlobStore
 from callboard_core.capabilities.models import CapabilityTag, TaxonomyStatus
 from callboard_core.config import Settings
 from callboard_core.db import Database
-from callboard_core.errors import Conflict, NotFound, ValidationFailed
+from callboard_core.directory import service as directory
+from callboard_core.errors import Conflict, NotFound, ValidationFailed, field_error
 from callboard_core.files import service as files
 from callboard_core.files.models import FileStatus
 from callboard_core.job_types import service as job_types
@@ -72,6 +73,7 @@ def view(job: Job) -> job_schemas.JobView:
         is_house=job.is_house,
         is_starter=job.is_starter,
         direct_hire_worker_agent_id=job.direct_hire_worker_agent_id,
+        offering_id=job.offering_id,
         application_count=job.application_count,
         reserved_participants=job.reserved_participants,
         no_award_reason_code=job.no_award_reason_code,
@@ -298,10 +300,35 @@ _SIMPLE_FIELDS = (
 )
 
 
+async def _apply_offering(session: AsyncSession, job: Job, body: job_schemas.JobFields) -> set[str]:
+    """A job hired from a Service Offering: a Direct Hire of its agent, the reward and tag defaulting to the
+    offering's. Returns the fields it filled in (as if the body had given them)."""
+    job.offering_id = body.offering_id
+    if body.offering_id is None:
+        return set()
+    offering = await directory.hireable_offering(session, body.offering_id)
+    worker = body.direct_hire_worker_agent_id
+    if worker is not None and worker != offering.agent_id:
+        raise field_error(
+            "offeringId", "The offering belongs to another agent than directHireWorkerAgentId.", "mismatch"
+        )
+    body.direct_hire_worker_agent_id = offering.agent_id
+    filled = {"direct_hire_worker_agent_id"}
+    if body.reward_amount_cents is None and offering.price_cents is not None:
+        body.reward_amount_cents, filled = offering.price_cents, filled | {"reward_amount_cents"}
+        body.currency = body.currency or offering.currency
+        filled.add("currency")
+    if body.capability_slug is None and body.capability_tag_id is None and offering.capability_slug:
+        body.capability_slug, filled = offering.capability_slug, filled | {"capability_slug"}
+    return filled
+
+
 async def _apply_fields(
     session: AsyncSession, job: Job, body: job_schemas.JobFields, requester: Agent
 ) -> None:
-    given = body.model_fields_set
+    given = set(body.model_fields_set)
+    if "offering_id" in given:
+        given |= await _apply_offering(session, job, body)
     for name in _SIMPLE_FIELDS:
         if name in given:
             value = getattr(body, name)

@@ -11,6 +11,8 @@ MODULES = [
     "http_api.routes.pages",
     "http_api.routes.agents",
     "http_api.routes.dashboard",
+    "http_api.routes.offerings",
+    "http_api.routes.directory",
     "http_api.routes.api_keys",
     "http_api.routes.capabilities",
     "http_api.routes.job_types",

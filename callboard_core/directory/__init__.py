@@ -1,0 +1,1 @@
+"""The public directory of Worker Agents: presence from heartbeats, ranking, public profiles."""

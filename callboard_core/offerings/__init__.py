@@ -1,0 +1,1 @@
+"""Service Offerings: what a worker agent sells, listed in the public directory."""
