@@ -7,7 +7,7 @@ import secrets
 from enum import StrEnum
 from functools import lru_cache
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
@@ -89,6 +89,10 @@ class Settings(BaseSettings):
     # The deadline sweeper: how often it runs, and whether `callboard serve` runs it in-process.
     sweep_interval_seconds: float = 5.0
     sweeper_in_server: bool = True
+    # One line per request (http_api/request_log.py), written by a background thread: `auto` is JSON in
+    # production and readable text otherwise.
+    request_log: bool = True
+    log_format: Literal["auto", "json", "text"] = "auto"
     db_pool_size: int = 10
     sqlite_busy_timeout_ms: int = 30_000
 

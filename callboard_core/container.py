@@ -15,6 +15,9 @@ from callboard_core.documents import issue as documents_issue
 from callboard_core.idempotency.service import Sealer
 from callboard_core.jobs import lifecycle_hooks
 from callboard_core.mail.service import Mailer, build_mailer
+from callboard_core.owner_notifications import delivery as notification_delivery
+from callboard_core.owner_notifications import service as owner_notifications
+from callboard_core.owner_notifications import triggers as notification_triggers
 from callboard_core.processor import PaymentProcessor, build_processor
 from callboard_core.ratelimit import RateLimiter
 from callboard_core.security import passwords
@@ -41,6 +44,8 @@ class Core:
         capability_links.register()
         # Every new ledger posting of a documented kind issues its receipt, invoice or credit note.
         documents_issue.register()
+        # Owner notifications hear the job's history, documents and payouts.
+        notification_triggers.register()
         # Money: payouts queue on the ledger's captures and hear of accounts and transfers from the
         # processor; setup links complete on the processor's word.
         payouts.register()
@@ -51,10 +56,13 @@ class Core:
             pool_size=settings.db_pool_size,
             busy_timeout_ms=settings.sqlite_busy_timeout_ms,
         )
+        mailer = build_mailer(settings, db)
+        # Owner notifications' email goes out right after the commit that raised it (the worker retries).
+        notification_delivery.install(db, mailer, settings)
         return cls(
             settings=settings,
             db=db,
-            mailer=build_mailer(settings, db),
+            mailer=mailer,
             rate_limiter=RateLimiter(settings),
             sealer=Sealer(settings.secret_key),
             read_cache=ReadCache(settings.database_url),
@@ -70,6 +78,7 @@ class Core:
         await self.read_cache.start()
 
     async def close(self) -> None:
+        await owner_notifications.drain()
         await self.mailer.drain()
         await self.read_cache.aclose()
         await self.processor.aclose()

@@ -15,7 +15,9 @@ from callboard_core.job_types import models as job_types
 from callboard_core.jobs import models as jobs
 from callboard_core.ledger import models as ledger
 from callboard_core.mail import models as mail
+from callboard_core.offerings import models as offerings
 from callboard_core.onboarding import models as onboarding
+from callboard_core.owner_notifications import models as owner_notifications
 from callboard_core.payments import models as payments
 from callboard_core.payouts import models as payouts
 from callboard_core.processor import models as processor
@@ -41,7 +43,9 @@ __all__ = [
     "ledger",
     "mail",
     "metadata",
+    "offerings",
     "onboarding",
+    "owner_notifications",
     "payments",
     "payouts",
     "processor",

@@ -18,6 +18,8 @@ from callboard_core.config import Settings
 from callboard_core.container import Core
 from callboard_core.idempotency.service import purge_expired
 from callboard_core.jobs.sweeper import sweep
+from callboard_core.owner_notifications import delivery as notification_delivery
+from callboard_core.owner_notifications import triggers as notification_triggers
 from callboard_core.payouts import service as payouts
 from callboard_core.processor.delivery import deliver_pending
 
@@ -42,6 +44,13 @@ async def run_once(
     else:
         if sent:
             log.info("payouts: %s", sent)
+    try:  # owner notifications' email: first attempts left behind, and retries whose time has come
+        mailed = await notification_delivery.deliver_due(core.db, core.mailer, core.settings)
+    except Exception:
+        log.exception("delivering owner notifications failed")
+    else:
+        if mailed:
+            log.info("owner notifications: %d delivery attempts", mailed)
     try:
         delivered = await deliver_pending(core.processor, core.settings, webhook_client)
     except Exception:  # the sweep above must not wait on a webhook endpoint that is down
@@ -54,6 +63,10 @@ async def run_once(
             purged = await purge_expired(uow.session)
         if purged:
             log.info("purged %d expired idempotency records", purged)
+        async with core.uow() as uow:  # one digest per owner per week, for owners with news
+            digests = await notification_triggers.weekly_digests(uow.session)
+        if digests:
+            log.info("wrote %d weekly digests", digests)
     return moved
 
 

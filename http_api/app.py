@@ -16,6 +16,7 @@ from starlette.routing import BaseRoute, Route
 from callboard_core import health, worker
 from callboard_core.config import Settings, load_settings
 from callboard_core.container import Core
+from http_api import request_log
 from http_api.blob_routes import blob_routes
 from http_api.dispatch import IndexedRouter
 from http_api.endpoint import build_endpoint
@@ -90,6 +91,7 @@ def create_app(settings: Settings | None = None, *, core: Core | None = None) ->
                 gc.freeze()
                 yield {}
         finally:
+            request_log.WRITER.flush()  # the lines of the last requests are written before the process ends
             await core.close()
 
     app = Starlette(exception_handlers=EXCEPTION_HANDLERS)
@@ -98,6 +100,9 @@ def create_app(settings: Settings | None = None, *, core: Core | None = None) ->
         BodyLimitMiddleware, max_bytes=settings.max_body_bytes, upload_max_bytes=settings.max_upload_bytes
     )
     app.add_middleware(RequestIdMiddleware)
+    if settings.request_log:  # outermost: it times the whole request and sees its id and route
+        request_log.configure(settings.log_format, production=settings.is_production)
+        app.add_middleware(request_log.RequestLogMiddleware)
     app.state.core = core
     app.state.openapi = openapi_doc
     app.state.route_table = table

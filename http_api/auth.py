@@ -131,6 +131,15 @@ def machine_token(request: Request, core: Core) -> MachinePrincipal:
 async def authenticate(
     kind: AuthKind, request: Request, session: AsyncSession, core: Core
 ) -> Principal | None:
+    principal = await _authenticate(kind, request, session, core)
+    if principal is not None:
+        request.scope.setdefault("state", {})["principal"] = principal  # the request log's "who" (ids only)
+    return principal
+
+
+async def _authenticate(
+    kind: AuthKind, request: Request, session: AsyncSession, core: Core
+) -> Principal | None:
     if kind is AuthKind.PUBLIC:
         return None
     if kind in (AuthKind.KEY_READ, AuthKind.KEY_WRITE):

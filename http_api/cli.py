@@ -1,4 +1,4 @@
-"""The `callboard` command: serve, migrate, worker, users create, openapi, mcp, kit install."""
+"""The `callboard` command: serve, migrate, worker, users create, openapi, backup, restore, mcp, kit install."""
 
 from __future__ import annotations
 
@@ -26,6 +26,7 @@ def _serve(args: argparse.Namespace) -> None:
         log_level=args.log_level,
         workers=args.workers,
         proxy_headers=True,
+        access_log=False,  # http_api/request_log.py writes one structured line per request instead
     )
 
 
@@ -72,6 +73,27 @@ def _openapi(_: argparse.Namespace) -> None:
     settings = load_settings()
     json.dump(build_openapi(all_routes(), base_url=settings.base_url), sys.stdout, indent=2)
     sys.stdout.write("\n")
+
+
+def _backup(args: argparse.Namespace) -> None:
+    from pathlib import Path
+
+    from callboard_core.config import load_settings
+    from callboard_core.db import backup
+
+    url = load_settings().database_url
+    try:
+        if args.command == "backup":
+            revision = backup.backup(url, Path(args.path), overwrite=args.force)
+            print(f"backed up to {args.path} (schema {revision})")
+        else:
+            revision = backup.restore(url, Path(args.path))
+            print(
+                f"restored {args.path} (schema {revision}); start the server to migrate it forward if needed"
+            )
+    except backup.BackupError as exc:
+        print(f"callboard {args.command}: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
 
 
 def _kit_install(args: argparse.Namespace) -> None:
@@ -125,6 +147,16 @@ def build_parser() -> argparse.ArgumentParser:
     create.set_defaults(func=_users_create)
 
     sub.add_parser("openapi", help="print the OpenAPI document").set_defaults(func=_openapi)
+
+    back = sub.add_parser("backup", help="copy the SQLite database to PATH while it serves (online backup)")
+    back.add_argument("path")
+    back.add_argument("--force", action="store_true", help="replace PATH if it exists")
+    back.set_defaults(func=_backup)
+    restore = sub.add_parser(
+        "restore", help="replace the SQLite database with the backup at PATH (stop it first)"
+    )
+    restore.add_argument("path")
+    restore.set_defaults(func=_backup)
 
     sub.add_parser(
         "mcp", help="the MCP server over stdio (CALLBOARD_API_KEY; CALLBOARD_URL bridges to a remote service)"

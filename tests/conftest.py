@@ -17,6 +17,7 @@ from typing import Any
 
 import httpx
 import pytest
+from aiosmtpd.controller import Controller
 from sqlalchemy import text
 
 from callboard_core import clock
@@ -25,10 +26,12 @@ from callboard_core.config import Environment, Settings
 from callboard_core.container import Core
 from callboard_core.ledger import service as ledger
 from callboard_core.models import metadata
+from callboard_core.owner_notifications import service as owner_notifications
 from callboard_core.security.permissions import Role
 from callboard_core.seed import migrate_and_seed
 from callboard_core.users import service as users
 from http_api.app import create_app
+from tests.netutil import free_port
 
 BASE_URL = "http://testserver"
 ORIGIN = {"Origin": BASE_URL}
@@ -133,6 +136,7 @@ async def core(database_url: str, tmp_root: Path) -> AsyncIterator[Core]:
     try:
         yield core
     finally:
+        await owner_notifications.drain()  # after-commit email deliveries must not race the wipe
         await core.mailer.drain()
         await core.read_cache.aclose()
         await _wipe(core)
@@ -238,3 +242,27 @@ def frozen_clock() -> Iterator[clock.FrozenClock]:
         yield frozen
     finally:
         clock.set_clock(previous)
+
+
+# --- a real SMTP server (aiosmtpd) for the mail tests --------------------------------------------
+
+
+class Collector:
+    def __init__(self) -> None:
+        self.envelopes: list[Any] = []
+
+    async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:
+        self.envelopes.append(envelope)
+        return "250 Message accepted for delivery"
+
+
+@pytest.fixture
+def smtp_server() -> Iterator[tuple[Collector, int]]:
+    collector = Collector()
+    port = free_port()
+    controller = Controller(collector, hostname="127.0.0.1", port=port)
+    controller.start()
+    try:
+        yield collector, port
+    finally:
+        controller.stop()

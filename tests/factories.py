@@ -55,6 +55,7 @@ from callboard_core.ledger import service as ledger
 from callboard_core.offerings import service as offerings
 from callboard_core.offerings.schemas import OfferingCreate
 from callboard_core.onboarding.models import DraftStatus, OnboardingSession, RegistrationDraft
+from callboard_core.owner_notifications.models import OwnerNotification
 from callboard_core.principals import Actor as CoreActor
 from callboard_core.security import tokens
 from callboard_core.security.permissions import Role
@@ -607,6 +608,18 @@ async def _document(w: World, owner: Actor) -> str:
         return found.one()
 
 
+async def _owner_notification(w: World, owner: Actor) -> str:
+    """An in-app notification of the actor's: a top-up's receipt raises it."""
+    await _document(w, owner)
+    async with w.core.uow() as uow:
+        found = await uow.session.scalars(
+            select(OwnerNotification.id).where(
+                OwnerNotification.owner_id == owner.user_id, OwnerNotification.channel == "IN_APP"
+            )
+        )
+        return found.first() or ""
+
+
 # --- objects of the job lifecycle, built through callboard_core.jobs as the HTTP calls would --------
 #
 # `requester` and `worker` are agent ids. A job factory's requester is the actor's own agent (API-key routes act
@@ -944,6 +957,7 @@ PARAM_FACTORIES: dict[str, Factory] = {
     "sessionId": _onboarding_session_id,
     "userId": _user,
     "documentId": _document,
+    "notificationId": _owner_notification,
 }
 
 _OPEN_TO_APPLY = (

@@ -5,41 +5,18 @@ from __future__ import annotations
 import email
 import email.policy
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
-from aiosmtpd.controller import Controller
 from sqlalchemy import select
 
 from callboard_core.container import Core
 from callboard_core.mail.models import OutboxMessage
 from http_api.app import create_app
-from tests.conftest import BASE_URL, make_settings, make_user
+from tests.conftest import BASE_URL, Collector, make_settings, make_user
 from tests.netutil import free_port
-
-
-class Collector:
-    def __init__(self) -> None:
-        self.envelopes: list[Any] = []
-
-    async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:
-        self.envelopes.append(envelope)
-        return "250 Message accepted for delivery"
-
-
-@pytest.fixture
-def smtp_server() -> Iterator[tuple[Collector, int]]:
-    collector = Collector()
-    port = free_port()
-    controller = Controller(collector, hostname="127.0.0.1", port=port)
-    controller.start()
-    try:
-        yield collector, port
-    finally:
-        controller.stop()
 
 
 def _smtp_core(core: Core, tmp_root: Path, port: int) -> Core:

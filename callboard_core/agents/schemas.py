@@ -3,7 +3,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, StringConstraints
+import orjson
+from pydantic import AfterValidator, Field, StringConstraints, WithJsonSchema
 
 from callboard_core.api_keys.schemas import ApiKeyInfo
 from callboard_core.schemas import ApiModel, JsonObject, QueryModel, Url
@@ -161,14 +162,44 @@ class AgentPolicy(ApiModel):
     intent: IntentName
 
 
+FREE_JSON_MAX_BYTES = 16_384
+
+
+def _bounded_json(value: Any) -> Any:
+    if value is not None and len(orjson.dumps(value)) > FREE_JSON_MAX_BYTES:
+        raise ValueError(f"at most {FREE_JSON_MAX_BYTES} bytes of JSON")
+    return value
+
+
+# Free-form JSON, stated as such: a generated client or an MCP inspector sees every JSON kind, not `{}`;
+# bounded, as every string field is (a heartbeat is written every few minutes).
+FreeJson = Annotated[
+    Any,
+    AfterValidator(_bounded_json),
+    WithJsonSchema(
+        {
+            "anyOf": [
+                {"type": "object"},
+                {"type": "array"},
+                {"type": "string"},
+                {"type": "number"},
+                {"type": "boolean"},
+                {"type": "null"},
+            ],
+            "description": "Free-form JSON, at most 16 KB serialized.",
+        }
+    ),
+]
+
+
 class HeartbeatBody(ApiModel):
     runtime_id: Annotated[str, StringConstraints(min_length=1, max_length=128)]
     role_mode: IntentName
     status: Literal["ONLINE", "DEGRADED", "OFFLINE"] | None = None
     runtime: Annotated[str, StringConstraints(max_length=128)] | None = None
     version: Annotated[str, StringConstraints(max_length=64)] | None = None
-    capabilities_json: Any | None = None
-    metadata_json: Any | None = None
+    capabilities_json: FreeJson = None
+    metadata_json: FreeJson = None
     current_bounty_id: Annotated[str, StringConstraints(max_length=64)] | None = None
     current_participation_slot_id: Annotated[str, StringConstraints(max_length=64)] | None = None
     current_action: Annotated[str, StringConstraints(max_length=256)] | None = None

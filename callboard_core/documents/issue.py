@@ -276,8 +276,20 @@ async def issue_for(session: AsyncSession, txn: LedgerTransaction) -> list[Comme
     return issued
 
 
+IssuedHook = Callable[[AsyncSession, list[CommercialDocument]], Awaitable[None]]
+_issued_hooks: list[IssuedHook] = []
+
+
+def on_issued(hook: IssuedHook) -> None:
+    """Call `hook(session, documents)` in the transaction that issued them (owner notifications)."""
+    if hook not in _issued_hooks:
+        _issued_hooks.append(hook)
+
+
 async def _hook(session: AsyncSession, txn: LedgerTransaction) -> None:
-    await issue_for(session, txn)
+    issued = await issue_for(session, txn)
+    for hook in list(_issued_hooks) if issued else []:
+        await hook(session, issued)
 
 
 def register() -> None:

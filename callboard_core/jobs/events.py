@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from sqlalchemy import select
@@ -16,6 +16,17 @@ from callboard_core.jobs.models import JobEvent
 from callboard_core.principals import Actor
 
 _tiebreak = itertools.count()
+
+# What other packages hear of the job's history (owner notifications), in the event's transaction;
+# registered from Core.build.
+Listener = Callable[[AsyncSession, str, str, dict[str, Any]], Awaitable[None]]
+_listeners: list[Listener] = []
+
+
+def on_event(listener: Listener) -> None:
+    """Call `listener(session, job_id, kind, data)` for every event recorded (registering twice is a no-op)."""
+    if listener not in _listeners:
+        _listeners.append(listener)
 
 
 def _seq() -> int:
@@ -50,6 +61,8 @@ async def record(
         await notifications.notify(
             session, notify, kind, title or kind.replace("_", " "), body=body, job_id=job_id, data=data
         )
+    for listener in list(_listeners):
+        await listener(session, job_id, kind, data or {})
 
 
 async def list_for(session: AsyncSession, job_id: str) -> job_schemas.EventList:

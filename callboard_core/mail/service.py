@@ -27,6 +27,11 @@ class Mail:
     to: str
     subject: str
     body: str
+    html: str | None = None  # an HTML alternative to the plain-text body
+
+
+class DeliveryFailed(Exception):
+    """transmit could not hand the mail over (the caller records it and retries)."""
 
 
 class Mailer:
@@ -61,6 +66,26 @@ class Mailer:
         log.info("mail %s to %s: %s\n%s", mail.kind, mail.to, mail.subject, mail.body)
         await self._mark(message_id, "LOGGED", None)
 
+    async def transmit(self, mail: Mail) -> None:
+        """Hand a mail over now, outside any transaction, for a caller that keeps its own delivery state and
+        retries (owner notifications): raises DeliveryFailed. The outbox backend logs it and keeps a row."""
+        await self._record(mail, "LOGGED", None)
+        log.info("mail %s to %s: %s\n%s", mail.kind, mail.to, mail.subject, mail.body)
+
+    async def _record(self, mail: Mail, status: str, error: str | None) -> None:
+        async with self.db.session(write=True) as session, session.begin():
+            session.add(
+                OutboxMessage(
+                    kind=mail.kind,
+                    to_address=mail.to,
+                    subject=mail.subject,
+                    body_text=mail.body,
+                    status=status,
+                    error=error,
+                    sent_at=clock.now() if status != "FAILED" else None,
+                )
+            )
+
     async def _mark(self, message_id: str, status: str, error: str | None) -> None:
         async with self.db.session(write=True) as session, session.begin():
             await session.execute(
@@ -71,15 +96,20 @@ class Mailer:
 
 
 class SmtpMailer(Mailer):
-    async def _deliver(self, message_id: str, mail: Mail) -> None:
+    def _message(self, mail: Mail) -> EmailMessage:
         email = EmailMessage()
         email["From"] = self.settings.mail_from
         email["To"] = mail.to
         email["Subject"] = mail.subject
         email.set_content(mail.body)
+        if mail.html is not None:
+            email.add_alternative(mail.html, subtype="html")
+        return email
+
+    async def _send(self, mail: Mail) -> None:
         try:
             await aiosmtplib.send(
-                email,
+                self._message(mail),
                 hostname=self.settings.smtp_host,
                 port=self.settings.smtp_port,
                 username=self.settings.smtp_username,
@@ -89,9 +119,23 @@ class SmtpMailer(Mailer):
             )
         except (aiosmtplib.SMTPException, OSError) as exc:
             log.warning("mail %s to %s failed: %s", mail.kind, mail.to, exc)
-            await self._mark(message_id, "FAILED", str(exc)[:1000])
+            raise DeliveryFailed(str(exc)[:1000]) from exc
+
+    async def _deliver(self, message_id: str, mail: Mail) -> None:
+        try:
+            await self._send(mail)
+        except DeliveryFailed as exc:
+            await self._mark(message_id, "FAILED", str(exc))
             return
         await self._mark(message_id, "SENT", None)
+
+    async def transmit(self, mail: Mail) -> None:
+        try:
+            await self._send(mail)
+        except DeliveryFailed as exc:
+            await self._record(mail, "FAILED", str(exc))
+            raise
+        await self._record(mail, "SENT", None)
 
 
 def build_mailer(settings: Settings, db: Database) -> Mailer:

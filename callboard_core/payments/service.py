@@ -40,6 +40,7 @@ from callboard_core.ids import new_id
 from callboard_core.jobs.models import Job
 from callboard_core.ledger import service as ledger
 from callboard_core.onboarding.models import OnboardingActivation
+from callboard_core.owner_notifications import triggers as notifications
 from callboard_core.payments.models import JobPayment
 from callboard_core.payments.schemas import JobPaymentView, PaymentFix, PaymentRequirement
 from callboard_core.payments.states import PAYMENT_MOVES, SPENT, PaymentStatus
@@ -405,6 +406,10 @@ async def prepare(
             return payment.id, payment.autotopup_attempt, 0
         if payment.status == PaymentStatus.REQUIRES_ACTION:
             payment.missing = missing
+            if missing:  # the owner hears of it (once per set of missing things)
+                await notifications.payment_action_required(
+                    w, payment.user_id, job, payment.id, missing, total
+                )
             if _owner_confirms(actor):
                 payment.confirmed_total_cents, payment.confirmed_at = total, clock.now()
             if charge_amount and payment.autotopup_pending_cents is None:
@@ -447,6 +452,9 @@ async def prepare(
             )
         else:
             payment.missing = ["CARD_DECLINED", "BALANCE"]
+            await notifications.payment_failed(
+                w, payment.user_id, payment.job_id, charge.id, charge.failure_code or charge.status
+            )
             owner_profile = await billing.find(w, payment.user_id)
             if owner_profile is not None:
                 await billing.turn_off_autotopup(

@@ -22,6 +22,7 @@ MODULES = [
     "http_api.routes.onboarding",
     "http_api.routes.billing",
     "http_api.routes.documents",
+    "http_api.routes.notifications",
     "http_api.routes.payouts",
     "http_api.routes.setup_links",
     "http_api.routes.setup_pages",

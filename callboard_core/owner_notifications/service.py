@@ -1,0 +1,317 @@
+"""Owner notifications: raise (in the event's transaction), read, mark read, preferences, unsubscribe.
+
+`notify` writes one row per channel the owner's preference for the type allows, keyed by the event (a
+second `notify` for the same event writes nothing), and asks for the email rows to be delivered after
+commit (delivery.py); the worker retries what failed."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import hashlib
+import hmac
+import weakref
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+from sqlalchemy import and_, or_, select, update
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from callboard_core import clock
+from callboard_core.db import Database
+from callboard_core.db.uow import after_commit
+from callboard_core.errors import NotFound, ValidationFailed
+from callboard_core.ids import new_id
+from callboard_core.owner_notifications.models import OwnerNotification, OwnerNotificationPreference
+from callboard_core.owner_notifications.schemas import (
+    OwnerNotificationList,
+    OwnerNotificationView,
+    Preference,
+    Preferences,
+    PreferencesUpdate,
+)
+from callboard_core.owner_notifications.states import Channel, DeliveryStatus, OwnerNotificationType
+from callboard_core.pagination import decode_cursor, encode_cursor
+from callboard_core.users.models import User
+
+T = OwnerNotificationType
+# Where each type's action URL points (the owner's pages, relative to the base URL).
+ACTION_PATHS: dict[OwnerNotificationType, str] = {
+    T.BOUNTY_PAYMENT_ACTION_REQUIRED: "/me/billing",
+    T.BOUNTY_PAYMENT_FAILED: "/me/billing",
+    T.BOUNTY_SUBMISSIONS_READY: "/dashboard",
+    T.BOUNTY_AWARDED: "/dashboard",
+    T.BOUNTY_AWARD_WON: "/dashboard",
+    T.FIRST_AWARD_WON: "/dashboard",
+    T.FIRST_AWARD_GIVEN: "/dashboard",
+    T.BOUNTY_NO_AWARD: "/dashboard",
+    T.BOUNTY_PAYOUT_FAILED: "/me/payouts",
+    T.BOUNTY_DISPUTE_OPENED: "/dashboard",
+    T.BOUNTY_DISPUTE_RESOLVED: "/dashboard",
+    T.RECEIPT_READY: "/me/billing/documents",
+    T.INVOICE_READY: "/me/billing/documents",
+    T.CREDIT_NOTE_READY: "/me/billing/documents",
+    T.WEEKLY_DIGEST: "/dashboard",
+}
+
+# Per database (so two cores in one process never cross): what delivers an email row after commit, set by
+# Core.build through delivery.install. Without one the worker's pass delivers it.
+_deliverers: weakref.WeakKeyDictionary[Database, Callable[[str], Awaitable[object]]] = (
+    weakref.WeakKeyDictionary()
+)
+_pending: set[asyncio.Task[object]] = set()
+
+
+def register_deliverer(db: Database, deliver: Callable[[str], Awaitable[object]]) -> None:
+    _deliverers[db] = deliver
+
+
+def _deliver_after_commit(session: AsyncSession, notification_id: str) -> None:
+    uow = session.info.get("uow")
+    deliver = _deliverers.get(uow.db) if uow is not None else None
+    if deliver is None:
+        return
+
+    async def start() -> None:
+        # In the background: the request that raised it does not wait for a mail server.
+        task = asyncio.ensure_future(deliver(notification_id))
+        _pending.add(task)
+        task.add_done_callback(_pending.discard)
+
+    after_commit(session, start)
+
+
+async def drain() -> None:
+    """Wait for after-commit deliveries under way (shutdown, tests)."""
+    while _pending:
+        await asyncio.gather(*list(_pending), return_exceptions=True)
+
+
+async def preference(session: AsyncSession, owner_id: str, type_: str) -> Preference:
+    row = await session.get(OwnerNotificationPreference, (owner_id, type_))
+    if row is None:
+        return Preference(type=type_, email_enabled=True, in_app_enabled=True)
+    return Preference(type=type_, email_enabled=row.email_enabled, in_app_enabled=row.in_app_enabled)
+
+
+async def notify(
+    session: AsyncSession,
+    owner_id: str | None,
+    type_: OwnerNotificationType,
+    event_key: str,
+    subject: str,
+    body: str,
+    *,
+    metadata: Mapping[str, Any] | None = None,
+    action_path: str | None = None,
+) -> list[str]:
+    """Record the notification for each channel the owner wants, once per event (`event_key`); returns the
+    ids written (none for an owner-less agent, a type switched off, or an event already notified)."""
+    if owner_id is None or await session.get(User, owner_id) is None:  # postings may name no account
+        return []
+    wanted = await preference(session, owner_id, type_)
+    now = clock.now()
+    insert = pg_insert if session.get_bind().dialect.name == "postgresql" else sqlite_insert
+    written: list[str] = []
+    for channel, enabled in ((Channel.IN_APP, wanted.in_app_enabled), (Channel.EMAIL, wanted.email_enabled)):
+        if not enabled:
+            continue
+        in_app = channel == Channel.IN_APP
+        statement = (
+            insert(OwnerNotification)
+            .values(
+                id=new_id("onf"),
+                owner_id=owner_id,
+                type=str(type_),
+                channel=str(channel),
+                status=DeliveryStatus.SENT if in_app else DeliveryStatus.PENDING,
+                event_key=event_key[:200],
+                subject=subject[:300],
+                body=body,
+                action_url=action_path or ACTION_PATHS[type_],
+                metadata_json=dict(metadata or {}),
+                attempts=0,
+                next_attempt_at=None if in_app else now,
+                sent_at=now if in_app else None,
+                created_at=now,
+            )
+            .on_conflict_do_nothing(index_elements=["owner_id", "type", "channel", "event_key"])
+            .returning(OwnerNotification.id)
+        )
+        row_id = (await session.execute(statement)).scalar_one_or_none()
+        if row_id is None:
+            continue
+        written.append(row_id)
+        if not in_app:
+            _deliver_after_commit(session, row_id)
+    return written
+
+
+def view(row: OwnerNotification, base_url: str) -> OwnerNotificationView:
+    return OwnerNotificationView(
+        id=row.id,
+        type=row.type,
+        channel=row.channel,
+        status=row.status,
+        subject=row.subject,
+        body=row.body,
+        action_url=base_url.rstrip("/") + row.action_url if row.action_url else None,
+        metadata=row.metadata_json or {},
+        sent_at=row.sent_at,
+        read_at=row.read_at,
+        error=row.error,
+        created_at=row.created_at,
+    )
+
+
+async def list_for(
+    session: AsyncSession, owner_id: str, base_url: str, *, cursor: str | None, limit: int
+) -> OwnerNotificationList:
+    """The owner's in-app log, newest first (the email copies are deliveries of the same entries)."""
+    stmt = select(OwnerNotification).where(
+        OwnerNotification.owner_id == owner_id, OwnerNotification.channel == Channel.IN_APP
+    )
+    if cursor:
+        at, after_id = decode_cursor(cursor)
+        stmt = stmt.where(
+            or_(
+                OwnerNotification.created_at < at,
+                and_(OwnerNotification.created_at == at, OwnerNotification.id < after_id),
+            )
+        )
+    rows = (
+        await session.scalars(
+            stmt.order_by(OwnerNotification.created_at.desc(), OwnerNotification.id.desc()).limit(limit + 1)
+        )
+    ).all()
+    more = len(rows) > limit
+    page = rows[:limit]
+    return OwnerNotificationList(
+        notifications=[view(r, base_url) for r in page],
+        next_cursor=encode_cursor(page[-1].created_at, page[-1].id) if more and page else None,
+    )
+
+
+async def mark_read(
+    session: AsyncSession, owner_id: str, notification_id: str, base_url: str
+) -> OwnerNotificationView:
+    """Mark one entry read (again: no change); another owner's is 404."""
+    row = await session.get(OwnerNotification, notification_id)
+    if row is None or row.owner_id != owner_id:
+        raise NotFound("No such notification.", code="notification_not_found")
+    if row.read_at is None:
+        await session.execute(
+            update(OwnerNotification)
+            .where(OwnerNotification.id == row.id, OwnerNotification.read_at.is_(None))
+            .values(read_at=clock.now())
+        )
+        await session.refresh(row)
+    return view(row, base_url)
+
+
+async def preferences(session: AsyncSession, owner_id: str) -> Preferences:
+    rows = {
+        r.type: r
+        for r in (
+            await session.scalars(
+                select(OwnerNotificationPreference).where(OwnerNotificationPreference.owner_id == owner_id)
+            )
+        ).all()
+    }
+    return Preferences(
+        preferences=[
+            Preference(
+                type=t,
+                email_enabled=rows[t].email_enabled if t in rows else True,
+                in_app_enabled=rows[t].in_app_enabled if t in rows else True,
+            )
+            for t in OwnerNotificationType
+        ]
+    )
+
+
+async def update_preferences(session: AsyncSession, owner_id: str, body: PreferencesUpdate) -> Preferences:
+    """Change the channels of the types named (only the flags sent); an unknown type is a 422 and changes
+    nothing."""
+    known = {str(t) for t in OwnerNotificationType}
+    unknown = [i for i, change in enumerate(body.preferences) if change.type not in known]
+    if unknown:
+        raise ValidationFailed(
+            "Unknown notification type: use one of the OwnerNotificationType values.",
+            errors=[
+                {
+                    "field": f"preferences.{i}.type",
+                    "in": "body",
+                    "code": "unknown_type",
+                    "message": f"one of {', '.join(sorted(known))}",
+                }
+                for i in unknown
+            ],
+        )
+    for change in body.preferences:
+        given = change.model_fields_set
+        await set_preference(
+            session,
+            owner_id,
+            change.type,
+            email=change.email_enabled if "email_enabled" in given else None,
+            in_app=change.in_app_enabled if "in_app_enabled" in given else None,
+        )
+    return await preferences(session, owner_id)
+
+
+async def set_preference(
+    session: AsyncSession, owner_id: str, type_: str, *, email: bool | None, in_app: bool | None
+) -> None:
+    row = await session.get(OwnerNotificationPreference, (owner_id, type_))
+    if row is None:
+        row = OwnerNotificationPreference(
+            owner_id=owner_id, type=type_, email_enabled=True, in_app_enabled=True
+        )
+        session.add(row)
+    if email is not None:
+        row.email_enabled = email
+    if in_app is not None:
+        row.in_app_enabled = in_app
+    await session.flush()
+
+
+# --- unsubscribe links: signed, single purpose (one owner, one type, email off) ---------------------------
+
+
+def _mac(secret: str, payload: str) -> str:
+    key = hashlib.sha256(b"callboard-unsubscribe:" + secret.encode()).digest()
+    return base64.urlsafe_b64encode(hmac.new(key, payload.encode(), hashlib.sha256).digest()[:18]).decode()
+
+
+def unsubscribe_token(secret: str, owner_id: str, type_: str) -> str:
+    payload = f"{owner_id}.{type_}"
+    return f"{payload}.{_mac(secret, payload)}"
+
+
+async def unsubscribe(session: AsyncSession, secret: str, token: str) -> Preference:
+    """Turn email off for the type the token names, for the owner it names; a token that does not verify
+    is 404 (it names nothing we will act on)."""
+    owner_id = token.partition(".")[0]
+    type_ = check_token(secret, token)
+    if type_ is None or await session.get(User, owner_id) is None:
+        raise NotFound("This unsubscribe link is not valid.", code="unsubscribe_link_invalid")
+    await set_preference(session, owner_id, type_, email=False, in_app=None)
+    return await preference(session, owner_id, type_)
+
+
+def type_label(type_: str) -> str:
+    return type_.replace("BOUNTY_", "JOB_").replace("_", " ").lower()
+
+
+def check_token(secret: str, token: str) -> str | None:
+    """The type an unsubscribe token names, if it verifies (the page shows it before the owner confirms)."""
+    owner_id, _, rest = token.partition(".")
+    type_, _, mac = rest.partition(".")
+    if type_ in {str(t) for t in OwnerNotificationType} and hmac.compare_digest(
+        mac, _mac(secret, f"{owner_id}.{type_}")
+    ):
+        return type_
+    return None

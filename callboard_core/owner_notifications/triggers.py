@@ -1,0 +1,351 @@
+"""What raises each owner notification, in the transaction of the event that names it.
+
+- the job's history (jobs.events listener): review started -> BOUNTY_SUBMISSIONS_READY to the requester's
+  owner; an award -> BOUNTY_AWARDED (and FIRST_AWARD_GIVEN the first time) to the requester's owner,
+  BOUNTY_AWARD_WON (and FIRST_AWARD_WON) to the worker's owner; a close without award -> BOUNTY_NO_AWARD to
+  the requester's owner and to the owners of the workers who submitted. Starter jobs raise nothing.
+- documents (documents.issue hook): RECEIPT_READY, INVOICE_READY, CREDIT_NOTE_READY.
+- payouts (payouts.hooks): a failed payout, or a failed bank payout of a payout account -> BOUNTY_PAYOUT_FAILED.
+- paid publishing (payments.service calls `payment_action_required` and `payment_failed`).
+- disputes: `dispute_opened` and `dispute_resolved` are the entry points the disputes issue calls.
+- the weekly digest: `weekly_digests`, from the worker.
+Each event key names the event, so a replay (a retried request, a webhook delivered twice) notifies once.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import func, select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from callboard_core import clock
+from callboard_core.agents.models import Agent
+from callboard_core.documents import issue as documents_issue
+from callboard_core.documents.models import CommercialDocument, DocumentKind
+from callboard_core.jobs import events
+from callboard_core.jobs.models import Award, Job, Submission
+from callboard_core.owner_notifications.models import OwnerNotification
+from callboard_core.owner_notifications.service import notify, type_label
+from callboard_core.owner_notifications.states import Channel, OwnerNotificationType
+from callboard_core.payouts import hooks as payout_hooks
+from callboard_core.payouts.models import Payout, PayoutAccount
+
+T = OwnerNotificationType
+
+
+def _cents(amount: int, currency: str = "usd") -> str:
+    return f"{amount / 100:,.2f} {currency.upper()}"
+
+
+async def _owner_of_agent(session: AsyncSession, agent_id: str | None) -> str | None:
+    agent = await session.get(Agent, agent_id) if agent_id else None
+    return agent.owner_id if agent is not None else None
+
+
+# --- the job's history --------------------------------------------------------------------------------
+
+
+async def on_job_event(session: AsyncSession, job_id: str, kind: str, data: dict[str, Any]) -> None:
+    if kind not in ("review_started", "awarded", "closed_no_award"):
+        return
+    job = await session.get(Job, job_id)
+    if job is None or job.is_starter:
+        return
+    if kind == "review_started":
+        await notify(
+            session,
+            job.owner_id,
+            T.BOUNTY_SUBMISSIONS_READY,
+            job.id,
+            f"Submissions ready for review: {job.title}",
+            f'{data.get("submissions", "New")} submission(s) to your job "{job.title}" are ready for review. '
+            f"Award one or close the job without a winner before {job.review_deadline_at:%Y-%m-%d %H:%M} UTC; "
+            "your agent sees it on its home.",
+            metadata={"jobId": job.id, "submissions": data.get("submissions")},
+        )
+    elif kind == "awarded":
+        await _awarded(session, job, data)
+    else:
+        await _no_award(session, job, data)
+
+
+async def _awarded(session: AsyncSession, job: Job, data: dict[str, Any]) -> None:
+    award_id = str(data.get("awardId"))
+    pay = (
+        f" The worker's owner is paid {_cents(job.reward_amount_cents, job.currency)}."
+        if job.reward_amount_cents
+        else ""
+    )
+    meta = {"jobId": job.id, "awardId": award_id, "rewardAmountCents": job.reward_amount_cents}
+    await notify(
+        session,
+        job.owner_id,
+        T.BOUNTY_AWARDED,
+        award_id,
+        f"You awarded {job.title}",
+        f'Your job "{job.title}" was awarded; the full result is released to your agent.{pay}',
+        metadata=meta,
+    )
+    if job.owner_id is not None:
+        given = await session.scalar(
+            select(func.count())
+            .select_from(Award)
+            .join(Job, Job.id == Award.job_id)
+            .where(Job.owner_id == job.owner_id)
+        )
+        if given == 1:
+            await notify(
+                session,
+                job.owner_id,
+                T.FIRST_AWARD_GIVEN,
+                "first",
+                "Your first award on callboard",
+                f'You gave your first award, on "{job.title}". Welcome aboard.',
+                metadata=meta,
+            )
+    worker_owner = await _owner_of_agent(session, data.get("workerAgentId"))
+    if worker_owner is None:
+        return
+    won = (
+        f" {_cents(job.reward_amount_cents, job.currency)} is on its way to your payout account."
+        if job.reward_amount_cents
+        else ""
+    )
+    await notify(
+        session,
+        worker_owner,
+        T.BOUNTY_AWARD_WON,
+        award_id,
+        f"Your agent won: {job.title}",
+        f'Your agent\'s submission to "{job.title}" was awarded.{won}',
+        metadata=meta | {"workerAgentId": data.get("workerAgentId")},
+    )
+    wins = await session.scalar(
+        select(func.count())
+        .select_from(Award)
+        .join(Agent, Agent.id == Award.worker_agent_id)
+        .where(Agent.owner_id == worker_owner)
+    )
+    if wins == 1:
+        await notify(
+            session,
+            worker_owner,
+            T.FIRST_AWARD_WON,
+            "first",
+            "Your first win on callboard",
+            f'One of your agents won its first award, on "{job.title}".',
+            metadata=meta,
+        )
+
+
+async def _no_award(session: AsyncSession, job: Job, data: dict[str, Any]) -> None:
+    reason = data.get("reasonCode") or "no reason given"
+    refund = " The reserved reward went back to your balance." if job.reward_amount_cents else ""
+    await notify(
+        session,
+        job.owner_id,
+        T.BOUNTY_NO_AWARD,
+        job.id,
+        f"Closed without an award: {job.title}",
+        f'Your job "{job.title}" closed without a winner ({reason}).{refund}',
+        metadata={"jobId": job.id, "reasonCode": reason},
+    )
+    submitters = (
+        await session.scalars(select(Submission.worker_agent_id).where(Submission.job_id == job.id))
+    ).all()
+    owners = {await _owner_of_agent(session, a) for a in submitters} - {None, job.owner_id}
+    for owner in sorted(o for o in owners if o):
+        await notify(
+            session,
+            owner,
+            T.BOUNTY_NO_AWARD,
+            job.id,
+            f"No award: {job.title}",
+            f'"{job.title}", which your agent submitted to, closed without a winner ({reason}).',
+            metadata={"jobId": job.id, "reasonCode": reason},
+        )
+
+
+# --- documents, payouts, paid publishing -----------------------------------------------------------------
+
+DOCUMENT_TYPES = {
+    DocumentKind.RECEIPT: T.RECEIPT_READY,
+    DocumentKind.INVOICE: T.INVOICE_READY,
+    DocumentKind.CREDIT_NOTE: T.CREDIT_NOTE_READY,
+}
+
+
+async def on_documents(session: AsyncSession, issued: list[CommercialDocument]) -> None:
+    for document in issued:
+        type_ = DOCUMENT_TYPES.get(DocumentKind(document.kind))
+        if type_ is None:
+            continue
+        label = type_label(type_).removesuffix(" ready")
+        await notify(
+            session,
+            document.owner_user_id,
+            type_,
+            document.id,
+            f"Your {label} {document.number}",
+            f"Your {label} {document.number} for {_cents(document.total_cents, document.currency)} is ready.",
+            metadata={
+                "documentId": document.id,
+                "number": document.number,
+                "totalCents": document.total_cents,
+            },
+            action_path=f"/me/billing/documents/{document.id}",
+        )
+
+
+async def on_payout_failed(session: AsyncSession, payout: Payout, reason: str) -> None:
+    await notify(
+        session,
+        payout.user_id,
+        T.BOUNTY_PAYOUT_FAILED,
+        payout.id,
+        "A payout to you failed",
+        f"A payout of {_cents(payout.amount_cents)} could not be made: {reason}. It is retried; check your "
+        "payout account's details.",
+        metadata={"payoutId": payout.id, "amountCents": payout.amount_cents, "reason": reason},
+    )
+
+
+async def on_bank_payout_failed(session: AsyncSession, account: PayoutAccount, reason: str) -> None:
+    at = account.bank_payout_failed_at or clock.now()
+    await notify(
+        session,
+        account.user_id,
+        T.BOUNTY_PAYOUT_FAILED,
+        f"bank:{account.id}:{at.isoformat()}",
+        "A bank payout failed",
+        f"Your bank refused a payout from your payout account: {reason}. Update your bank details.",
+        metadata={"payoutAccountId": account.id, "reason": reason},
+    )
+
+
+async def payment_action_required(
+    session: AsyncSession, owner_id: str, job: Job, payment_id: str, missing: list[str], total_cents: int
+) -> None:
+    """A paid publish waits for the owner: confirm, a card, funds or a cap (once per set of missing things)."""
+    await notify(
+        session,
+        owner_id,
+        T.BOUNTY_PAYMENT_ACTION_REQUIRED,
+        f"{payment_id}:{','.join(sorted(missing))}",
+        f"Your agent's paid job needs you: {job.title}",
+        f'Publishing "{job.title}" ({_cents(total_cents, job.currency)} with the fee) waits for: '
+        f"{', '.join(m.replace('_', ' ').lower() for m in missing)}.",
+        metadata={"jobId": job.id, "jobPaymentId": payment_id, "missing": missing, "totalCents": total_cents},
+    )
+
+
+async def payment_failed(
+    session: AsyncSession, owner_id: str, job_id: str, charge_id: str, reason: str
+) -> None:
+    """An automatic top-up for a paid publish was declined."""
+    await notify(
+        session,
+        owner_id,
+        T.BOUNTY_PAYMENT_FAILED,
+        charge_id,
+        "A payment for your agent's job failed",
+        f"An automatic top-up was declined ({reason}); auto top-up is now off. Add funds or save another card.",
+        metadata={"jobId": job_id, "chargeId": charge_id, "reason": reason},
+    )
+
+
+# --- disputes (the disputes issue calls these) -----------------------------------------------------------
+
+
+async def dispute_opened(session: AsyncSession, dispute_id: str, job: Job, owner_ids: list[str]) -> None:
+    for owner in owner_ids:
+        await notify(
+            session,
+            owner,
+            T.BOUNTY_DISPUTE_OPENED,
+            dispute_id,
+            f"A dispute was opened: {job.title}",
+            f'A dispute was opened on "{job.title}"; callboard staff will review it.',
+            metadata={"jobId": job.id, "disputeId": dispute_id},
+        )
+
+
+async def dispute_resolved(
+    session: AsyncSession, dispute_id: str, job: Job, owner_ids: list[str], outcome: str
+) -> None:
+    for owner in owner_ids:
+        await notify(
+            session,
+            owner,
+            T.BOUNTY_DISPUTE_RESOLVED,
+            dispute_id,
+            f"A dispute was resolved: {job.title}",
+            f'The dispute on "{job.title}" was resolved: {outcome}.',
+            metadata={"jobId": job.id, "disputeId": dispute_id, "outcome": outcome},
+        )
+
+
+# --- the weekly digest ----------------------------------------------------------------------------------
+
+
+def week_of(at: datetime) -> str:
+    year, week, _ = at.isocalendar()
+    return f"{year}-W{week:02d}"
+
+
+async def weekly_digests(session: AsyncSession, now: datetime | None = None, limit: int = 500) -> int:
+    """One digest per owner per ISO week, for owners with something to say: what they were notified of in
+    the last seven days (counted by type). Owners with nothing get none. Returns how many were written."""
+    now = now or clock.now()
+    week = week_of(now)
+    since = now - timedelta(days=7)
+    rows = (
+        await session.execute(
+            select(OwnerNotification.owner_id, OwnerNotification.type, func.count())
+            .where(
+                OwnerNotification.created_at >= since,
+                OwnerNotification.channel == Channel.IN_APP,
+                OwnerNotification.type != T.WEEKLY_DIGEST,
+            )
+            .group_by(OwnerNotification.owner_id, OwnerNotification.type)
+        )
+    ).all()
+    per_owner: dict[str, Counter[str]] = {}
+    for owner, type_, count in rows:
+        per_owner.setdefault(owner, Counter())[type_] = int(count)
+    done = set(
+        (
+            await session.scalars(
+                select(OwnerNotification.owner_id).where(
+                    OwnerNotification.type == T.WEEKLY_DIGEST, OwnerNotification.event_key == week
+                )
+            )
+        ).all()
+    )
+    written = 0
+    for owner, counts in sorted(per_owner.items()):
+        if owner in done or written >= limit:
+            continue
+        lines = "\n".join(f"- {type_label(t)}: {n}" for t, n in sorted(counts.items()))
+        ids = await notify(
+            session,
+            owner,
+            T.WEEKLY_DIGEST,
+            week,
+            f"Your week on callboard ({week})",
+            f"What happened to your jobs and money in the last seven days:\n\n{lines}",
+            metadata={"week": week, "counts": dict(counts)},
+        )
+        written += bool(ids)
+    return written
+
+
+def register() -> None:
+    """Hear the events that raise owner notifications (from Core.build; registering twice is a no-op)."""
+    events.on_event(on_job_event)
+    documents_issue.on_issued(on_documents)
+    payout_hooks.on_payout_failed(on_payout_failed)
+    payout_hooks.on_bank_payout_failed(on_bank_payout_failed)

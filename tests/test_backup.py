@@ -1,0 +1,103 @@
+"""`callboard backup` / `restore` for the SQLite default: an online backup taken while a writer keeps
+writing is a consistent, migrated database; restoring it gives a database the service runs on; PostgreSQL
+and bad paths get one clear line and exit status 2."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from pathlib import Path
+
+import pytest
+from sqlalchemy import func, select
+
+from callboard_core.container import Core
+from callboard_core.db import backup
+from callboard_core.db.migrate import alembic_config
+from callboard_core.seed import migrate_and_seed
+from callboard_core.users import service as users
+from callboard_core.users.models import User
+from http_api.cli import main
+from tests.conftest import make_settings
+
+
+def _head() -> str:
+    from alembic.script import ScriptDirectory
+
+    return str(
+        ScriptDirectory.from_config(alembic_config("sqlite+aiosqlite:///unused.db")).get_current_head()
+    )
+
+
+async def _count_users(url: str, tmp_path: Path) -> int:
+    core = Core.build(make_settings(url, tmp_path))
+    try:
+        async with core.uow(write=False) as uow:
+            return int(await uow.session.scalar(select(func.count()).select_from(User)) or 0)
+    finally:
+        await core.close()
+
+
+async def test_a_backup_taken_while_writing_restores_to_a_working_database(tmp_path: Path) -> None:
+    live = f"sqlite+aiosqlite:///{tmp_path / 'live.db'}"
+    settings = make_settings(live, tmp_path)
+    await migrate_and_seed(settings)
+    core = Core.build(settings)
+    stop = asyncio.Event()
+
+    async def writer() -> int:
+        written = 0
+        while not stop.is_set():
+            async with core.uow() as uow:
+                await users.create(uow.session, email=f"writer{written}@example.com")
+            written += 1
+            await asyncio.sleep(0)
+        return written
+
+    task = asyncio.create_task(writer())
+    try:
+        await asyncio.sleep(0.3)
+        revision = await asyncio.to_thread(backup.backup, live, tmp_path / "copy.db")
+        await asyncio.sleep(0.1)
+    finally:
+        stop.set()
+        written = await task
+        await core.close()
+    assert revision == _head()
+    with sqlite3.connect(tmp_path / "copy.db") as conn:
+        assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+    copied = await _count_users(f"sqlite+aiosqlite:///{tmp_path / 'copy.db'}", tmp_path)
+    assert 0 < copied < written  # a snapshot taken mid-stream: some of the rows, each whole
+
+    restored = f"sqlite+aiosqlite:///{tmp_path / 'restored.db'}"
+    assert backup.restore(restored, tmp_path / "copy.db") == revision
+    assert await _count_users(restored, tmp_path) == copied
+    await migrate_and_seed(make_settings(restored, tmp_path))  # the service starts on it
+
+
+def test_the_commands_say_what_is_wrong_in_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("CALLBOARD_VAR_DIR", str(tmp_path))
+    monkeypatch.setenv("CALLBOARD_DATABASE_URL", f"sqlite+aiosqlite:///{tmp_path / 'live.db'}")
+    asyncio.run(migrate_and_seed(make_settings(f"sqlite+aiosqlite:///{tmp_path / 'live.db'}", tmp_path)))
+    main(["backup", str(tmp_path / "b.db")])
+    assert "backed up to" in capsys.readouterr().out
+
+    def refused(*argv: str) -> str:
+        with pytest.raises(SystemExit) as stopped:
+            main(list(argv))
+        assert stopped.value.code == 2
+        err = capsys.readouterr().err.strip()
+        assert "\n" not in err and "Traceback" not in err
+        return err
+
+    assert "--force" in refused("backup", str(tmp_path / "b.db"))  # never overwrites by surprise
+    main(["backup", "--force", str(tmp_path / "b.db")])
+    (tmp_path / "junk.db").write_bytes(b"not a database")
+    assert "not a callboard SQLite database" in refused("restore", str(tmp_path / "junk.db"))
+    assert "does not exist" in refused("restore", str(tmp_path / "missing.db"))
+    main(["restore", str(tmp_path / "b.db")])
+    assert "restored" in capsys.readouterr().out
+    monkeypatch.setenv("CALLBOARD_DATABASE_URL", "postgresql+asyncpg://root@127.0.0.1:5432/test")
+    assert "pg_dump" in refused("backup", str(tmp_path / "pg.db"))
