@@ -36,25 +36,9 @@ from callboard_core.owner_notifications.states import Channel, DeliveryStatus, O
 from callboard_core.pagination import decode_cursor, encode_cursor
 from callboard_core.users.models import User
 
-T = OwnerNotificationType
-# Where each type's action URL points (the owner's pages, relative to the base URL).
-ACTION_PATHS: dict[OwnerNotificationType, str] = {
-    T.BOUNTY_PAYMENT_ACTION_REQUIRED: "/me/billing",
-    T.BOUNTY_PAYMENT_FAILED: "/me/billing",
-    T.BOUNTY_SUBMISSIONS_READY: "/dashboard",
-    T.BOUNTY_AWARDED: "/dashboard",
-    T.BOUNTY_AWARD_WON: "/dashboard",
-    T.FIRST_AWARD_WON: "/dashboard",
-    T.FIRST_AWARD_GIVEN: "/dashboard",
-    T.BOUNTY_NO_AWARD: "/dashboard",
-    T.BOUNTY_PAYOUT_FAILED: "/me/payouts",
-    T.BOUNTY_DISPUTE_OPENED: "/dashboard",
-    T.BOUNTY_DISPUTE_RESOLVED: "/dashboard",
-    T.RECEIPT_READY: "/me/billing/documents",
-    T.INVOICE_READY: "/me/billing/documents",
-    T.CREDIT_NOTE_READY: "/me/billing/documents",
-    T.WEEKLY_DIGEST: "/dashboard",
-}
+# Where each type's action URL points (relative to the base URL): the signed-in home page until the owner's
+# web console lands (its pages go here, this one table); a document's own printable page.
+ACTION_PATHS: dict[OwnerNotificationType, str] = {t: "/" for t in OwnerNotificationType}
 
 # Per database (so two cores in one process never cross): what delivers an email row after commit, set by
 # Core.build through delivery.install. Without one the worker's pass delivers it.
