@@ -29,7 +29,7 @@ JsonObject = dict[str, Any]
 ShortText = Annotated[str, StringConstraints(min_length=1, max_length=200)]
 MediumText = Annotated[str, StringConstraints(max_length=2000)]
 LongText = Annotated[str, StringConstraints(max_length=20000)]
-Url = Annotated[str, StringConstraints(min_length=1, max_length=2048, pattern=r"^https?://[^\s]+$")]
+Url = Annotated[str, StringConstraints(min_length=1, max_length=2048, pattern=r"^https?://[^\s\x00]+$")]
 
 
 class StatusResponse(ApiModel):

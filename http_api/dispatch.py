@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from starlette.exceptions import HTTPException
 from starlette.routing import BaseRoute, Match, Route, Router
 from starlette.types import Receive, Scope, Send
 
@@ -92,6 +93,8 @@ class IndexedRouter(Router):
             return
         partial = None
         partial_scope: Any = {}
+        allowed: set[str] = set()
+        fewest_params = 1 << 30
         path = scope["path"]
         root = scope.get("root_path", "")
         if root and path.startswith(root):
@@ -112,9 +115,21 @@ class IndexedRouter(Router):
                 scope.update(child_scope)
                 await route.handle(scope, receive, send)
                 return
-            if match is Match.PARTIAL and partial is None:
-                partial, partial_scope = route, child_scope
+            if match is Match.PARTIAL:
+                # Allow names the methods of the path as documented: a literal path (/agents/dashboard/mine)
+                # is its own resource, not the template beside it (/agents/dashboard/{agentId}).
+                params = len(getattr(route, "param_convertors", ()))
+                if params < fewest_params:
+                    fewest_params, allowed = params, set()
+                if params == fewest_params:
+                    allowed |= getattr(route, "methods", None) or set()
+                if partial is None:
+                    partial, partial_scope = route, child_scope
         if partial is not None:
+            if scope["type"] == "http" and allowed:
+                # The path exists with other methods: 405 naming all of them, not only the first route's
+                # (one path is often several routes: GET and POST /api-keys).
+                raise HTTPException(405, headers={"Allow": ", ".join(sorted(allowed))})
             scope["route"] = partial
             scope.update(partial_scope)
             await partial.handle(scope, receive, send)

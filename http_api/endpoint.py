@@ -172,16 +172,40 @@ def parse_body(route: RouteDef, request: Request, raw: bytes) -> Any:
         data = orjson.loads(stripped)
     except orjson.JSONDecodeError as exc:
         raise BadRequest(f"The body is not valid JSON: {exc}.", code="malformed_json") from None
-    if data is None and route.body_optional:
-        return route.body()
     check_json(data)
+    if _has_integral_float(data):
+        stripped = orjson.dumps(_integral_floats_as_ints(data))
     try:
-        return route.body.model_validate(data)
+        # Strict JSON validation: the types the document states, no coercion ("5" or true for an integer,
+        # 1 for a string), so a body the schema refuses is refused here too; dates still come as strings.
+        return route.body.model_validate_json(stripped, strict=True)
     except ValidationError as exc:
         raise from_pydantic(exc) from None
 
 
-_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+
+
+def _has_integral_float(value: Any) -> bool:
+    if isinstance(value, float):
+        return value.is_integer()
+    if isinstance(value, dict):
+        return any(_has_integral_float(v) for v in value.values())
+    if isinstance(value, list):
+        return any(_has_integral_float(v) for v in value)
+    return False
+
+
+def _integral_floats_as_ints(value: Any) -> Any:
+    """JSON Schema counts 5.0 as an integer: so do we (strict validation would refuse it); a float field
+    takes the int as it took the float."""
+    if isinstance(value, float) and value.is_integer() and INT64_MIN <= value <= INT64_MAX:
+        return int(value)
+    if isinstance(value, dict):
+        return {k: _integral_floats_as_ints(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_integral_floats_as_ints(v) for v in value]
+    return value
 
 
 def check_json(data: Any) -> None:
@@ -215,7 +239,7 @@ def check_json(data: Any) -> None:
                         }
                     ],
                 )
-        elif isinstance(value, int) and not isinstance(value, bool) and not _INT64_MIN <= value <= _INT64_MAX:
+        elif isinstance(value, int) and not isinstance(value, bool) and not INT64_MIN <= value <= INT64_MAX:
             # Past 64 bits a number no longer survives a database round trip and JSON rendering intact.
             raise ValidationFailed(
                 "Integers in the body must fit in 64 bits.",

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import copy
 from typing import Any, Literal
 
 from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
 from callboard_core.guidance import rendering
+from http_api.endpoint import INT64_MAX, INT64_MIN, MAX_JSON_DEPTH
 from http_api.guidance import HTTP
 from http_api.route_table import AuthKind, RouteDef
 
@@ -60,17 +62,86 @@ PROBLEM = {
 }
 
 
+# What a route's own `errors` mean (route_table.RouteDef.errors).
+EXTRA_ERRORS = {
+    401: "The token or credential the request carries is not valid",
+    403: "Not allowed",
+    404: "Unknown, or not yours",
+    409: "State conflict",
+    410: "No longer available",
+}
+
+
+# The server refuses NUL characters anywhere in a request (PostgreSQL stores none: endpoint.check_json), so
+# the document says so on every string, property name and free-form JSON value a client may send.
+NO_NUL = "^[^\\u0000]*$"
+JSON_VALUE: dict[str, Any] = {
+    "description": f"Any JSON value, nested at most {MAX_JSON_DEPTH} levels; no NUL in strings or property names.",
+    "anyOf": [
+        {"type": "null"},
+        {"type": "boolean"},
+        {"type": "number"},
+        {"type": "string", "pattern": NO_NUL},
+        {"type": "array", "items": {"$ref": "#/components/schemas/JsonValue"}},
+        {
+            "type": "object",
+            "propertyNames": {"pattern": NO_NUL},
+            "additionalProperties": {"$ref": "#/components/schemas/JsonValue"},
+        },
+    ],
+}
+_JSON_REF = {"$ref": "#/components/schemas/JsonValue"}
+
+
+def state_request_rules(node: Any) -> None:
+    """State the rules every request meets, in place: no NUL (a pattern on strings that have none; an enum,
+    a format or a pattern already excludes NUL), propertyNames on open objects, JsonValue for free-form
+    values, and integers within 64 bits."""
+    if isinstance(node, list):
+        for item in node:
+            state_request_rules(item)
+        return
+    if not isinstance(node, dict):
+        return
+    if node.get("type") == "string" and not {"pattern", "enum", "const", "format"} & node.keys():
+        node["pattern"] = NO_NUL
+    if node.get("type") == "object" and node.get("additionalProperties", True) is not False:
+        node.setdefault("propertyNames", {"pattern": NO_NUL})
+        if node.get("additionalProperties", True) is True and "properties" not in node:
+            node["additionalProperties"] = dict(_JSON_REF)
+    if node.get("type") == "integer":  # endpoint.check_json: what a 64-bit column holds
+        node.setdefault("minimum", INT64_MIN)
+        node.setdefault("maximum", INT64_MAX)
+    if node.get("type") == "array" and "items" not in node and "prefixItems" not in node:
+        node["items"] = dict(_JSON_REF)
+    for key, value in node.items():
+        if key not in ("examples", "default", "const", "enum"):
+            state_request_rules(value)
+
+
+def _names_an_object(route: RouteDef) -> bool:
+    """The body or query names an object by id (jobId, categoryId, ...): it may not exist, or not be yours."""
+    for model in (route.body, route.query):
+        if model is not None:
+            for name, field in model.model_fields.items():
+                if name.endswith("_id") or (field.alias or "").endswith("Id"):
+                    return True
+    return False
+
+
 def _error_responses(route: RouteDef) -> dict[str, Any]:
     ref = {"application/problem+json": {"schema": {"$ref": "#/components/schemas/Problem"}}}
     codes = {"400": "Bad request", "422": "Invalid body or query", "429": "Rate limited"}
     if route.auth is not AuthKind.PUBLIC:
         codes["401"] = "No or invalid credential"
         codes["403"] = "Wrong scope, role or origin"
-    if route.path_params:
+    if route.path_params or _names_an_object(route):
         codes["404"] = "Unknown, or not yours"
     if route.method not in ("GET", "HEAD"):
         codes["409"] = "State conflict"
         codes["413"] = "Body too large"
+    for status in route.errors:
+        codes.setdefault(str(status), EXTRA_ERRORS[status])
     return {code: {"description": text, "content": ref} for code, text in codes.items()}
 
 
@@ -104,13 +175,19 @@ def build_openapi(routes: list[RouteDef], *, base_url: str) -> dict[str, Any]:
         }
         if route.deprecated:
             op["deprecated"] = True
-        if route.method not in ("GET", "HEAD", "DELETE") or route.body is not None:
+        if route.idempotent and (route.method not in ("GET", "HEAD", "DELETE") or route.body is not None):
             op["parameters"].append(
                 {
                     "name": "Idempotency-Key",
                     "in": "header",
                     "required": False,
-                    "schema": {"type": "string", "maxLength": 255},
+                    # idempotency.check_key: 1 to 255 printable characters (surrounding spaces dropped).
+                    "schema": {
+                        "type": "string",
+                        "minLength": 1,
+                        "maxLength": 255,
+                        "pattern": "^[!-~]([ -~]*[!-~])?$",
+                    },
                     "description": "Same key and body within 24 h replays the stored response.",
                 }
             )
@@ -124,11 +201,24 @@ def build_openapi(routes: list[RouteDef], *, base_url: str) -> dict[str, Any]:
                 "required": True,
                 "content": {"application/json": {"schema": {"type": "object", "additionalProperties": True}}},
             }
+            # The one raw-body route is the processor's webhook: refused unless signed.
+            op["parameters"].append(
+                {
+                    "name": "Stripe-Signature",
+                    "in": "header",
+                    "required": True,
+                    "schema": {"type": "string", "minLength": 1},
+                    "description": "t=<unix time>,v1=<HMAC-SHA256 of t.body with the webhook secret>",
+                }
+            )
         success: dict[str, Any] = {"description": "Success"}
         if route.response is not None:
             success["content"] = {"application/json": {"schema": key_map[(route.response, "serialization")]}}
         op["responses"] = {str(route.status): success, **_error_responses(route)}
         paths.setdefault(route.path, {})[route.method.lower()] = op
+    components["JsonValue"] = copy.deepcopy(JSON_VALUE)
+    state_request_rules(components)
+    state_request_rules(paths)
     return {
         "openapi": "3.1.0",
         "info": {

@@ -142,6 +142,10 @@ class RouteDef:
     prepare: Handler | None = None
     # The handler reads the body's exact bytes itself (`await ctx.request.body()`): a signed webhook.
     raw_body: bool = False
+    # Statuses beyond the ones the auth kind, path and method imply (http_api/openapi.py): a token in the
+    # body or a header the route checks itself (401), a lookup by a body or query field (404), a state
+    # rule on a read (409). The OpenAPI document lists them, so a generated client expects them.
+    errors: tuple[int, ...] = ()
 
     @property
     def path_params(self) -> list[str]:
@@ -173,6 +177,7 @@ class RouteGroup:
         name: str | None = None,
         prepare: Handler | None = None,
         raw_body: bool = False,
+        errors: tuple[int, ...] = (),
     ) -> Callable[[Handler], Handler]:
         """`name` overrides the operation id's base: one handler declared twice (an API-key route and its
         owner mirror) needs two names."""
@@ -203,6 +208,7 @@ class RouteGroup:
                         operation_id=(name or handler.__name__) + suffix,
                         prepare=prepare,
                         raw_body=raw_body,
+                        errors=errors,
                     )
                 )
             return handler

@@ -73,16 +73,25 @@ def server_env(settings: Settings, port: int, *, loop: bool, interval: float) ->
     return env
 
 
-def spawn(settings: Settings, log_path: Path, *, loop: bool = True, interval: float = 0.05) -> ServerProcess:
+def spawn(
+    settings: Settings,
+    log_path: Path,
+    *,
+    loop: bool = True,
+    interval: float = 0.05,
+    env: dict[str, str] | None = None,
+    args: tuple[str, ...] = (),
+) -> ServerProcess:
     """`callboard serve --no-migrate` (the test's fixtures migrated the database) on a free port, with the
-    background loop (sweeper, payouts, webhook deliveries) every `interval` seconds when `loop`."""
+    background loop (sweeper, payouts, webhook deliveries) every `interval` seconds when `loop`; `env` adds
+    settings, `args` command-line options (`--workers 2`)."""
     port = free_port()
     argv = [CALLBOARD, "serve", "--no-migrate", "--host", "127.0.0.1", "--port", str(port)]
-    argv += ["--log-level", "warning"]
+    argv += ["--log-level", "warning", *args]
     with log_path.open("ab") as log:
         proc = subprocess.Popen(
             argv,
-            env=server_env(settings, port, loop=loop, interval=interval),
+            env={**server_env(settings, port, loop=loop, interval=interval), **(env or {})},
             cwd=ROOT,
             stdin=subprocess.DEVNULL,
             stdout=log,

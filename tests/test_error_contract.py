@@ -460,17 +460,28 @@ async def test_unknown_route_is_404_problem(world: World) -> None:
             assert_problem(await client.get(path), 404, "not_found")
 
 
-async def test_wrong_method_is_405_problem(world: World) -> None:
-    patterns = [(r.method, re.compile("^" + re.sub(r"{\w+}", "[^/]+", r.path) + "$")) for r in ROUTES]
+async def test_wrong_method_is_405_problem_whose_allow_names_every_method_of_the_path(world: World) -> None:
+    patterns = [
+        (r.method, r.path.count("{"), re.compile("^" + re.sub(r"{\w+}", "[^/]+", r.path) + "$"))
+        for r in ROUTES
+    ]
     checked = 0
     async with world.client() as client:
         for route in ROUTES:
             path = placeholder_path(route)
-            for method in ("GET", "POST", "PUT", "PATCH", "DELETE"):
-                if any(m == method and p.match(path) for m, p in patterns):
+            matching = [(m, params) for m, params, p in patterns if p.match(path)]
+            served = {m for m, _ in matching}
+            # Allow names the path's own methods: a literal path (/agents/dashboard/mine) is not the template
+            # beside it (/agents/dashboard/{agentId}).
+            fewest = min(params for _, params in matching)
+            expected = {m for m, params in matching if params == fewest}
+            expected |= {"HEAD"} if "GET" in expected else set()
+            for method in ("GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"):
+                if method in served:
                     continue
                 response = await client.request(method, path)
                 assert_problem(response, 405, "method_not_allowed")
+                assert set(response.headers["allow"].split(", ")) == expected, (method, path)
                 checked += 1
     assert checked
 

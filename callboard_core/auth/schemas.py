@@ -4,15 +4,17 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from pydantic import EmailStr, StringConstraints
+from pydantic import ConfigDict, EmailStr, StringConstraints
 
 from callboard_core.schemas import ApiModel
-from callboard_core.users.schemas import PublicUser, SignupIntentName
+from callboard_core.users.schemas import MAX_PASSWORD, MIN_PASSWORD, PublicUser, SignupIntentName
 
 Version = Annotated[str, StringConstraints(min_length=1, max_length=32)]
 NextUrl = Annotated[str, StringConstraints(min_length=1, max_length=2048)]
 ProfileText = Annotated[str, StringConstraints(max_length=200)]
 Password = Annotated[str, StringConstraints(min_length=1, max_length=1024)]
+# A password being set: the length users.check_password_strength enforces, stated in the schema.
+NewPassword = Annotated[str, StringConstraints(min_length=MIN_PASSWORD, max_length=MAX_PASSWORD)]
 
 
 class LegalAcceptance(ApiModel):
@@ -51,6 +53,15 @@ class VerifyRequest(ApiModel):
 
 
 class PasswordLoginRequest(ApiModel):
+    """With legalAcceptance a first password may be set (a new account), so it must be a valid new one."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "if": {"required": ["legalAcceptance"], "properties": {"legalAcceptance": {"type": "object"}}},
+            "then": {"properties": {"password": {"minLength": MIN_PASSWORD, "maxLength": MAX_PASSWORD}}},
+        }
+    )
+
     identifier: Annotated[str, StringConstraints(min_length=1, max_length=320)]
     password: Password
     legal_acceptance: LegalAcceptance | None = None
@@ -58,7 +69,7 @@ class PasswordLoginRequest(ApiModel):
 
 class DevLoginRequest(ApiModel):
     email: EmailStr
-    password: Password
+    password: NewPassword
 
 
 class OnboardingProfileUpdate(ApiModel):
@@ -73,7 +84,7 @@ class OnboardingProfileUpdate(ApiModel):
 
 
 class PasswordChange(ApiModel):
-    password: Password
+    password: NewPassword
 
 
 class LegalVersions(ApiModel):

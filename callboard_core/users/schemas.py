@@ -5,6 +5,10 @@ from typing import Literal
 
 from callboard_core.schemas import ApiModel
 
+# A password being set: at least MIN_PASSWORD, at most MAX_PASSWORD characters.
+MIN_PASSWORD = 8
+MAX_PASSWORD = 256
+
 RoleName = Literal["USER", "SUPPORT", "MODERATOR", "ADMIN", "SUPERADMIN"]
 SignupIntentName = Literal["UNDECIDED", "BUYER", "SELLER", "BOTH"]
 

@@ -10,10 +10,7 @@ from callboard_core.errors import Conflict, NotFound, field_error
 from callboard_core.security import passwords
 from callboard_core.security.permissions import Role
 from callboard_core.users.models import User
-from callboard_core.users.schemas import OnboardingProfile, PublicUser
-
-MIN_PASSWORD = 8
-MAX_PASSWORD = 256
+from callboard_core.users.schemas import MAX_PASSWORD, MIN_PASSWORD, OnboardingProfile, PublicUser
 
 
 def normalize_email(email: str) -> str:

@@ -71,6 +71,7 @@ async def magic_link(ctx: RequestContext) -> auth_schemas.Accepted:
     response=auth_schemas.SignedIn,
     rate_limit=SIGNIN,
     idempotent=False,
+    errors=(401, 410),
 )
 async def verify(ctx: RequestContext) -> auth_schemas.SignedIn:
     """Consume a magic-link token: sets the svc_session cookie and returns the user and nextUrl.
@@ -96,6 +97,7 @@ async def verify(ctx: RequestContext) -> auth_schemas.SignedIn:
     response=auth_schemas.SignedIn,
     rate_limit=SIGNIN,
     idempotent=False,
+    errors=(401,),
 )
 async def password_login(ctx: RequestContext) -> auth_schemas.SignedIn:
     """Sign in with email or username and password; sets the svc_session cookie.
@@ -122,6 +124,7 @@ async def password_login(ctx: RequestContext) -> auth_schemas.SignedIn:
     response=auth_schemas.SignedIn,
     rate_limit=SIGNIN,
     idempotent=False,
+    errors=(401, 403),
 )
 async def dev_login(ctx: RequestContext) -> auth_schemas.SignedIn:
     """Development sign-in by email and password (creates a missing account). 403 in production."""

@@ -620,12 +620,18 @@ async def acknowledge_slot(ctx: RequestContext) -> job_schemas.SlotView:
     return await participation.acknowledge(ctx.session, ctx.actor, ctx.params["slotId"])
 
 
-@routes.get("/api/v2/participation-slots/{slotId}/input-files", auth=KR, response=job_schemas.InputFileList)
+@routes.get(
+    "/api/v2/participation-slots/{slotId}/input-files",
+    auth=KR,
+    response=job_schemas.InputFileList,
+    errors=(409,),
+)
 @routes.get(
     "/api/v2/owner/participation-slots/{slotId}/input-files",
     auth=SESSION,
     response=job_schemas.InputFileList,
     name="owner_slot_input_files",
+    errors=(409,),
 )
 async def slot_input_files(ctx: RequestContext) -> job_schemas.InputFileList:
     """The requester's input files with fresh download URLs (after acknowledgement)."""

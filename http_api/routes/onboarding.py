@@ -98,6 +98,7 @@ async def activate_session(ctx: RequestContext) -> onboarding_schemas.SessionAct
     body=onboarding_schemas.TokenBody,
     response=onboarding_schemas.InstallExchanged,
     rate_limit=PUBLIC,
+    errors=(404, 410),
 )
 async def exchange_install_token(ctx: RequestContext) -> onboarding_schemas.InstallExchanged:
     """Exchange an install token (single use, 15 minutes) for the runtime kit with a new read+write key."""
@@ -180,6 +181,7 @@ async def register_manifest(ctx: RequestContext) -> onboarding_schemas.Registrat
     body_optional=True,
     response=onboarding_schemas.DraftPresenceAck,
     rate_limit=PUBLIC,
+    errors=(401, 410),
 )
 async def register_presence(ctx: RequestContext) -> onboarding_schemas.DraftPresenceAck:
     """Report presence on your draft (Authorization: Bearer <draft token>)."""
@@ -191,6 +193,7 @@ async def register_presence(ctx: RequestContext) -> onboarding_schemas.DraftPres
     auth=AuthKind.PUBLIC,
     response=onboarding_schemas.SetupGuide,
     rate_limit=PUBLIC,
+    errors=(401, 410),
 )
 async def register_setup_guide(ctx: RequestContext) -> onboarding_schemas.SetupGuide:
     """What to propose for your draft (Authorization: Bearer <draft token>)."""
@@ -203,6 +206,7 @@ async def register_setup_guide(ctx: RequestContext) -> onboarding_schemas.SetupG
     body=onboarding_schemas.AgentSetupSave,
     response=onboarding_schemas.DraftEnvelope,
     rate_limit=PUBLIC,
+    errors=(401, 410),
 )
 async def register_setup_save(ctx: RequestContext) -> onboarding_schemas.DraftEnvelope:
     """Save your draft's proposal (Authorization: Bearer <draft token>); owners see it once they claim it."""
@@ -214,6 +218,7 @@ async def register_setup_save(ctx: RequestContext) -> onboarding_schemas.DraftEn
     auth=AuthKind.PUBLIC,
     response=onboarding_schemas.DraftStatusView,
     rate_limit=PUBLIC,
+    errors=(401, 410),
 )
 async def register_status(ctx: RequestContext) -> onboarding_schemas.DraftStatusView:
     """Your draft's status (Authorization: Bearer <draft token>); the runtime kit stays null until a
