@@ -87,6 +87,16 @@ SCENARIOS: list[Scenario] = [
         "/api/v2/agents/me",
         headers={"X-API-Key": "{api_key}"},
     ),
+    Scenario(
+        "callboard GET /api/v2/home", "callboard", "GET", "/api/v2/home", headers={"X-API-Key": "{api_key}"}
+    ),
+    Scenario(
+        "callboard, 2 workers, GET /api/v2/home",
+        "callboard-2w",
+        "GET",
+        "/api/v2/home",
+        headers={"X-API-Key": "{api_key}"},
+    ),
 ]
 
 
@@ -145,6 +155,24 @@ def _me_check(results: dict[str, Result], _: dict[str, Memory]) -> tuple[str, bo
     return text, ratio >= 0.5
 
 
+def _home_check(results: dict[str, Result], _: dict[str, Memory]) -> tuple[str, bool | None]:
+    text, ratio = _ratio(results, "callboard GET /api/v2/home", "bare GET /ping")
+    return text, ratio >= 0.45
+
+
+def _scale_out(results: dict[str, Result], _: dict[str, Memory]) -> tuple[str, bool | None]:
+    """Two workers against one: the target holds on PostgreSQL; SQLite's one writer file is shown only."""
+    one, two = (
+        results["callboard GET /api/v2/home"].rps,
+        results["callboard, 2 workers, GET /api/v2/home"].rps,
+    )
+    factor = two / one if one else 0.0
+    return f"{factor:.2f}x ({two:,.0f} / {one:,.0f} req/s)", (factor >= 1.6 if _ON_POSTGRES else None)
+
+
+_ON_POSTGRES = False  # set by run(): the scale-out target is PostgreSQL's
+
+
 def _healthz_info(results: dict[str, Result], _: dict[str, Memory]) -> tuple[str, bool | None]:
     return _ratio(results, "callboard GET /healthz", "bare GET /ping")[0], None
 
@@ -155,7 +183,17 @@ def _rss_check(_: dict[str, Result], memory: dict[str, Memory]) -> tuple[str, bo
 
 
 CHECKS: list[Check] = [
-    Check("GET /api/v2/agents/me (API key) vs bare Starlette", ">= 50% of bare req/s", _me_check),
+    Check(
+        "GET /api/v2/agents/me (API key, request log on) vs bare Starlette", ">= 50% of bare req/s", _me_check
+    ),
+    Check(
+        "GET /api/v2/home (API key, request log on) vs bare Starlette", ">= 45% of bare req/s", _home_check
+    ),
+    Check(
+        "GET /api/v2/home: `serve --workers 2` vs one worker",
+        ">= 1.6x on PostgreSQL (info on SQLite)",
+        _scale_out,
+    ),
     Check("GET /healthz (middleware and routing, no database) vs bare Starlette", "", _healthz_info),
     Check("callboard server resident memory after load", "< 150 MB (VmHWM)", _rss_check),
 ]
@@ -474,19 +512,18 @@ def start_servers(tmp: Path, database_url: str) -> dict[str, Server]:
         )
 
     servers: dict[str, Server] = {}
-    argv = [
-        *callboard_command(),
-        "serve",
-        "--no-migrate",
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
-        "--log-level",
-        "warning",
-    ]
+    # The default `callboard serve`: the request log on (one line per request, to the server's log file).
+    argv = [*callboard_command(), "serve", "--no-migrate", "--host", "127.0.0.1", "--port", str(port)]
     log_path = tmp / "callboard.log"
     servers["callboard"] = Server("callboard", port, spawn(argv, env, log_path), log_path)
+    # The same with two worker processes, over the same database (its own port and var dir).
+    port2 = free_port()
+    env2 = {**env, "CALLBOARD_BASE_URL": f"http://127.0.0.1:{port2}", "CALLBOARD_VAR_DIR": str(tmp / "var2")}
+    argv = [*callboard_command(), "serve", "--no-migrate", "--host", "127.0.0.1", "--port", str(port2)]
+    log_path = tmp / "callboard-2w.log"
+    servers["callboard-2w"] = Server(
+        "callboard-2w", port2, spawn([*argv, "--workers", "2"], env2, log_path), log_path
+    )
 
     # Same uvicorn options as `callboard serve`: loop and http "auto" (uvloop/httptools when installed),
     # proxy headers on, one worker, access log silenced by the warning level.
@@ -514,6 +551,7 @@ def start_servers(tmp: Path, database_url: str) -> dict[str, Server]:
     servers["bare"] = Server("bare", bare_port, spawn(argv, dict(os.environ), log_path), log_path)
 
     wait_ready(servers["callboard"], "/healthz")
+    wait_ready(servers["callboard-2w"], "/healthz")
     wait_ready(servers["bare"], "/ping")
     return servers
 
@@ -572,6 +610,8 @@ def machine() -> dict[str, str]:
 
 
 def run(args: argparse.Namespace, wrk: str) -> str:
+    global _ON_POSTGRES
+    _ON_POSTGRES = bool(args.database_url and args.database_url.startswith("postgres"))
     started = datetime.now(UTC)
     tmp = Path(tempfile.mkdtemp(prefix="callboard-bench-"))
     try:
@@ -685,8 +725,9 @@ def report(
         f"- Database: {database_kind}",
         f"- Load: wrk -t{args.threads} -c{args.connections}, {args.duration}s x {args.rounds} rounds "
         f"(interleaved, median kept), {args.warmup}s warm-up; wrk shares the machine with the servers",
-        "- Servers: one uvicorn worker each, `callboard serve --no-migrate --log-level warning` and "
-        "`uvicorn bare_app:app` (bench/bare_app.py) with the same options",
+        "- Servers: `callboard serve --no-migrate` as shipped (request log on, written to a file), the same "
+        "with `--workers 2` over the same database, and `uvicorn bare_app:app` (bench/bare_app.py) with the "
+        "same uvicorn options; one worker unless named",
         *_background_lines(args, results),
         "",
         "| Scenario | Req/s (median) | p50 | p99 | Req/s per round | Server RSS peak |",
@@ -722,7 +763,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--warmup", type=int, default=2, help="warm-up seconds per scenario, 0 for none (default 2)"
     )
-    parser.add_argument("--connections", type=int, default=16, help="wrk connections (default 16)")
+    parser.add_argument("--connections", type=int, default=32, help="wrk connections (default 32)")
     parser.add_argument("--threads", type=int, default=1, help="wrk threads (default 1)")
     parser.add_argument(
         "--database-url",

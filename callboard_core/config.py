@@ -86,6 +86,8 @@ class Settings(BaseSettings):
     # Prefix of the rate-limit keys in Redis, so several deployments (or test runs) can share one server.
     rate_limit_key_prefix: str = "callboard-ratelimit"
     machine_token: str | None = None
+    # GET /metrics (Prometheus text) answers only `Authorization: Bearer <this>`; unset, it is a 404.
+    metrics_token: str | None = None
     # The deadline sweeper: how often it runs, and whether `callboard serve` runs it in-process.
     sweep_interval_seconds: float = 5.0
     sweeper_in_server: bool = True

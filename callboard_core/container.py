@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from callboard_core import payouts, setup_links
+from callboard_core import metrics, payouts, setup_links
 from callboard_core.agents import capability_links
 from callboard_core.billing import processor_events as billing_events
 from callboard_core.blobs import BlobStore, build_blob_store
@@ -51,6 +51,7 @@ class Core:
         payouts.register()
         setup_links.register()
         billing_events.register()  # saved cards and top-ups hear the processor's webhooks
+        metrics.register()  # every committed ledger posting is counted
         db = Database(
             settings.database_url,
             pool_size=settings.db_pool_size,

@@ -15,6 +15,7 @@ from limits.aio.strategies import FixedWindowRateLimiter, MovingWindowRateLimite
 from limits.errors import StorageError
 from limits.storage import storage_from_string
 
+from callboard_core import metrics
 from callboard_core.config import Settings
 from callboard_core.errors import RateLimited
 
@@ -71,6 +72,7 @@ class RateLimiter:
                 if await self._shared.hit(item, *ids):
                     return
                 stats = await self._shared.get_window_stats(item, *ids)
+                metrics.RATE_LIMIT_REFUSALS.labels(budget=budget).inc()
                 raise RateLimited(retry_after=max(1, math.ceil(stats.reset_time - time.time())))
             except (StorageError, OSError, TimeoutError) as exc:
                 self._shared_down_until = time.monotonic() + REDIS_RETRY_SECONDS
@@ -80,6 +82,7 @@ class RateLimiter:
         if await limiter.hit(item, *ids):
             return
         stats = await limiter.get_window_stats(item, *ids)
+        metrics.RATE_LIMIT_REFUSALS.labels(budget=budget).inc()
         raise RateLimited(retry_after=max(1, math.ceil(stats.reset_time - time.time())))
 
     async def reset(self) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import signal
 from collections.abc import AsyncIterator
 
 import httpx
@@ -25,6 +26,7 @@ from callboard_core.processor.delivery import deliver_pending
 
 log = logging.getLogger("callboard.worker")
 PURGE_EVERY = 60  # passes between housekeeping runs
+SHUTDOWN_GRACE = 30.0  # seconds a pass under way may take to finish at shutdown
 
 
 async def run_once(
@@ -70,10 +72,12 @@ async def run_once(
     return moved
 
 
-async def loop(core: Core, interval: float) -> None:
-    """Sweep every `interval` seconds until cancelled; an error is logged and the next pass tries again."""
+async def loop(core: Core, interval: float, stop: asyncio.Event | None = None) -> None:
+    """Sweep every `interval` seconds until `stop` is set (a pass under way finishes first) or cancelled;
+    an error is logged and the next pass tries again."""
+    stop = stop or asyncio.Event()
     passes = 0
-    while True:
+    while not stop.is_set():
         try:
             await run_once(core, housekeeping=passes % PURGE_EVERY == 0)
         except asyncio.CancelledError:
@@ -81,26 +85,42 @@ async def loop(core: Core, interval: float) -> None:
         except Exception:
             log.exception("background pass failed")
         passes += 1
-        await asyncio.sleep(interval)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), interval)
 
 
 @contextlib.asynccontextmanager
 async def in_background(core: Core, interval: float) -> AsyncIterator[asyncio.Task[None]]:
-    task = asyncio.create_task(loop(core, interval))
+    """The loop beside the server. At shutdown the pass under way finishes (each of its steps is a unit of
+    work of its own, so one cut short would only wait for the next pass); after SHUTDOWN_GRACE it is cut."""
+    stop = asyncio.Event()
+    task = asyncio.create_task(loop(core, interval, stop))
     try:
         yield task
     finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+        stop.set()
+        try:
+            await asyncio.wait_for(asyncio.shield(task), SHUTDOWN_GRACE)
+        except TimeoutError:
+            log.warning("the background pass did not finish within %ss; stopping it", SHUTDOWN_GRACE)
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
 
 
 async def run_worker(settings: Settings, *, once: bool = False) -> None:
+    """`callboard worker`: SIGTERM or SIGINT lets the pass under way finish, then it exits."""
     core = Core.build(settings)
     try:
         if once:
             await run_once(core)
             return
-        await loop(core, settings.sweep_interval_seconds)
+        stop = asyncio.Event()
+        running = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            with contextlib.suppress(NotImplementedError):  # platforms without signal handlers in asyncio
+                running.add_signal_handler(sig, stop.set)
+        await loop(core, settings.sweep_interval_seconds, stop)
+        log.info("worker stopped")
     finally:
         await core.close()

@@ -16,6 +16,7 @@ from starlette.routing import BaseRoute, Route
 from callboard_core import health, worker
 from callboard_core.config import Settings, load_settings
 from callboard_core.container import Core
+from http_api import metrics as http_metrics
 from http_api import request_log
 from http_api.blob_routes import blob_routes
 from http_api.dispatch import IndexedRouter
@@ -63,6 +64,12 @@ def create_app(settings: Settings | None = None, *, core: Core | None = None) ->
         Route("/docs", docs, methods=["GET"], include_in_schema=False),
         Route("/healthz", healthz, methods=["GET"], include_in_schema=False),
         Route("/readyz", readyz, methods=["GET"], include_in_schema=False),
+        Route(
+            "/metrics",
+            http_metrics.endpoint(core, settings.metrics_token),
+            methods=["GET"],
+            include_in_schema=False,
+        ),
         *blob_routes(core),
     ]
     by_path: dict[str, list[RouteDef]] = {}
@@ -100,8 +107,15 @@ def create_app(settings: Settings | None = None, *, core: Core | None = None) ->
         BodyLimitMiddleware, max_bytes=settings.max_body_bytes, upload_max_bytes=settings.max_upload_bytes
     )
     app.add_middleware(RequestIdMiddleware)
-    if settings.request_log:  # outermost: it times the whole request and sees its id and route
-        request_log.configure(settings.log_format, production=settings.is_production)
+    # Outermost: it times the whole request and sees its id and route; its thread writes the log line and
+    # counts the request for /metrics (when a metrics token is set).
+    if settings.request_log or settings.metrics_token:
+        request_log.configure(
+            settings.log_format,
+            production=settings.is_production,
+            lines=settings.request_log,
+            count=bool(settings.metrics_token),
+        )
         app.add_middleware(request_log.RequestLogMiddleware)
     app.state.core = core
     app.state.openapi = openapi_doc

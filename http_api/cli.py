@@ -7,6 +7,7 @@ import asyncio
 import json
 import logging
 import sys
+from pathlib import Path
 
 
 def _serve(args: argparse.Namespace) -> None:
@@ -16,6 +17,8 @@ def _serve(args: argparse.Namespace) -> None:
     from callboard_core.seed import migrate_and_seed
 
     settings = get_settings()
+    if args.workers > 1:
+        _shared_metrics_dir(settings.var_dir)
     if not args.no_migrate:
         asyncio.run(migrate_and_seed(settings))
     uvicorn.run(
@@ -27,7 +30,26 @@ def _serve(args: argparse.Namespace) -> None:
         workers=args.workers,
         proxy_headers=True,
         access_log=False,  # http_api/request_log.py writes one structured line per request instead
+        # SIGTERM: stop accepting, let requests in flight finish (at most this long), then the lifespan's
+        # shutdown lets the background pass under way finish.
+        timeout_graceful_shutdown=args.graceful_timeout,
     )
+
+
+def _shared_metrics_dir(var_dir: Path) -> None:
+    """Several workers: each writes its metrics to files in one directory, and a scrape of any of them
+    reads all (prometheus_client's multiprocess mode). Emptied at start: a dead run's values would count."""
+    import os
+    import shutil
+
+    from callboard_core.metrics import MULTIPROC_ENV
+
+    if os.environ.get(MULTIPROC_ENV):  # the operator's own directory: theirs to manage
+        return
+    path = Path(var_dir) / "metrics"
+    shutil.rmtree(path, ignore_errors=True)
+    path.mkdir(parents=True)
+    os.environ[MULTIPROC_ENV] = str(path)
 
 
 def _migrate(_: argparse.Namespace) -> None:
@@ -76,7 +98,6 @@ def _openapi(_: argparse.Namespace) -> None:
 
 
 def _backup(args: argparse.Namespace) -> None:
-    from pathlib import Path
 
     from callboard_core.config import load_settings
     from callboard_core.db import backup
@@ -127,6 +148,12 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=int, default=8000)
     serve.add_argument("--workers", type=int, default=1)
     serve.add_argument("--log-level", default="info")
+    serve.add_argument(
+        "--graceful-timeout",
+        type=float,
+        default=30.0,
+        help="seconds requests in flight may take to finish after SIGTERM (default 30)",
+    )
     serve.add_argument("--no-migrate", action="store_true", help="do not apply migrations first")
     serve.set_defaults(func=_serve)
 

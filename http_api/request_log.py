@@ -1,5 +1,7 @@
 """One structured line per request, written off the hot path (issue 13).
 
+The same thread counts each request for /metrics (callboard_core/metrics.py) when a metrics token is set.
+
 The middleware keeps a request's facts as one small tuple — time, request id, method, the route template
 (never the raw path: it carries ids and claim codes), status, duration, and the principal's kind and id
 (never a key, token or cookie) — and puts it on a queue; one writer thread per process formats and writes
@@ -20,6 +22,7 @@ from typing import Any
 import orjson
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from callboard_core import metrics
 from callboard_core.principals import KeyPrincipal, MachinePrincipal, OnboardingPrincipal, UserPrincipal
 from mcp_server.runner import GATE_PRINCIPAL
 
@@ -72,6 +75,8 @@ class Writer:
     def __init__(self) -> None:
         self.queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self.format = text_line
+        self.lines = True  # write one log line per request
+        self.count = False  # count the request for /metrics (callboard_core/metrics.py)
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
         self._idle = threading.Event()
@@ -96,7 +101,11 @@ class Writer:
                 self._idle.set()
                 return
             try:
-                log.info(self.format(entry))
+                if self.lines:
+                    log.info(self.format(entry))
+                if self.count:
+                    _, _, method, route, status, seconds, _, _ = entry
+                    metrics.request_done(route, method, status, seconds)
             except Exception:  # a line that cannot be written must not stop the next ones
                 logging.getLogger(__name__).exception("could not write an access log line")
             if self.queue.empty():
@@ -121,10 +130,11 @@ class Writer:
 WRITER = Writer()
 
 
-def configure(log_format: str, *, production: bool) -> None:
-    """`json`, `text`, or `auto` (JSON in production)."""
+def configure(log_format: str, *, production: bool, lines: bool = True, count: bool = False) -> None:
+    """`json`, `text`, or `auto` (JSON in production); `lines`: write them; `count`: feed /metrics."""
     json_lines = log_format == "json" or (log_format == "auto" and production)
     WRITER.format = json_line if json_lines else text_line
+    WRITER.lines, WRITER.count = lines, count
     if not log.handlers:  # the line alone on stderr (no logging prefix: a JSON line stays JSON)
         handler = logging.StreamHandler(sys.stderr)
         handler.setFormatter(logging.Formatter("%(message)s"))

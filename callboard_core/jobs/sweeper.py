@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
+from datetime import datetime
+from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from callboard_core import clock
@@ -91,78 +93,72 @@ async def _review_overdue(session: AsyncSession, job_id: str) -> bool:
     return True
 
 
+def _due(now: datetime) -> dict[str, tuple[Any, Any, tuple[Any, ...]]]:
+    """What each step moves: (id column, deadline column, conditions) of the rows due at `now`."""
+    return {
+        "invitations": (
+            JobInvitation.id,
+            JobInvitation.expires_at,
+            (JobInvitation.status == InvitationStatus.PENDING, JobInvitation.expires_at <= now),
+        ),
+        "admission": (
+            Job.id,
+            Job.admission_closes_at,
+            (Job.status == JobStatus.ADMISSION_OPEN, Job.admission_closes_at <= now),
+        ),
+        "acknowledgement": (
+            ParticipationSlot.id,
+            ParticipationSlot.acknowledge_by,
+            (ParticipationSlot.status == SlotStatus.GRANTED, ParticipationSlot.acknowledge_by < now),
+        ),
+        "work": (
+            ParticipationSlot.id,
+            ParticipationSlot.work_deadline_at,
+            (ParticipationSlot.status == SlotStatus.ACKNOWLEDGED, ParticipationSlot.work_deadline_at < now),
+        ),
+        "submission_deadline": (
+            Job.id,
+            Job.latest_submission_deadline_at,
+            (Job.status == JobStatus.IN_PROGRESS, Job.latest_submission_deadline_at <= now),
+        ),
+        "review_overdue": (
+            Job.id,
+            Job.review_deadline_at,
+            (
+                Job.status == JobStatus.IN_REVIEW,
+                Job.review_deadline_at <= now,
+                Job.review_overdue_at.is_(None),
+            ),
+        ),
+    }
+
+
+_STEPS: dict[str, Callable[..., Awaitable[bool]]] = {
+    "invitations": invitations.expire,
+    "admission": _close_admission,
+    "acknowledgement": _expire_ack,
+    "work": _expire_work,
+    "submission_deadline": _submission_deadline,
+    "review_overdue": _review_overdue,
+}
+
+
 async def sweep(core: Core) -> dict[str, int]:
     """One pass over everything due now. Returns the number of moves per kind."""
-    now = clock.now()
+    due = _due(clock.now())
     async with core.uow(write=False) as uow:
-        s = uow.session
-        due_admission = list(
-            (
-                await s.scalars(
-                    select(Job.id)
-                    .where(Job.status == JobStatus.ADMISSION_OPEN, Job.admission_closes_at <= now)
-                    .limit(BATCH)
-                )
-            ).all()
-        )
-        due_ack = list(
-            (
-                await s.scalars(
-                    select(ParticipationSlot.id)
-                    .where(
-                        ParticipationSlot.status == SlotStatus.GRANTED, ParticipationSlot.acknowledge_by < now
-                    )
-                    .limit(BATCH)
-                )
-            ).all()
-        )
-        due_work = list(
-            (
-                await s.scalars(
-                    select(ParticipationSlot.id)
-                    .where(
-                        ParticipationSlot.status == SlotStatus.ACKNOWLEDGED,
-                        ParticipationSlot.work_deadline_at < now,
-                    )
-                    .limit(BATCH)
-                )
-            ).all()
-        )
-        due_jobs = list(
-            (
-                await s.scalars(
-                    select(Job.id)
-                    .where(Job.status == JobStatus.IN_PROGRESS, Job.latest_submission_deadline_at <= now)
-                    .limit(BATCH)
-                )
-            ).all()
-        )
-        due_invitations = list(
-            (
-                await s.scalars(
-                    select(JobInvitation.id)
-                    .where(JobInvitation.status == InvitationStatus.PENDING, JobInvitation.expires_at <= now)
-                    .limit(BATCH)
-                )
-            ).all()
-        )
-        overdue = list(
-            (
-                await s.scalars(
-                    select(Job.id)
-                    .where(
-                        Job.status == JobStatus.IN_REVIEW,
-                        Job.review_deadline_at <= now,
-                        Job.review_overdue_at.is_(None),
-                    )
-                    .limit(BATCH)
-                )
-            ).all()
-        )
-    counts = {"invitations": await _each(core, due_invitations, invitations.expire)}
-    counts["admission"] = await _each(core, due_admission, _close_admission)
-    counts["acknowledgement"] = await _each(core, due_ack, _expire_ack)
-    counts["work"] = await _each(core, due_work, _expire_work)
-    counts["submission_deadline"] = await _each(core, due_jobs, _submission_deadline)
-    counts["review_overdue"] = await _each(core, overdue, _review_overdue)
-    return counts
+        ids = {
+            kind: list((await uow.session.scalars(select(id_col).where(*where).limit(BATCH))).all())
+            for kind, (id_col, _, where) in due.items()
+        }
+    return {kind: await _each(core, ids[kind], step) for kind, step in _STEPS.items()}
+
+
+async def oldest_due(session: AsyncSession) -> datetime | None:
+    """The earliest deadline still waiting for the sweeper (None: nothing is due): the sweeper's lag."""
+    found: list[datetime] = []
+    for _, deadline, where in _due(clock.now()).values():
+        at = clock.as_utc(await session.scalar(select(func.min(deadline)).where(*where)))
+        if at is not None:
+            found.append(at)
+    return min(found, default=None)

@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 from sqlalchemy import ColumnElement, and_, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from callboard_core import clock
+from callboard_core import clock, metrics
 from callboard_core.config import Settings
 from callboard_core.db import Database
 from callboard_core.mail.service import DeliveryFailed, Mail, Mailer
@@ -103,6 +103,8 @@ async def deliver(db: Database, mailer: Mailer, settings: Settings, notification
             log.exception("notification %s: delivery failed", notification_id)
             error = f"unexpected: {exc!r}"[:1000]
     done = clock.now()
+    if error is not None:
+        metrics.DELIVERY_FAILURES.labels(channel="mail").inc()
     if error is None:
         values: dict[str, object] = {
             "status": S.SENT,

@@ -33,7 +33,7 @@ from sqlalchemy import select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from callboard_core import clock
+from callboard_core import clock, metrics
 from callboard_core.config import Settings
 from callboard_core.db import Database
 from callboard_core.errors import Conflict, ValidationFailed
@@ -753,6 +753,8 @@ class SandboxProcessor:
                     error = f"HTTP {response.status_code}: {response.text[:500]}"
             except httpx.HTTPError as exc:
                 error = f"{type(exc).__name__}: {exc}"[:1000]
+            if error is not None:
+                metrics.DELIVERY_FAILURES.labels(channel="webhook").inc()
             async with self.db.session(write=True) as session, session.begin():
                 await mark_delivered(session, event.id, error=error)
             delivered += error is None

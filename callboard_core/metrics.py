@@ -1,0 +1,126 @@
+"""Prometheus metrics (issue 13): what the marketplace counts, in one registry, with low-cardinality labels
+(route templates, kinds and statuses: never an id).
+
+The front end observes requests (http_api/metrics.py); the core counts its own events where they happen:
+ledger postings and payout failures (a ledger hook, counted once the posting commits), rate-limit
+refusals, owner-notification mail and processor-webhook delivery failures. Gauges that describe state
+(database pool, the sweeper's lag) are read when the endpoint is scraped.
+
+With several server processes (`callboard serve --workers N`) `callboard serve` sets
+PROMETHEUS_MULTIPROC_DIR before the workers start: each process writes its values to files there and a
+scrape of any process reads them all (prometheus_client's multiprocess mode).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.multiprocess import MultiProcessCollector
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from callboard_core import clock
+from callboard_core.ledger import hooks as ledger_hooks
+from callboard_core.ledger.models import LedgerTransaction, TransactionKind
+
+MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
+REGISTRY = CollectorRegistry()
+
+HTTP_REQUESTS = Counter(
+    "callboard_http_requests",
+    "HTTP requests answered, by route template, method and status.",
+    ["route", "method", "status"],
+    registry=REGISTRY,
+)
+HTTP_LATENCY = Histogram(
+    "callboard_http_request_duration_seconds",
+    "Time to answer an HTTP request, by route template and method.",
+    ["route", "method"],
+    buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0),
+    registry=REGISTRY,
+)
+DB_POOL = Gauge(
+    "callboard_db_pool_connections",
+    "Database connections of the scraped process's pool, by state (checked_out, idle).",
+    ["state"],
+    multiprocess_mode="livesum",
+    registry=REGISTRY,
+)
+SWEEPER_LAG = Gauge(
+    "callboard_sweeper_lag_seconds",
+    "How long the oldest deadline the sweeper has not acted on is past due (0: nothing is due).",
+    multiprocess_mode="max",
+    registry=REGISTRY,
+)
+RATE_LIMIT_REFUSALS = Counter(
+    "callboard_rate_limit_refusals",
+    "Requests refused with 429, by budget.",
+    ["budget"],
+    registry=REGISTRY,
+)
+DELIVERY_FAILURES = Counter(
+    "callboard_delivery_failures",
+    "Failed outbound deliveries, by channel (mail: owner notifications; webhook: the sandbox's events).",
+    ["channel"],
+    registry=REGISTRY,
+)
+MONEY_OPERATIONS = Counter(
+    "callboard_money_operations",
+    "Ledger transactions committed, by kind.",
+    ["kind"],
+    registry=REGISTRY,
+)
+PAYOUT_FAILURES = Counter(
+    "callboard_payout_failures",
+    "Payout attempts that did not pay (failed or reversed), committed.",
+    registry=REGISTRY,
+)
+for _kind in TransactionKind:  # every kind shows from the first scrape, at 0
+    MONEY_OPERATIONS.labels(kind=_kind.value)
+for _channel in ("mail", "webhook"):
+    DELIVERY_FAILURES.labels(channel=_channel)
+
+
+def request_done(route: str, method: str, status: int, seconds: float) -> None:
+    HTTP_REQUESTS.labels(route=route, method=method, status=str(status)).inc()
+    HTTP_LATENCY.labels(route=route, method=method).observe(seconds)
+
+
+async def _count_posting(session: AsyncSession, txn: LedgerTransaction) -> None:
+    kind = TransactionKind(txn.kind)
+
+    async def committed() -> None:
+        MONEY_OPERATIONS.labels(kind=kind.value).inc()
+        if kind is TransactionKind.PAYOUT_FAILED:
+            PAYOUT_FAILURES.inc()
+
+    uow = session.info.get("uow")
+    if uow is not None:
+        uow.after_commit(committed)
+    else:  # a session of its own (the worker's short transactions): counted at posting
+        await committed()
+
+
+def register() -> None:
+    """Count every ledger posting (Core.build calls it; idempotent)."""
+    for kind in TransactionKind:
+        ledger_hooks.on_posted(kind, _count_posting)
+
+
+async def scrape(core: Any) -> bytes:
+    """The metrics in the Prometheus text format, the state gauges read now."""
+    from callboard_core.jobs.sweeper import oldest_due  # the jobs package imports the container
+
+    pool = core.db.write_engine.pool
+    checked_out = getattr(pool, "checkedout", lambda: 0)()
+    DB_POOL.labels(state="checked_out").set(checked_out)
+    DB_POOL.labels(state="idle").set(getattr(pool, "checkedin", lambda: 0)())
+    async with core.uow(write=False) as uow:
+        due = await oldest_due(uow.session)
+    SWEEPER_LAG.set(max(0.0, (clock.now() - due).total_seconds()) if due is not None else 0.0)
+    if os.environ.get(MULTIPROC_ENV):
+        registry = CollectorRegistry()
+        MultiProcessCollector(registry)
+        return generate_latest(registry)
+    return generate_latest(REGISTRY)

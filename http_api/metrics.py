@@ -1,0 +1,38 @@
+"""GET /metrics: the Prometheus text format (callboard_core/metrics.py), for a scraper holding the
+CALLBOARD_METRICS_TOKEN. Unset, the route is a 404: metrics describe the business (money operations,
+failures) and are not for the public."""
+
+from __future__ import annotations
+
+import hmac
+from collections.abc import Awaitable, Callable
+
+from prometheus_client import CONTENT_TYPE_LATEST
+from starlette.requests import Request
+from starlette.responses import Response
+
+from callboard_core import metrics
+from callboard_core.container import Core
+from http_api.errors import problem, request_id_of
+
+
+def endpoint(core: Core, token: str | None) -> Callable[[Request], Awaitable[Response]]:
+
+    async def serve_metrics(request: Request) -> Response:
+        rid = request_id_of(request)
+        if not token:
+            return problem(404, "not_found", "No such route.", rid)
+        sent = request.headers.get("authorization", "")
+        scheme, _, value = sent.partition(" ")
+        if scheme.lower() != "bearer" or not hmac.compare_digest(value.strip().encode(), token.encode()):
+            response = problem(
+                401,
+                "invalid_metrics_token",
+                "Send the metrics token as 'Authorization: Bearer <CALLBOARD_METRICS_TOKEN>'.",
+                rid,
+            )
+            response.headers["WWW-Authenticate"] = 'Bearer realm="metrics"'
+            return response
+        return Response(await metrics.scrape(core), media_type=CONTENT_TYPE_LATEST)
+
+    return serve_metrics
