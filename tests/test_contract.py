@@ -121,8 +121,14 @@ def _run(server: ServerProcess, config: Path, report: Path) -> subprocess.Comple
     for pattern in EXCLUDED:
         argv += ["--exclude-path-regex", pattern]
     argv += shlex.split(os.environ.get("CALLBOARD_CONTRACT_ARGS", ""))  # e.g. --include-path-regex ^/auth
+    # Run beside the report: schemathesis keeps a cache (.schemathesis/) in its working directory.
     return subprocess.run(
-        argv, capture_output=True, text=True, env={**os.environ, "NO_COLOR": "1"}, timeout=1200
+        argv,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "NO_COLOR": "1"},
+        timeout=1200,
+        cwd=report.parent,
     )
 
 
