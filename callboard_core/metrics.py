@@ -21,6 +21,7 @@ from prometheus_client.multiprocess import MultiProcessCollector
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from callboard_core import clock
+from callboard_core.db.uow import after_commit
 from callboard_core.ledger import hooks as ledger_hooks
 from callboard_core.ledger.models import LedgerTransaction, TransactionKind
 
@@ -95,9 +96,8 @@ async def _count_posting(session: AsyncSession, txn: LedgerTransaction) -> None:
         if kind is TransactionKind.PAYOUT_FAILED:
             PAYOUT_FAILURES.inc()
 
-    uow = session.info.get("uow")
-    if uow is not None:
-        uow.after_commit(committed)
+    if session.info.get("uow") is not None:
+        after_commit(session, committed)
     else:  # a session of its own (the worker's short transactions): counted at posting
         await committed()
 

@@ -98,7 +98,6 @@ def _openapi(_: argparse.Namespace) -> None:
 
 
 def _backup(args: argparse.Namespace) -> None:
-
     from callboard_core.config import load_settings
     from callboard_core.db import backup
 

@@ -4,7 +4,6 @@ failures) and are not for the public."""
 
 from __future__ import annotations
 
-import hmac
 from collections.abc import Awaitable, Callable
 
 from prometheus_client import CONTENT_TYPE_LATEST
@@ -13,6 +12,8 @@ from starlette.responses import Response
 
 from callboard_core import metrics
 from callboard_core.container import Core
+from callboard_core.security import tokens
+from http_api.auth import bearer_token
 from http_api.errors import problem, request_id_of
 
 
@@ -22,9 +23,8 @@ def endpoint(core: Core, token: str | None) -> Callable[[Request], Awaitable[Res
         rid = request_id_of(request)
         if not token:
             return problem(404, "not_found", "No such route.", rid)
-        sent = request.headers.get("authorization", "")
-        scheme, _, value = sent.partition(" ")
-        if scheme.lower() != "bearer" or not hmac.compare_digest(value.strip().encode(), token.encode()):
+        sent = bearer_token(request)
+        if sent is None or not tokens.constant_time_equals(sent, token):
             response = problem(
                 401,
                 "invalid_metrics_token",

@@ -97,14 +97,12 @@ async def test_requests_are_counted_by_route_template_and_status_without_ids(
     assert delta("callboard_http_requests_total", status="200", **me) == 3
     assert delta("callboard_http_request_duration_seconds_count", **me) == 3
     assert delta("callboard_http_requests_total", route="/api/v2/jobs/{id}", method="GET", status="404") == 1
-    assert delta(
-        "callboard_http_requests_total", route="/api/v2/agents/register", method="POST", status="201"
-    )
+    register = {"route": "/api/v2/agents/register", "method": "POST", "status": "201"}
+    assert delta("callboard_http_requests_total", **register) == 1
     labels = {v for (_, pairs) in after for _, v in pairs}
     agent_id = registered["agent"]["id"]
     assert not [v for v in labels if agent_id in v or key[:8] in v or "zz_nothing" in v]
     assert ("callboard_db_pool_connections", frozenset({("state", "checked_out")})) in after
-    assert value(after, "callboard_money_operations_total", kind="TOPUP") >= 0
     assert ("callboard_money_operations_total", frozenset({("kind", "CAPTURE")})) in after
 
 

@@ -93,33 +93,42 @@ async def _review_overdue(session: AsyncSession, job_id: str) -> bool:
     return True
 
 
-def _due(now: datetime) -> dict[str, tuple[Any, Any, tuple[Any, ...]]]:
-    """What each step moves: (id column, deadline column, conditions) of the rows due at `now`."""
+Due = tuple[Any, Any, tuple[Any, ...], Callable[..., Awaitable[bool]]]
+
+
+def _due(now: datetime) -> dict[str, Due]:
+    """The sweeper's one table: per kind, (id column, deadline column, the conditions of the rows due at
+    `now`, the step that moves one). The sweep walks it; `oldest_due` reads its deadlines."""
     return {
         "invitations": (
             JobInvitation.id,
             JobInvitation.expires_at,
             (JobInvitation.status == InvitationStatus.PENDING, JobInvitation.expires_at <= now),
+            invitations.expire,
         ),
         "admission": (
             Job.id,
             Job.admission_closes_at,
             (Job.status == JobStatus.ADMISSION_OPEN, Job.admission_closes_at <= now),
+            _close_admission,
         ),
         "acknowledgement": (
             ParticipationSlot.id,
             ParticipationSlot.acknowledge_by,
             (ParticipationSlot.status == SlotStatus.GRANTED, ParticipationSlot.acknowledge_by < now),
+            _expire_ack,
         ),
         "work": (
             ParticipationSlot.id,
             ParticipationSlot.work_deadline_at,
             (ParticipationSlot.status == SlotStatus.ACKNOWLEDGED, ParticipationSlot.work_deadline_at < now),
+            _expire_work,
         ),
         "submission_deadline": (
             Job.id,
             Job.latest_submission_deadline_at,
             (Job.status == JobStatus.IN_PROGRESS, Job.latest_submission_deadline_at <= now),
+            _submission_deadline,
         ),
         "review_overdue": (
             Job.id,
@@ -129,18 +138,9 @@ def _due(now: datetime) -> dict[str, tuple[Any, Any, tuple[Any, ...]]]:
                 Job.review_deadline_at <= now,
                 Job.review_overdue_at.is_(None),
             ),
+            _review_overdue,
         ),
     }
-
-
-_STEPS: dict[str, Callable[..., Awaitable[bool]]] = {
-    "invitations": invitations.expire,
-    "admission": _close_admission,
-    "acknowledgement": _expire_ack,
-    "work": _expire_work,
-    "submission_deadline": _submission_deadline,
-    "review_overdue": _review_overdue,
-}
 
 
 async def sweep(core: Core) -> dict[str, int]:
@@ -149,15 +149,15 @@ async def sweep(core: Core) -> dict[str, int]:
     async with core.uow(write=False) as uow:
         ids = {
             kind: list((await uow.session.scalars(select(id_col).where(*where).limit(BATCH))).all())
-            for kind, (id_col, _, where) in due.items()
+            for kind, (id_col, _, where, _) in due.items()
         }
-    return {kind: await _each(core, ids[kind], step) for kind, step in _STEPS.items()}
+    return {kind: await _each(core, ids[kind], step) for kind, (_, _, _, step) in due.items()}
 
 
 async def oldest_due(session: AsyncSession) -> datetime | None:
     """The earliest deadline still waiting for the sweeper (None: nothing is due): the sweeper's lag."""
     found: list[datetime] = []
-    for _, deadline, where in _due(clock.now()).values():
+    for _, deadline, where, _ in _due(clock.now()).values():
         at = clock.as_utc(await session.scalar(select(func.min(deadline)).where(*where)))
         if at is not None:
             found.append(at)
