@@ -43,7 +43,12 @@ async def main(args: argparse.Namespace) -> None:
     try:
         url = args.database_url or f"sqlite+aiosqlite:///{tmp / 'bench.db'}"
         settings = load_settings(
-            database_url=url, env="development", secret_key="x" * 48, rate_limit_enabled=False, var_dir=tmp
+            database_url=url,
+            env="development",
+            secret_key="x" * 48,
+            rate_limit_enabled=False,
+            var_dir=tmp,
+            request_log=not args.no_log,
         )
         await migrate_and_seed(settings)
         app = create_app(settings)
@@ -147,6 +152,7 @@ if __name__ == "__main__":
     parser.add_argument("--sort", default="tottime", choices=["tottime", "cumulative", "ncalls"])
     parser.add_argument("--top", type=int, default=40)
     parser.add_argument("--no-profile", action="store_true")
+    parser.add_argument("--no-log", action="store_true", help="the request log off (default: on, as shipped)")
     parser.add_argument(
         "--batches",
         type=int,

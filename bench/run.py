@@ -77,8 +77,9 @@ class Scenario:
     expect_status: int = 200
 
 
+# Measured in this order in every round: each ratio's two scenarios run next to each other (bare between
+# the two it is compared with; one worker just before two).
 SCENARIOS: list[Scenario] = [
-    Scenario("bare GET /ping", "bare", "GET", "/ping"),
     Scenario("callboard GET /healthz", "callboard", "GET", "/healthz"),
     Scenario(
         "callboard GET /api/v2/agents/me",
@@ -87,6 +88,7 @@ SCENARIOS: list[Scenario] = [
         "/api/v2/agents/me",
         headers={"X-API-Key": "{api_key}"},
     ),
+    Scenario("bare GET /ping", "bare", "GET", "/ping"),
     Scenario(
         "callboard GET /api/v2/home", "callboard", "GET", "/api/v2/home", headers={"X-API-Key": "{api_key}"}
     ),
@@ -137,57 +139,68 @@ class Memory:
     started_mb: float = 0.0  # VmRSS once the server answered, before any load
 
 
+@dataclass
+class Outcome:
+    """What the checks read: the measurements, the servers' memory and the database kind."""
+
+    results: dict[str, Result]
+    memory: dict[str, Memory]
+    on_postgres: bool
+
+
 @dataclass(frozen=True)
 class Check:
     name: str
     target: str  # "" for an informational row
-    measure: Callable[[dict[str, Result], dict[str, Memory]], tuple[str, bool | None]]
+    measure: Callable[[Outcome], tuple[str, bool | None]]
 
 
-def _ratio(results: dict[str, Result], name: str, base: str) -> tuple[str, float]:
-    value, reference = results[name].rps, results[base].rps
-    ratio = value / reference if reference else 0.0
-    return f"{ratio:.1%} ({value:,.0f} / {reference:,.0f} req/s)", ratio
-
-
-def _me_check(results: dict[str, Result], _: dict[str, Memory]) -> tuple[str, bool | None]:
-    text, ratio = _ratio(results, "callboard GET /api/v2/agents/me", "bare GET /ping")
-    return text, ratio >= 0.5
-
-
-def _home_check(results: dict[str, Result], _: dict[str, Memory]) -> tuple[str, bool | None]:
-    text, ratio = _ratio(results, "callboard GET /api/v2/home", "bare GET /ping")
-    return text, ratio >= 0.45
-
-
-def _scale_out(results: dict[str, Result], _: dict[str, Memory]) -> tuple[str, bool | None]:
-    """Two workers against one: the target holds on PostgreSQL; SQLite's one writer file is shown only."""
-    one, two = (
-        results["callboard GET /api/v2/home"].rps,
-        results["callboard, 2 workers, GET /api/v2/home"].rps,
+def _ratio(outcome: Outcome, name: str, base: str) -> tuple[str, float]:
+    """The median of the rounds' ratios: each round measures the two scenarios seconds apart, so a slow
+    spell of a shared machine weighs on both sides of a ratio instead of on one median."""
+    value, reference = outcome.results[name], outcome.results[base]
+    ratios = [v.rps / r.rps if r.rps else 0.0 for v, r in zip(value.runs, reference.runs, strict=True)]
+    ratio = statistics.median(ratios)
+    return (
+        f"{ratio:.2f} (rounds {', '.join(f'{x:.2f}' for x in ratios)}; medians "
+        f"{value.rps:,.0f} / {reference.rps:,.0f} req/s)",
+        ratio,
     )
-    factor = two / one if one else 0.0
-    return f"{factor:.2f}x ({two:,.0f} / {one:,.0f} req/s)", (factor >= 1.6 if _ON_POSTGRES else None)
 
 
-_ON_POSTGRES = False  # set by run(): the scale-out target is PostgreSQL's
+def _share(name: str, least: float) -> Callable[[Outcome], tuple[str, bool | None]]:
+    def check(outcome: Outcome) -> tuple[str, bool | None]:
+        text, ratio = _ratio(outcome, name, "bare GET /ping")
+        return text, ratio >= least
+
+    return check
 
 
-def _healthz_info(results: dict[str, Result], _: dict[str, Memory]) -> tuple[str, bool | None]:
-    return _ratio(results, "callboard GET /healthz", "bare GET /ping")[0], None
+def _scale_out(outcome: Outcome) -> tuple[str, bool | None]:
+    """Two workers against one: the target holds on PostgreSQL; SQLite's one writer file is shown only."""
+    text, factor = _ratio(outcome, "callboard, 2 workers, GET /api/v2/home", "callboard GET /api/v2/home")
+    return text, (factor >= 1.6 if outcome.on_postgres else None)
 
 
-def _rss_check(_: dict[str, Result], memory: dict[str, Memory]) -> tuple[str, bool | None]:
-    peak = memory["callboard"].peak_mb
+def _healthz_info(outcome: Outcome) -> tuple[str, bool | None]:
+    return _ratio(outcome, "callboard GET /healthz", "bare GET /ping")[0], None
+
+
+def _rss_check(outcome: Outcome) -> tuple[str, bool | None]:
+    peak = outcome.memory["callboard"].peak_mb
     return f"{peak:.1f} MB peak", peak < 150
 
 
 CHECKS: list[Check] = [
     Check(
-        "GET /api/v2/agents/me (API key, request log on) vs bare Starlette", ">= 50% of bare req/s", _me_check
+        "GET /api/v2/agents/me (API key, request log on) vs bare Starlette",
+        ">= 0.50 of bare req/s",
+        _share("callboard GET /api/v2/agents/me", 0.5),
     ),
     Check(
-        "GET /api/v2/home (API key, request log on) vs bare Starlette", ">= 45% of bare req/s", _home_check
+        "GET /api/v2/home (API key, request log on) vs bare Starlette",
+        ">= 0.45 of bare req/s",
+        _share("callboard GET /api/v2/home", 0.45),
     ),
     Check(
         "GET /api/v2/home: `serve --workers 2` vs one worker",
@@ -271,13 +284,17 @@ def _on_signal(signum: int, _frame: Any) -> None:
 
 
 def memory_of(pid: int) -> Memory:
-    fields: dict[str, float] = {}
-    with open(f"/proc/{pid}/status") as status:
-        for line in status:
-            name, _, value = line.partition(":")
-            if name in ("VmHWM", "VmRSS"):
-                fields[name] = int(value.split()[0]) * 1024 / MB  # kB
-    return Memory(peak_mb=fields["VmHWM"], current_mb=fields["VmRSS"])
+    """The largest process of the server (a `--workers N` server: its biggest worker, not the supervisor)."""
+    peak = current = 0.0
+    for member in CpuMeter.tree(pid):
+        fields: dict[str, float] = {}
+        with suppress(OSError), open(f"/proc/{member}/status") as status:
+            for line in status:
+                name, _, value = line.partition(":")
+                if name in ("VmHWM", "VmRSS"):
+                    fields[name] = int(value.split()[0]) * 1024 / MB  # kB
+        peak, current = max(peak, fields.get("VmHWM", 0.0)), max(current, fields.get("VmRSS", 0.0))
+    return Memory(peak_mb=peak, current_mb=current)
 
 
 class CpuMeter:
@@ -296,9 +313,22 @@ class CpuMeter:
         user, nice, system, _idle, _iowait, irq, softirq, steal = (values + [0] * 8)[:8]
         return user + nice + system + irq + softirq, steal
 
+    @staticmethod
+    def tree(pid: int) -> list[int]:
+        """pid and its descendants (a `--workers N` server's worker processes)."""
+        found, todo = [], [pid]
+        while todo:
+            current = todo.pop()
+            found.append(current)
+            with suppress(OSError):
+                for task in os.listdir(f"/proc/{current}/task"):
+                    with open(f"/proc/{current}/task/{task}/children") as children:
+                        todo.extend(int(child) for child in children.read().split())
+        return found
+
     def _ours(self) -> float:
         jiffies = 0
-        for pid in self.pids:
+        for pid in [p for root in self.pids for p in self.tree(root)]:
             with suppress(OSError), open(f"/proc/{pid}/stat") as stat:
                 fields = stat.read().rsplit(")", 1)[1].split()
                 jiffies += int(fields[11]) + int(fields[12])  # utime, stime
@@ -610,8 +640,6 @@ def machine() -> dict[str, str]:
 
 
 def run(args: argparse.Namespace, wrk: str) -> str:
-    global _ON_POSTGRES
-    _ON_POSTGRES = bool(args.database_url and args.database_url.startswith("postgres"))
     started = datetime.now(UTC)
     tmp = Path(tempfile.mkdtemp(prefix="callboard-bench-"))
     try:
@@ -724,7 +752,7 @@ def report(
         f"- Python: {info['python']}; {info['packages']}",
         f"- Database: {database_kind}",
         f"- Load: wrk -t{args.threads} -c{args.connections}, {args.duration}s x {args.rounds} rounds "
-        f"(interleaved, median kept), {args.warmup}s warm-up; wrk shares the machine with the servers",
+        f"(interleaved; ratios are the median of the rounds' ratios), {args.warmup}s warm-up; wrk shares the machine with the servers",
         "- Servers: `callboard serve --no-migrate` as shipped (request log on, written to a file), the same "
         "with `--workers 2` over the same database, and `uvicorn bare_app:app` (bench/bare_app.py) with the "
         "same uvicorn options; one worker unless named",
@@ -741,14 +769,15 @@ def report(
         )
     lines += [
         "",
-        "| Server | RSS after start-up | RSS peak (VmHWM) | RSS after load (VmRSS) |",
+        "| Server (largest process) | RSS after start-up | RSS peak (VmHWM) | RSS after load (VmRSS) |",
         "|---|--:|--:|--:|",
     ]
     for name, mem in memory.items():
         lines.append(f"| {name} | {mem.started_mb:.1f} MB | {mem.peak_mb:.1f} MB | {mem.current_mb:.1f} MB |")
     lines += ["", "| Check | Measured | Target | Result |", "|---|---|---|---|"]
+    outcome = Outcome(results, memory, on_postgres=(args.database_url or "").startswith("postgres"))
     for check in CHECKS:
-        measured, ok = check.measure(results, memory)
+        measured, ok = check.measure(outcome)
         verdict = "info" if ok is None else "PASS" if ok else "FAIL"
         lines.append(f"| {check.name} | {measured} | {check.target or '-'} | {verdict} |")
     return "\n".join(lines) + "\n"
@@ -758,7 +787,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description="Benchmark callboard against a bare Starlette app with wrk.")
     parser.add_argument("--duration", type=int, default=8, help="whole seconds per measurement (default 8)")
     parser.add_argument(
-        "--rounds", type=int, default=3, help="interleaved measurements per scenario (default 3)"
+        "--rounds", type=int, default=5, help="interleaved measurements per scenario (default 5)"
     )
     parser.add_argument(
         "--warmup", type=int, default=2, help="warm-up seconds per scenario, 0 for none (default 2)"

@@ -106,9 +106,9 @@ def create_app(settings: Settings | None = None, *, core: Core | None = None) ->
     app.add_middleware(
         BodyLimitMiddleware, max_bytes=settings.max_body_bytes, upload_max_bytes=settings.max_upload_bytes
     )
-    app.add_middleware(RequestIdMiddleware)
-    # Outermost: it times the whole request and sees its id and route; its thread writes the log line and
-    # counts the request for /metrics (when a metrics token is set).
+    # Outermost of ours: it names the request, times all of it and sees its route; the request log's thread
+    # writes the line and counts the request for /metrics (when a metrics token is set).
+    writer = None
     if settings.request_log or settings.metrics_token:
         request_log.configure(
             settings.log_format,
@@ -116,7 +116,8 @@ def create_app(settings: Settings | None = None, *, core: Core | None = None) ->
             lines=settings.request_log,
             count=bool(settings.metrics_token),
         )
-        app.add_middleware(request_log.RequestLogMiddleware)
+        writer = request_log.WRITER
+    app.add_middleware(RequestIdMiddleware, writer=writer)
     app.state.core = core
     app.state.openapi = openapi_doc
     app.state.route_table = table

@@ -8,6 +8,7 @@ import json
 import logging
 import sys
 from pathlib import Path
+from typing import Any
 
 
 def _serve(args: argparse.Namespace) -> None:
@@ -15,25 +16,35 @@ def _serve(args: argparse.Namespace) -> None:
 
     from callboard_core.config import get_settings
     from callboard_core.seed import migrate_and_seed
+    from http_api import supervisor
 
     settings = get_settings()
     if args.workers > 1:
         _shared_metrics_dir(settings.var_dir)
     if not args.no_migrate:
         asyncio.run(migrate_and_seed(settings))
-    uvicorn.run(
-        "http_api.app:create_app",
-        factory=True,
-        host=args.host,
-        port=args.port,
-        log_level=args.log_level,
-        workers=args.workers,
-        proxy_headers=True,
-        access_log=False,  # http_api/request_log.py writes one structured line per request instead
+    options: dict[str, Any] = {
+        "app": "http_api.app:create_app",
+        "factory": True,
+        "host": args.host,
+        "port": args.port,
+        "log_level": args.log_level,
+        "proxy_headers": True,
+        "access_log": False,  # http_api/request_log.py writes one structured line per request instead
         # SIGTERM: stop accepting, let requests in flight finish (at most this long), then the lifespan's
         # shutdown lets the background pass under way finish.
-        timeout_graceful_shutdown=args.graceful_timeout,
-    )
+        "timeout_graceful_shutdown": args.graceful_timeout,
+    }
+    if args.workers > 1 and supervisor.available():  # a socket per worker: see http_api/supervisor.py
+        try:
+            workers = supervisor.Supervisor(uvicorn.Config(**options), args.workers)
+        except OSError as exc:  # the port is taken, or the address is not this machine's
+            print(
+                f"callboard serve: cannot listen on {args.host}:{args.port}: {exc.strerror}", file=sys.stderr
+            )
+            raise SystemExit(supervisor.STARTUP_FAILURE) from None
+        sys.exit(workers.run())
+    uvicorn.run(**options, workers=args.workers)
 
 
 def _shared_metrics_dir(var_dir: Path) -> None:

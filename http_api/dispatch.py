@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from starlette.exceptions import HTTPException
-from starlette.routing import BaseRoute, Match, Route, Router
+from starlette.routing import BaseRoute, Host, Match, Route, Router
 from starlette.types import Receive, Scope, Send
 
 _PREFIX = 3
@@ -53,8 +53,9 @@ class IndexedRouter(Router):
         self._indexed_count = len(self.routes)
         self._memo = {}
         self._fixed = {}
-        # Host routes match on headers, so the path alone cannot decide: remember nothing then.
-        self._remember = all(isinstance(route, Route) for route in self.routes)
+        # Host routes match on headers, so the path alone cannot decide: remember nothing then. Mounts match
+        # on the path alone, so the scan's outcome still depends only on the key.
+        self._remember = not any(isinstance(route, Host) for route in self.routes)
 
     def _candidates(self, path: str) -> list[BaseRoute]:
         if self._indexed_count != len(self.routes):

@@ -2,33 +2,32 @@
 
 The same thread counts each request for /metrics (callboard_core/metrics.py) when a metrics token is set.
 
-The middleware keeps a request's facts as one small tuple — time, request id, method, the route template
-(never the raw path: it carries ids and claim codes), status, duration, and the principal's kind and id
-(never a key, token or cookie) — and puts it on a queue; one writer thread per process formats and writes
-the lines (JSON in production, readable text in development) through the `callboard.access` logger. It
-replaces uvicorn's access log, which formats and writes on the event loop for every request.
+The request-id middleware (http_api/middleware.py) hands each finished request to `Writer.record`, which
+keeps its facts as one small tuple — time, request id, method, the route template (never the raw path: it
+carries ids and claim codes), status, duration, and the principal's kind and id (never a key, token or
+cookie) — on a queue; one writer thread per process formats and writes the lines (JSON in production,
+readable text in development) to stderr in batches. It replaces uvicorn's access log, which formats and
+writes on the event loop for every request.
 """
 
 from __future__ import annotations
 
 import logging
-import queue
 import sys
 import threading
 import time
-from datetime import UTC, datetime
-from typing import Any
+from collections import deque
+from functools import lru_cache
+from typing import Any, TextIO
 
 import orjson
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import Scope
 
 from callboard_core import metrics
 from callboard_core.principals import KeyPrincipal, MachinePrincipal, OnboardingPrincipal, UserPrincipal
 from mcp_server.runner import GATE_PRINCIPAL
 
-log = logging.getLogger("callboard.access")
 Entry = tuple[float, str, str, str, int, float, str, str | None]
-_STOP: Any = object()
 
 
 def principal_of(principal: Any) -> tuple[str, str | None]:
@@ -46,11 +45,18 @@ def principal_of(principal: Any) -> tuple[str, str | None]:
     return "anonymous", None
 
 
+@lru_cache(maxsize=4)
+def _second(second: int, pattern: str) -> str:
+    """A whole second's text (strftime is the costly part of a line: once per second, not per line)."""
+    return time.strftime(pattern, time.gmtime(second))
+
+
 def json_line(entry: Entry) -> str:
     at, rid, method, route, status, seconds, kind, ident = entry
+    second = int(at)
     return orjson.dumps(
         {
-            "time": datetime.fromtimestamp(at, UTC).isoformat(timespec="milliseconds"),
+            "time": f"{_second(second, '%Y-%m-%dT%H:%M:%S')}.{int((at - second) * 1000):03d}+00:00",
             "requestId": rid,
             "method": method,
             "route": route,
@@ -64,29 +70,56 @@ def json_line(entry: Entry) -> str:
 
 def text_line(entry: Entry) -> str:
     at, rid, method, route, status, seconds, kind, ident = entry
-    when = datetime.fromtimestamp(at, UTC).strftime("%H:%M:%S.%f")[:-3]
+    second = int(at)
     who = f"{kind}:{ident}" if ident else kind
-    return f"{when} {status} {method} {route} {seconds * 1000:.1f}ms {who} {rid}"
+    return (
+        f"{_second(second, '%H:%M:%S')}.{int((at - second) * 1000):03d} {status} {method} {route} "
+        f"{seconds * 1000:.1f}ms {who} {rid}"
+    )
 
 
 class Writer:
-    """The process's one writer thread: formats and logs what the middleware queued."""
+    """The process's one writer thread: every `interval` seconds it takes what the middleware queued,
+    formats it and writes the lines to `stream` in one write (and counts the requests for /metrics).
 
-    def __init__(self) -> None:
-        self.queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+    Batches, not a line per request: a thread woken for each request takes the GIL from the event loop
+    right when the loop wants it back (after a socket or SQLite call), and the logging module's per-record
+    machinery and flush cost more than the request itself; measured in docs/decisions.md. A deque append is
+    all the event loop pays. At most `interval` of lines is lost if the process is killed with SIGKILL;
+    the lifespan's end (SIGTERM included) flushes them."""
+
+    def __init__(self, interval: float = 0.1) -> None:
+        self.pending: deque[Entry] = deque()
+        self.interval = interval
         self.format = text_line
+        self.stream: TextIO | None = None  # None: the process's sys.stderr at write time
         self.lines = True  # write one log line per request
         self.count = False  # count the request for /metrics (callboard_core/metrics.py)
         self._thread: threading.Thread | None = None
-        self._lock = threading.Lock()
-        self._idle = threading.Event()
-        self._idle.set()
+        self._lock = threading.Lock()  # one drain at a time (the thread's, or flush() from another thread)
 
     def put(self, entry: Entry) -> None:
+        self.pending.append(entry)
         if self._thread is None:
             self.start()
-        self._idle.clear()
-        self.queue.put(entry)
+
+    def record(self, scope: Scope, status: int, seconds: float) -> None:
+        """Queue one finished HTTP request (RequestIdMiddleware calls it: one layer for the id and the log)."""
+        state = scope.get("state") or {}
+        route = scope.get("route")
+        kind, ident = principal_of(state.get("principal") or state.get(GATE_PRINCIPAL))
+        self.put(
+            (
+                time.time(),
+                state.get("request_id") or "",
+                scope["method"],
+                getattr(route, "path", None) or "unmatched",
+                status,
+                seconds,
+                kind,
+                ident,
+            )
+        )
 
     def start(self) -> None:
         with self._lock:
@@ -96,88 +129,42 @@ class Writer:
 
     def _run(self) -> None:
         while True:
-            entry = self.queue.get()
-            if entry is _STOP:
-                self._idle.set()
+            time.sleep(self.interval)
+            self.drain()
+
+    def drain(self) -> None:
+        """Write and count what is queued now."""
+        with self._lock:
+            entries: list[Entry] = []
+            try:
+                while True:  # popleft is atomic: the event loop may append while we take
+                    entries.append(self.pending.popleft())
+            except IndexError:
+                pass
+            if not entries:
                 return
             try:
                 if self.lines:
-                    log.info(self.format(entry))
+                    stream = self.stream or sys.stderr
+                    stream.write("".join([self.format(entry) + "\n" for entry in entries]))
+                    stream.flush()
                 if self.count:
-                    _, _, method, route, status, seconds, _, _ = entry
-                    metrics.request_done(route, method, status, seconds)
-            except Exception:  # a line that cannot be written must not stop the next ones
-                logging.getLogger(__name__).exception("could not write an access log line")
-            if self.queue.empty():
-                self._idle.set()
+                    for _, _, method, route, status, seconds, _, _ in entries:
+                        metrics.request_done(route, method, status, seconds)
+            except Exception:  # lines that cannot be written must not stop the next ones
+                logging.getLogger(__name__).exception("could not write access log lines")
 
-    def flush(self, timeout: float = 5.0) -> None:
-        """Wait until what was queued is written (tests; shutdown)."""
-        deadline = time.monotonic() + timeout
-        while not self.queue.empty() or not self._idle.is_set():
-            if time.monotonic() > deadline:
-                return
-            self._idle.wait(0.01)
-
-    def stop(self) -> None:
-        """Write what is queued, then end the thread (graceful shutdown)."""
-        if self._thread is not None and self._thread.is_alive():
-            self.queue.put(_STOP)
-            self._thread.join(timeout=5)
-        self._thread = None
+    def flush(self) -> None:
+        """Write what is queued now (tests; the lifespan's end)."""
+        self.drain()
 
 
 WRITER = Writer()
 
 
 def configure(log_format: str, *, production: bool, lines: bool = True, count: bool = False) -> None:
-    """`json`, `text`, or `auto` (JSON in production); `lines`: write them; `count`: feed /metrics."""
+    """`json`, `text`, or `auto` (JSON in production); `lines`: write them (to stderr); `count`: feed
+    /metrics."""
     json_lines = log_format == "json" or (log_format == "auto" and production)
     WRITER.format = json_line if json_lines else text_line
     WRITER.lines, WRITER.count = lines, count
-    if not log.handlers:  # the line alone on stderr (no logging prefix: a JSON line stays JSON)
-        handler = logging.StreamHandler(sys.stderr)
-        handler.setFormatter(logging.Formatter("%(message)s"))
-        log.addHandler(handler)
-        log.setLevel(logging.INFO)
-        log.propagate = False
-
-
-class RequestLogMiddleware:
-    """Pure ASGI: a tuple per HTTP request onto the writer's queue; nothing else on the event loop."""
-
-    def __init__(self, app: ASGIApp, writer: Writer = WRITER) -> None:
-        self.app = app
-        self.writer = writer
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        started = time.perf_counter()
-        status = 500  # an exception that escapes every handler ends as uvicorn's 500
-
-        async def send_status(message: Message) -> None:
-            nonlocal status
-            if message["type"] == "http.response.start":
-                status = message["status"]
-            await send(message)
-
-        try:
-            await self.app(scope, receive, send_status)
-        finally:
-            state = scope.get("state") or {}
-            route = scope.get("route")
-            kind, ident = principal_of(state.get("principal") or state.get(GATE_PRINCIPAL))
-            self.writer.put(
-                (
-                    time.time(),
-                    state.get("request_id") or "",
-                    scope["method"],
-                    getattr(route, "path", None) or "unmatched",
-                    status,
-                    time.perf_counter() - started,
-                    kind,
-                    ident,
-                )
-            )

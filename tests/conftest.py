@@ -30,6 +30,7 @@ from callboard_core.owner_notifications import service as owner_notifications
 from callboard_core.security.permissions import Role
 from callboard_core.seed import migrate_and_seed
 from callboard_core.users import service as users
+from http_api import request_log
 from http_api.app import create_app
 from tests.netutil import free_port
 
@@ -67,6 +68,17 @@ def _backends() -> list[Any]:
         )
     )
     return params
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _quiet_request_log() -> Iterator[None]:
+    """The in-process apps' request lines go nowhere (the writer thread would print them past pytest's
+    capture); tests/test_request_log.py reads them from a stream of its own."""
+    with open(os.devnull, "w") as sink:
+        request_log.WRITER.stream = sink
+        yield
+        request_log.WRITER.flush()
+        request_log.WRITER.stream = None
 
 
 @pytest.fixture(scope="session")

@@ -1,5 +1,6 @@
 """Operations (issue 13): /metrics scraped after real requests, `callboard serve --workers 2` on each
-database with its metrics summed across processes, and graceful shutdown (a request in flight at SIGTERM
+database with its metrics summed across processes (a dead worker replaced, a broken start or a taken port
+stopping the server), and graceful shutdown (a request in flight at SIGTERM
 is answered; the background pass under way finishes; `callboard worker` stops on SIGTERM)."""
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Any
 import httpx
 import orjson
 import pytest
+import uvicorn
 from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import select
 
@@ -28,7 +30,7 @@ from callboard_core.container import Core
 from callboard_core.errors import RateLimited
 from callboard_core.ledger import service as ledger
 from callboard_core.ratelimit import PUBLIC, RateLimiter
-from http_api import request_log
+from http_api import request_log, supervisor
 from http_api.app import create_app
 from tests.conftest import BASE_URL, make_user, register_agent
 from tests.jobs_helpers import create_published, new_agent, new_owner
@@ -178,6 +180,23 @@ def _wait_children(pid: int, count: int, within: float = 20.0) -> int:
     return len(_children(pid))
 
 
+def _workers(supervisor: int, count: int = 2, within: float = 30.0) -> list[int]:
+    """The worker processes of `serve --workers N` (not multiprocessing's resource tracker), once there are
+    `count` of them or `within` passed."""
+    deadline = time.monotonic() + within
+    while True:
+        found = []
+        for pid in _children(supervisor):
+            try:
+                if b"spawn_main" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                    found.append(pid)
+            except OSError:
+                continue
+        if len(found) >= count or time.monotonic() > deadline:
+            return found
+        time.sleep(0.1)
+
+
 def _spawn_worker(core: Core, log_path: Path) -> ServerProcess:
     env = server_env(core.settings, 1, loop=False, interval=0.2)
     with log_path.open("ab") as log:
@@ -262,6 +281,8 @@ async def test_sigterm_answers_the_request_in_flight_then_exits(core: Core, tmp_
         server.stop()
     async with core.uow(write=False) as uow:
         assert await uow.session.scalar(select(Agent.id).where(Agent.name == name)) is not None
+    # The request log's last batch is written on the way out, the in-flight request's line included.
+    assert " 201 POST /api/v2/agents/register " in server.log_path.read_text()
 
 
 async def test_shutdown_lets_the_background_pass_under_way_finish(
@@ -294,3 +315,73 @@ async def test_the_worker_command_stops_on_sigterm_after_its_pass(core: Core, tm
         assert "worker stopped" in log_path.read_text()
     finally:
         server.kill()
+
+
+@spawning
+async def test_a_worker_that_dies_is_replaced_and_connections_meanwhile_are_served(
+    core: Core, app: Any, tmp_path: Path
+) -> None:
+    owner = await new_owner(app, core)
+    agent = await new_agent(owner)
+    server = spawn(core.settings, tmp_path / "server.log", loop=False, args=("--workers", "2"))
+    try:
+        await wait_ready(server)
+        first = _workers(server.proc.pid)
+        assert len(first) == 2, server.log_tail()
+        os.kill(first[0], signal.SIGKILL)
+
+        async def fresh_connection() -> int:
+            # A new client each time: a new source port, so the kernel hashes some onto the dead one's socket.
+            async with httpx.AsyncClient(base_url=server.url, timeout=30) as client:
+                reply = await client.get("/api/v2/agents/me", headers={"X-API-Key": agent.key})
+                return reply.status_code
+
+        codes = await asyncio.gather(*(fresh_connection() for _ in range(24)))
+        assert codes == [200] * 24, server.log_tail()  # queued on the dead worker's socket, then served
+        now = _workers(server.proc.pid)
+        assert len(now) == 2 and first[0] not in now and first[1] in now
+    finally:
+        server.stop()
+    assert server.proc.returncode in GRACEFUL_EXIT, server.log_tail()
+    assert "died" in server.log_path.read_text()
+
+
+@spawning
+def test_serve_with_workers_refuses_a_port_in_use_in_one_line(core: Core) -> None:
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        done = subprocess.run(
+            [
+                CALLBOARD,
+                "serve",
+                "--no-migrate",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--workers",
+                "2",
+            ],
+            env=server_env(core.settings, port, loop=False, interval=1),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    assert done.returncode == 3
+    assert (
+        done.stderr.strip() == f"callboard serve: cannot listen on 127.0.0.1:{port}: Address already in use"
+    )
+
+
+def test_a_worker_that_cannot_start_stops_the_supervisor() -> None:
+    config = uvicorn.Config("tests.no_such_module:app", host="127.0.0.1", port=0, log_level="critical")
+    previous = {signum: signal.getsignal(signum) for signum in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        started = time.monotonic()
+        assert supervisor.Supervisor(config, 2).run() == supervisor.STARTUP_FAILURE
+        assert time.monotonic() - started < 60  # not restarted over and over
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)

@@ -3,7 +3,8 @@ JSON in production; written by the background writer; never a key, token, cookie
 
 from __future__ import annotations
 
-import logging
+import io
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -16,30 +17,28 @@ from tests.conftest import register_agent
 from tests.jobs_helpers import create_published, new_agent, new_owner
 
 
-class Lines(logging.Handler):
-    def __init__(self) -> None:
-        super().__init__()
-        self.lines: list[str] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.lines.append(record.getMessage())
+class Lines(io.StringIO):
+    @property
+    def lines(self) -> list[str]:
+        request_log.WRITER.flush()
+        return self.getvalue().splitlines()
 
 
 @pytest.fixture
 def access_lines() -> Iterator[Lines]:
-    handler = Lines()
-    request_log.log.addHandler(handler)
-    previous = request_log.WRITER.format
-    request_log.WRITER.format = request_log.json_line
+    stream = Lines()
+    writer = request_log.WRITER
+    previous = writer.format, writer.stream, writer.lines
+    writer.flush()  # earlier tests' lines stay out of this one
+    writer.format, writer.stream, writer.lines = request_log.json_line, stream, True
     try:
-        yield handler
+        yield stream
     finally:
-        request_log.WRITER.format = previous
-        request_log.log.removeHandler(handler)
+        writer.flush()
+        writer.format, writer.stream, writer.lines = previous
 
 
 def _entries(lines: Lines) -> list[dict[str, Any]]:
-    request_log.WRITER.flush()
     return [orjson.loads(line) for line in lines.lines]
 
 
@@ -91,3 +90,18 @@ def test_text_lines_for_development() -> None:
     entry = (0.0, "req_1", "GET", "/api/v2/jobs/{id}", 200, 0.0042, "agent", "agt_1")
     assert request_log.text_line(entry).endswith("200 GET /api/v2/jobs/{id} 4.2ms agent:agt_1 req_1")
     assert orjson.loads(request_log.json_line(entry))["durationMs"] == 4.2
+
+
+def test_the_writer_thread_writes_queued_lines_in_one_batch_without_being_asked() -> None:
+    stream = io.StringIO()
+    writer = request_log.Writer(interval=0.05)
+    writer.stream = stream
+    entries = [
+        (0.0, f"req_{n}", "GET", "/api/v2/jobs/{id}", 200, 0.001, "agent", "agt_1") for n in range(500)
+    ]
+    for entry in entries:
+        writer.put(entry)  # the event loop's whole share: an append
+    deadline = time.monotonic() + 5
+    while stream.getvalue().count("\n") < len(entries) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert stream.getvalue().splitlines() == [request_log.text_line(entry) for entry in entries]

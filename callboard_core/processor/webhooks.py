@@ -5,6 +5,9 @@ The sandbox signs its events exactly as Stripe does (`Stripe-Signature: t=<unix>
 `stripe.Webhook.construct_event` (300 s tolerance). Signature timestamps are wall-clock time, not
 `callboard_core.clock`: the SDK checks them against `time.time()`, and a signature is transport, not a
 fact of the domain (tests that freeze the clock still deliver fresh webhooks).
+
+The SDK is imported when first needed: it brings `requests` and its own API surface, about 25 MB that a
+server which never signs or verifies a webhook (no paid activity yet) should not carry.
 """
 
 from __future__ import annotations
@@ -14,7 +17,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 import orjson
-import stripe
 
 from callboard_core.processor.port import WEBHOOK_TOLERANCE_SECONDS, ProcessorEvent, invalid_signature
 
@@ -23,6 +25,8 @@ SIGNATURE_HEADER = "Stripe-Signature"
 
 def sign(payload: bytes | str, secret: str, timestamp: int | None = None) -> str:
     """The `Stripe-Signature` header value for `payload`, as Stripe computes it."""
+    import stripe
+
     text = payload.decode() if isinstance(payload, bytes) else payload
     return str(
         stripe.WebhookSignature.generate_signature_header(
@@ -34,6 +38,8 @@ def sign(payload: bytes | str, secret: str, timestamp: int | None = None) -> str
 def parse_event(payload: bytes, signature_header: str | None, secret: str) -> ProcessorEvent:
     """Verify and decode a webhook body. A missing, malformed, wrong or stale (older than 300 s) signature,
     or a body that is not an event, is 400 `invalid_signature`."""
+    import stripe
+
     if not secret:
         raise invalid_signature("no webhook secret is configured")
     try:
@@ -63,6 +69,8 @@ def event_body(
     event_id: str, event_type: str, obj: dict[str, Any], created: int, *, account: str | None = None
 ) -> dict[str, Any]:
     """A Stripe-shaped event object (API version pinned to the SDK's)."""
+    import stripe
+
     body: dict[str, Any] = {
         "id": event_id,
         "object": "event",
