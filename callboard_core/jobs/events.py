@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
@@ -15,7 +14,7 @@ from callboard_core.jobs import schemas as job_schemas
 from callboard_core.jobs.models import JobEvent
 from callboard_core.principals import Actor
 
-_tiebreak = itertools.count()
+_last_seq = 0
 
 # What other packages hear of the job's history (owner notifications), in the event's transaction;
 # registered from Core.build.
@@ -30,9 +29,12 @@ def on_event(listener: Listener) -> None:
 
 
 def _seq() -> int:
-    # Microseconds, plus a process counter in the low digits: events written in one frozen-clock test
-    # (or one request) still read back in the order they were written.
-    return int(clock.now().timestamp() * 1_000_000) * 1000 + next(_tiebreak) % 1000
+    # Microseconds times 1000, and never below the last one this process gave plus one: events written in
+    # one request, or under a frozen or rewound clock, read back in the order they were written. (A counter
+    # modulo 1000 in the low digits wrapped after 1000 events and put a job's events out of order.)
+    global _last_seq
+    _last_seq = max(int(clock.now().timestamp() * 1_000_000) * 1000, _last_seq + 1)
+    return _last_seq
 
 
 async def record(
