@@ -23,8 +23,9 @@ migrate: $(STAMP)
 worker: $(STAMP)
 	$(BIN)/callboard worker
 
+# One test process per CPU (at most 4): each has its own SQLite file and PostgreSQL database.
 test: $(STAMP)
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q -n auto --maxprocesses=4
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
