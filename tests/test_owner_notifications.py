@@ -17,7 +17,7 @@ import pytest
 from aiosmtpd.controller import Controller
 from sqlalchemy import select
 
-from callboard_core import clock
+from callboard_core import clock, metrics
 from callboard_core.container import Core
 from callboard_core.jobs.models import Job
 from callboard_core.owner_notifications import delivery, triggers
@@ -278,6 +278,10 @@ async def test_email_arrives_as_text_and_html_and_its_link_unsubscribes(
     assert len(collector.envelopes) == 1
 
 
+def _mail_failures() -> float:
+    return metrics.REGISTRY.get_sample_value("callboard_delivery_failures_total", {"channel": "mail"}) or 0.0
+
+
 async def test_a_failed_delivery_is_retried_with_back_off_then_sent_once(
     app: Any, core: Core, tmp_root: Path, frozen_clock: clock.FrozenClock
 ) -> None:
@@ -289,10 +293,13 @@ async def test_a_failed_delivery_is_retried_with_back_off_then_sent_once(
     collector = Collector()
     try:
         owner = await new_owner(app, core)
+        await notifications.drain()
+        before = _mail_failures()
         await fund(down, owner.user_id, 1000)
         await notifications.drain()
         [row] = [r for r in await _rows(core, owner.user_id) if r.channel == "EMAIL"]
         assert row.status == "FAILED" and row.error and row.attempts == 1
+        assert _mail_failures() - before == 1  # /metrics counts the failed delivery
         assert row.next_attempt_at == clock.now() + delivery.RETRY_BASE
         # Not due yet: the worker's pass leaves it.
         assert await delivery.deliver_due(down.db, down.mailer, down.settings) == 0

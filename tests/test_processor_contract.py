@@ -21,6 +21,7 @@ import pytest
 import stripe
 from sqlalchemy import func, select
 
+from callboard_core import metrics
 from callboard_core.config import Settings
 from callboard_core.container import Core
 from callboard_core.errors import BadRequest, Conflict, NotFound
@@ -471,15 +472,24 @@ async def test_sandbox_delivery_marks_events_and_retries_failures(core: Core) ->
         received.append(processor.parse_event(request.content, request.headers["Stripe-Signature"]))
         return httpx.Response(200)
 
+    def failures() -> float:
+        sample = metrics.REGISTRY.get_sample_value(
+            "callboard_delivery_failures_total", {"channel": "webhook"}
+        )
+        return sample or 0.0
+
     url = "http://testserver/webhooks/processor"
     async with httpx.AsyncClient(transport=httpx.MockTransport(handler)) as client:
+        before = failures()
         assert await processor.deliver(client, url) == 0
+        assert failures() - before == 1  # /metrics counts the refused delivery
         async with core.db.session(write=False) as session:
             [event] = await sandbox_module.pending_events(session, 10)
             assert event.attempts == 1 and event.last_error and "500" in event.last_error
         fail = False
         assert await processor.deliver(client, url) == 1
         assert await processor.deliver(client, url) == 0
+        assert failures() - before == 1
     assert [e.type for e in received] == ["customer.created"]
     async with core.db.session(write=False) as session:
         row = await session.get(SandboxEvent, received[0].id)
