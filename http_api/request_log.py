@@ -96,7 +96,7 @@ class Writer:
         self.lines = True  # write one log line per request
         self.count = False  # count the request for /metrics (callboard_core/metrics.py)
         self._thread: threading.Thread | None = None
-        self._lock = threading.Lock()  # one drain at a time (the thread's, or flush() from another thread)
+        self._lock = threading.Lock()  # one flush at a time (the thread's, or the lifespan's at shutdown)
 
     def put(self, entry: Entry) -> None:
         self.pending.append(entry)
@@ -130,10 +130,10 @@ class Writer:
     def _run(self) -> None:
         while True:
             time.sleep(self.interval)
-            self.drain()
+            self.flush()
 
-    def drain(self) -> None:
-        """Write and count what is queued now."""
+    def flush(self) -> None:
+        """Write and count what is queued now (the thread every `interval`; tests; the lifespan's end)."""
         with self._lock:
             entries: list[Entry] = []
             try:
@@ -153,10 +153,6 @@ class Writer:
                         metrics.request_done(route, method, status, seconds)
             except Exception:  # lines that cannot be written must not stop the next ones
                 logging.getLogger(__name__).exception("could not write access log lines")
-
-    def flush(self) -> None:
-        """Write what is queued now (tests; the lifespan's end)."""
-        self.drain()
 
 
 WRITER = Writer()

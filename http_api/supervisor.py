@@ -40,10 +40,14 @@ def available() -> bool:
     return hasattr(socket, "SO_REUSEPORT")
 
 
+def _family(host: str) -> socket.AddressFamily:
+    return socket.AF_INET6 if ":" in host else socket.AF_INET
+
+
 def bind(host: str, port: int) -> socket.socket:
     """A socket bound to (host, port) that other SO_REUSEPORT sockets may share; not listening yet (the
     worker that owns it listens)."""
-    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+    sock = socket.socket(_family(host), socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
     sock.bind((host, port))
@@ -54,7 +58,7 @@ def bind(host: str, port: int) -> socket.socket:
 def _free(host: str, port: int) -> int:
     """The port, once a plain bind proves nobody holds it: SO_REUSEPORT alone would let a second server
     started by mistake on the same port share its connections silently. OSError when it is taken."""
-    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM) as probe:
+    with socket.socket(_family(host), socket.SOCK_STREAM) as probe:
         probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         probe.bind((host, port))
         return int(probe.getsockname()[1])

@@ -92,7 +92,7 @@ def test_text_lines_for_development() -> None:
     assert orjson.loads(request_log.json_line(entry))["durationMs"] == 4.2
 
 
-def test_the_writer_thread_writes_queued_lines_in_one_batch_without_being_asked() -> None:
+def test_the_writer_thread_writes_queued_lines_without_being_asked() -> None:
     stream = io.StringIO()
     writer = request_log.Writer(interval=0.05)
     writer.stream = stream

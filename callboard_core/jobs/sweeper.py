@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -93,44 +93,48 @@ async def _review_overdue(session: AsyncSession, job_id: str) -> bool:
     return True
 
 
-Due = tuple[Any, Any, tuple[Any, ...], Callable[..., Awaitable[bool]]]
+class Due(NamedTuple):
+    id: Any  # the column naming the row a step moves
+    deadline: Any  # the column whose time has come
+    where: tuple[Any, ...]  # the conditions of the rows due now
+    step: Callable[..., Awaitable[bool]]  # moves one row (its own unit of work)
 
 
 def _due(now: datetime) -> dict[str, Due]:
-    """The sweeper's one table: per kind, (id column, deadline column, the conditions of the rows due at
-    `now`, the step that moves one). The sweep walks it; `oldest_due` reads its deadlines."""
+    """The sweeper's one table: what is due at `now`, per kind. The sweep walks it; `oldest_due` reads its
+    deadlines."""
     return {
-        "invitations": (
+        "invitations": Due(
             JobInvitation.id,
             JobInvitation.expires_at,
             (JobInvitation.status == InvitationStatus.PENDING, JobInvitation.expires_at <= now),
             invitations.expire,
         ),
-        "admission": (
+        "admission": Due(
             Job.id,
             Job.admission_closes_at,
             (Job.status == JobStatus.ADMISSION_OPEN, Job.admission_closes_at <= now),
             _close_admission,
         ),
-        "acknowledgement": (
+        "acknowledgement": Due(
             ParticipationSlot.id,
             ParticipationSlot.acknowledge_by,
             (ParticipationSlot.status == SlotStatus.GRANTED, ParticipationSlot.acknowledge_by < now),
             _expire_ack,
         ),
-        "work": (
+        "work": Due(
             ParticipationSlot.id,
             ParticipationSlot.work_deadline_at,
             (ParticipationSlot.status == SlotStatus.ACKNOWLEDGED, ParticipationSlot.work_deadline_at < now),
             _expire_work,
         ),
-        "submission_deadline": (
+        "submission_deadline": Due(
             Job.id,
             Job.latest_submission_deadline_at,
             (Job.status == JobStatus.IN_PROGRESS, Job.latest_submission_deadline_at <= now),
             _submission_deadline,
         ),
-        "review_overdue": (
+        "review_overdue": Due(
             Job.id,
             Job.review_deadline_at,
             (
@@ -148,17 +152,17 @@ async def sweep(core: Core) -> dict[str, int]:
     due = _due(clock.now())
     async with core.uow(write=False) as uow:
         ids = {
-            kind: list((await uow.session.scalars(select(id_col).where(*where).limit(BATCH))).all())
-            for kind, (id_col, _, where, _) in due.items()
+            kind: list((await uow.session.scalars(select(d.id).where(*d.where).limit(BATCH))).all())
+            for kind, d in due.items()
         }
-    return {kind: await _each(core, ids[kind], step) for kind, (_, _, _, step) in due.items()}
+    return {kind: await _each(core, ids[kind], d.step) for kind, d in due.items()}
 
 
 async def oldest_due(session: AsyncSession) -> datetime | None:
     """The earliest deadline still waiting for the sweeper (None: nothing is due): the sweeper's lag."""
     found: list[datetime] = []
-    for _, deadline, where, _ in _due(clock.now()).values():
-        at = clock.as_utc(await session.scalar(select(func.min(deadline)).where(*where)))
+    for d in _due(clock.now()).values():
+        at = clock.as_utc(await session.scalar(select(func.min(d.deadline)).where(*d.where)))
         if at is not None:
             found.append(at)
     return min(found, default=None)
