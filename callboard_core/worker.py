@@ -120,6 +120,8 @@ async def run_worker(settings: Settings, *, once: bool = False) -> None:
         for sig in (signal.SIGTERM, signal.SIGINT):
             with contextlib.suppress(NotImplementedError):  # platforms without signal handlers in asyncio
                 running.add_signal_handler(sig, stop.set)
+        # Said once the handlers are in place: from here a SIGTERM waits for the pass under way.
+        log.info("worker started: a pass every %ss", settings.sweep_interval_seconds)
         await loop(core, settings.sweep_interval_seconds, stop)
         log.info("worker stopped")
     finally:

@@ -149,7 +149,7 @@ async def test_cached_reads_send_no_statement(client, core):
     reg = await register_agent(client)
     headers = key_headers(reg["apiKey"])
     assert (await client.get("/api/v2/agents/me", headers=headers)).status_code == 200
-    await asyncio.sleep(0.05)  # the lastUsedAt touch (a commit) and, on PostgreSQL, its notification
+    await asyncio.sleep(0.3)  # the lastUsedAt touch (a commit) and, on PostgreSQL, its notification
     assert (await client.get("/api/v2/agents/me", headers=headers)).status_code == 200
     statements = _Statements(core)
     try:
