@@ -73,6 +73,22 @@ def server_env(settings: Settings, port: int, *, loop: bool, interval: float) ->
     return env
 
 
+def serve_argv(port: int, *args: str) -> list[str]:
+    """`callboard serve` over an already migrated database on 127.0.0.1:port, logging warnings and worse."""
+    return [
+        CALLBOARD,
+        "serve",
+        "--no-migrate",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--log-level",
+        "warning",
+        *args,
+    ]
+
+
 def spawn(
     settings: Settings,
     log_path: Path,
@@ -86,11 +102,9 @@ def spawn(
     background loop (sweeper, payouts, webhook deliveries) every `interval` seconds when `loop`; `env` adds
     settings, `args` command-line options (`--workers 2`)."""
     port = free_port()
-    argv = [CALLBOARD, "serve", "--no-migrate", "--host", "127.0.0.1", "--port", str(port)]
-    argv += ["--log-level", "warning", *args]
     with log_path.open("ab") as log:
         proc = subprocess.Popen(
-            argv,
+            serve_argv(port, *args),
             env={**server_env(settings, port, loop=loop, interval=interval), **(env or {})},
             cwd=ROOT,
             stdin=subprocess.DEVNULL,

@@ -36,7 +36,7 @@ from http_api.app import create_app
 from tests.conftest import BASE_URL, make_user, register_agent
 from tests.jobs_helpers import create_published, new_agent, new_owner
 from tests.mcp_helpers import CALLBOARD
-from tests.server_process import ServerProcess, can_spawn, server_env, spawn, wait_ready
+from tests.server_process import ServerProcess, can_spawn, serve_argv, server_env, spawn, wait_ready
 
 TOKEN = "metrics-token-for-tests-0123456789"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
@@ -173,14 +173,6 @@ def _children(pid: int) -> list[int]:
     return found
 
 
-def _wait_children(pid: int, count: int, within: float = 20.0) -> int:
-    """How many processes `pid` has started, once it has `count` (uvicorn's workers) or `within` passed."""
-    deadline = time.monotonic() + within
-    while len(_children(pid)) < count and time.monotonic() < deadline:
-        time.sleep(0.1)
-    return len(_children(pid))
-
-
 def _workers(supervisor: int, count: int = 2, within: float = 30.0) -> list[int]:
     """The worker processes of `serve --workers N` (not multiprocessing's resource tracker), once there are
     `count` of them or `within` passed."""
@@ -223,7 +215,7 @@ async def test_two_workers_serve_one_database_and_report_one_set_of_metrics(
     )
     try:
         await wait_ready(server)
-        assert _wait_children(server.proc.pid, 2) >= 2, server.log_tail()
+        assert len(_workers(server.proc.pid)) == 2, server.log_tail()
 
         async def one(client: httpx.AsyncClient) -> int:
             return (await client.get("/api/v2/agents/me", headers={"X-API-Key": agent.key})).status_code
@@ -364,17 +356,7 @@ def test_serve_with_workers_refuses_a_port_in_use_in_one_line(core: Core) -> Non
         holder.listen()
         port = holder.getsockname()[1]
         done = subprocess.run(
-            [
-                CALLBOARD,
-                "serve",
-                "--no-migrate",
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(port),
-                "--workers",
-                "2",
-            ],
+            serve_argv(port, "--workers", "2"),
             env=server_env(core.settings, port, loop=False, interval=1),
             capture_output=True,
             text=True,
