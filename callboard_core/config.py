@@ -32,6 +32,7 @@ EXAMPLES: dict[str, str] = {
     "blob_backend": "local or s3",
     "mail_backend": "outbox or smtp",
     "rate_limit_public": "30/minute",
+    "trusted_proxies": "127.0.0.1,10.0.0.0/8",
 }
 
 
@@ -58,6 +59,10 @@ class Settings(BaseSettings):
     base_url: str = "http://127.0.0.1:8000"
     # Comma-separated (`https://a.example,https://b.example`) or a JSON list.
     trusted_origins: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    # The reverse proxies whose X-Forwarded-For / X-Forwarded-Proto `callboard serve` believes (addresses or
+    # networks, comma-separated). Empty (the default): none, so no client picks the address the rate limits
+    # and the request log see. Behind a proxy, name it: `127.0.0.1` or `10.0.0.0/8`.
+    trusted_proxies: Annotated[list[str], NoDecode] = Field(default_factory=list)
     secret_key: str = ""
     redis_url: str | None = None
     var_dir: Path = VAR_DIR
@@ -83,6 +88,8 @@ class Settings(BaseSettings):
     rate_limit_enabled: bool = True
     rate_limit_public: str = "30/minute"
     rate_limit_signin: str = "10/minute"
+    # Every public GET (directory search, profiles, claim and setup-link previews, pages), per address.
+    rate_limit_public_read: str = "600/minute"
     # Prefix of the rate-limit keys in Redis, so several deployments (or test runs) can share one server.
     rate_limit_key_prefix: str = "callboard-ratelimit"
     machine_token: str | None = None
@@ -114,6 +121,9 @@ class Settings(BaseSettings):
     # Payment processor (callboard_core/processor): "sandbox" is the embedded one (state in our database,
     # hosted pages under /sandbox/processor); "stripe" needs the secret key and the webhook signing secret.
     processor: str = "sandbox"
+    # Production refuses to start on the sandbox (its test cards would add real spending power) unless this
+    # says it is a demo.
+    allow_sandbox_in_production: bool = False
     stripe_secret_key: str | None = None
     stripe_webhook_secret: str | None = None
     stripe_api_base: str = "https://api.stripe.com"
@@ -122,6 +132,9 @@ class Settings(BaseSettings):
     # The platform fee on a paid job, in basis points of the pay (1000 = 10%), charged to the requester's
     # owner on top of the pay and recorded on the job at publish (callboard_core/payments).
     platform_fee_bps: int = Field(default=1000, ge=0, le=10_000)
+    # The smallest reward a paid job may carry (cents), so the platform fee of every paid job is at least a
+    # cent and a job is worth a worker's time; 0 stays a free job.
+    min_paid_reward_cents: int = Field(default=100, ge=1)
 
     @field_validator("trusted_origins", mode="before")
     @classmethod
@@ -137,6 +150,20 @@ class Settings(BaseSettings):
                 value = [part for part in (p.strip() for p in text.split(",")) if part]
         if isinstance(value, list):
             return [_http_url(str(item), "each origin") for item in value]
+        return value
+
+    @field_validator("trusted_proxies", mode="before")
+    @classmethod
+    def _proxies_list(cls, value: Any) -> Any:
+        import ipaddress
+
+        if isinstance(value, str):
+            value = [part for part in (p.strip() for p in value.split(",")) if part]
+        for item in value if isinstance(value, list) else []:
+            try:
+                ipaddress.ip_network(str(item), strict=False)
+            except ValueError:
+                raise ValueError(f"each proxy is an IP address or network, not {item!r}") from None
         return value
 
     @field_validator("base_url")
@@ -168,6 +195,16 @@ class Settings(BaseSettings):
             raise ValueError("CALLBOARD_S3_BUCKET must be set when CALLBOARD_BLOB_BACKEND is 's3'")
         if self.processor not in ("sandbox", "stripe"):
             raise ValueError("CALLBOARD_PROCESSOR must be 'sandbox' or 'stripe'")
+        if (
+            self.env is Environment.PRODUCTION
+            and self.processor == "sandbox"
+            and not self.allow_sandbox_in_production
+        ):
+            raise ValueError(
+                "CALLBOARD_PROCESSOR is 'sandbox' (the default) in production, where its test cards would "
+                "fund real balances: set CALLBOARD_PROCESSOR=stripe with CALLBOARD_STRIPE_SECRET_KEY and "
+                "CALLBOARD_STRIPE_WEBHOOK_SECRET, or for a demo CALLBOARD_ALLOW_SANDBOX_IN_PRODUCTION=true"
+            )
         if self.processor == "stripe":
             for name in ("stripe_secret_key", "stripe_webhook_secret"):
                 if not getattr(self, name):

@@ -80,10 +80,22 @@ class RateLimited(CallboardError):
 
 
 class Unavailable(CallboardError):
-    """A service we depend on (the payment processor) is down: nothing changed here; retry later."""
+    """A service we depend on (the payment processor, the database) is down: retry later (`retry_after`
+    seconds when we can tell)."""
 
     code = "unavailable"
     message = "A service this action needs is not available right now; retry later."
+
+    def __init__(
+        self,
+        message: str | None = None,
+        *,
+        code: str | None = None,
+        retry_after: int | None = None,
+        **details: Any,
+    ) -> None:
+        super().__init__(message, code=code, retry_after=retry_after, **details)
+        self.retry_after = retry_after
 
 
 class PaymentNotReady(CallboardError):

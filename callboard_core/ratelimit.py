@@ -19,9 +19,11 @@ from callboard_core import metrics
 from callboard_core.config import Settings
 from callboard_core.errors import RateLimited
 
-# Named budgets: public routes share one, sign-in routes get a tighter one.
+# Named budgets per client address: public writes share one, sign-in routes get a tighter one, public reads
+# (the directory, previews of claim and setup links, the pages) a looser one.
 PUBLIC = "public"
 SIGNIN = "signin"
+PUBLIC_READ = "public_read"
 REDIS_TIMEOUT_SECONDS = 1.0  # a slow Redis must not hold requests up for long
 REDIS_RETRY_SECONDS = 5.0  # after a Redis failure, how long to limit per process before trying it again
 
@@ -55,6 +57,7 @@ class RateLimiter:
         self._items: dict[str, RateLimitItem] = {
             PUBLIC: parse(settings.rate_limit_public),
             SIGNIN: parse(settings.rate_limit_signin),
+            PUBLIC_READ: parse(settings.rate_limit_public_read),
         }
 
     async def hit(self, budget: str, *identity: str) -> None:

@@ -46,9 +46,11 @@ def bearer_token(request: Request) -> str | None:
 
 
 def request_origin(request: Request) -> str | None:
+    """The browser origin of a request: its Origin header when present (which then decides: `null`, sent by
+    sandboxed frames and some redirects, is never trusted), else the origin of its Referer."""
     origin = request.headers.get("origin")
-    if origin and origin != "null":
-        return origin.lower().rstrip("/")
+    if origin is not None:
+        return origin.strip().lower().rstrip("/")
     referer = request.headers.get("referer")
     if referer:
         parts = urlsplit(referer)
@@ -97,13 +99,28 @@ async def rotated_key_id(request: Request, session: AsyncSession) -> str | None:
     return str(row.id)
 
 
-async def user_session(request: Request, session: AsyncSession, core: Core) -> UserPrincipal:
+def require_verified(user: UserPrincipal) -> None:
+    """An account whose email address was never verified may sign in and see itself, nothing more: whoever
+    typed the address first could have set its password (see docs/decisions.md, "Unverified accounts")."""
+    if not user.email_verified:
+        raise Forbidden(
+            "Confirm your email address first: ask for a sign-in link (POST /auth/magic-link with your email, "
+            "or the sign-in page) and open it from your inbox; then try again.",
+            code="email_unverified",
+        )
+
+
+async def user_session(
+    request: Request, session: AsyncSession, core: Core, *, unverified_ok: bool = False
+) -> UserPrincipal:
     token = request.cookies.get(sessions.COOKIE_NAME)
     if not token:
         raise Unauthenticated("Sign in first.", code="session_required")
     principal = await sessions.authenticate(session, token, core.read_cache)
     if request.method not in SAFE_METHODS:
         check_origin(request, core, required=True)
+    if not unverified_ok:
+        require_verified(principal)
     return principal
 
 
@@ -129,16 +146,18 @@ def machine_token(request: Request, core: Core) -> MachinePrincipal:
 
 
 async def authenticate(
-    kind: AuthKind, request: Request, session: AsyncSession, core: Core
+    kind: AuthKind, request: Request, session: AsyncSession, core: Core, *, unverified_ok: bool = False
 ) -> Principal | None:
-    principal = await _authenticate(kind, request, session, core)
+    """The route's credential as a principal. A session of an unverified account passes only on the routes
+    declared `unverified_ok` (signing out, the account's own profile and password)."""
+    principal = await _authenticate(kind, request, session, core, unverified_ok)
     if principal is not None:
         request.scope.setdefault("state", {})["principal"] = principal  # the request log's "who" (ids only)
     return principal
 
 
 async def _authenticate(
-    kind: AuthKind, request: Request, session: AsyncSession, core: Core
+    kind: AuthKind, request: Request, session: AsyncSession, core: Core, unverified_ok: bool
 ) -> Principal | None:
     if kind is AuthKind.PUBLIC:
         return None
@@ -148,7 +167,7 @@ async def _authenticate(
         return await onboarding_token(request, session)
     if kind is AuthKind.MACHINE:
         return machine_token(request, core)
-    user = await user_session(request, session, core)
+    user = await user_session(request, session, core, unverified_ok=unverified_ok)
     if kind is AuthKind.STAFF:
         user.require(Permission.STAFF_CONSOLE)
     elif kind is AuthKind.ADMIN:
@@ -157,7 +176,8 @@ async def _authenticate(
 
 
 async def optional_user(request: Request, session: AsyncSession) -> UserPrincipal | None:
-    """For public pages that change with a signed-in visitor (the claim page)."""
+    """For public pages that change with a signed-in visitor (the claim page). A page that acts for the
+    visitor checks `check_origin` and `require_verified` itself."""
     token = request.cookies.get(sessions.COOKIE_NAME)
     if not token:
         return None

@@ -322,7 +322,9 @@ class Endpoint:
             else:
                 body = parse_body(route, request, b"") if route.body is not None else None
                 async with core.uow(write=False) as uow:
-                    principal = await auth.authenticate(route.auth, request, uow.session, core)
+                    principal = await auth.authenticate(
+                        route.auth, request, uow.session, core, unverified_ok=route.unverified_ok
+                    )
                     ctx = _context(route, request, core, uow.session, principal, body, query, rid, ip)
                     result = await route.handler(ctx)
                     response = _finish(ctx, render(result, ctx.status or route.status, core.read_cache))
@@ -339,7 +341,9 @@ class Endpoint:
         idem_key = request.headers.get("idempotency-key") if self.idempotent else None
 
         async def authenticate(session: AsyncSession) -> Principal | None:
-            return await auth.authenticate(route.auth, request, session, core)
+            return await auth.authenticate(
+                route.auth, request, session, core, unverified_ok=route.unverified_ok
+            )
 
         async def admit(principal: Principal | None) -> None:
             if route.rate_limit and isinstance(principal, KeyPrincipal):

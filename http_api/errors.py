@@ -11,6 +11,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from callboard_core import errors as e
+from callboard_core.db.outage import DATABASE_ERRORS, as_outage
 from callboard_core.guidance import rendering
 from http_api.guidance import HTTP
 
@@ -65,7 +66,7 @@ def render_error(exc: e.CallboardError, request_id: str) -> Response:
     with rendering(HTTP):  # a hint (nextAction) names the route to call
         details = e.wire_details(exc)
     response = problem(status_for(exc), exc.code, exc.message, request_id, details)
-    if isinstance(exc, e.RateLimited):
+    if isinstance(exc, e.RateLimited | e.Unavailable) and exc.retry_after is not None:
         response.headers["Retry-After"] = str(exc.retry_after)
     return response
 
@@ -91,6 +92,16 @@ async def handle_http_exception(request: Request, exc: Exception) -> Response:
     return response
 
 
+async def handle_database_error(request: Request, exc: Exception) -> Response:
+    """The database went away: 503 and when to retry. Any other database error is a bug: the 500."""
+    outage = as_outage(exc)
+    if outage is None:
+        return await handle_unexpected(request, exc)
+    rid = request_id_of(request)
+    log.warning("database unavailable (request %s): %s", rid, exc)
+    return render_error(outage, rid)
+
+
 async def handle_unexpected(request: Request, exc: Exception) -> Response:
     rid = request_id_of(request)
     log.exception("unhandled error (request %s)", rid, exc_info=exc)
@@ -100,5 +111,6 @@ async def handle_unexpected(request: Request, exc: Exception) -> Response:
 EXCEPTION_HANDLERS: dict[Any, Any] = {
     e.CallboardError: handle_callboard_error,
     HTTPException: handle_http_exception,
+    **dict.fromkeys(DATABASE_ERRORS, handle_database_error),
     Exception: handle_unexpected,
 }

@@ -26,7 +26,7 @@ SECURITY = {
 
 AUTH_TEXT = {
     AuthKind.PUBLIC: "Public.",
-    AuthKind.SESSION: "Session cookie; mutations need a trusted Origin.",
+    AuthKind.SESSION: "Session cookie of an account with a verified email; mutations need a trusted Origin.",
     AuthKind.ADMIN: "Session of an ADMIN or SUPERADMIN.",
     AuthKind.STAFF: "Session of SUPPORT, MODERATOR, ADMIN or SUPERADMIN.",
     AuthKind.KEY_READ: "API key with the read scope.",

@@ -25,6 +25,7 @@ from callboard_core.principals import (
     Principal,
     UserPrincipal,
 )
+from callboard_core.ratelimit import PUBLIC_READ
 
 
 class AuthKind(StrEnum):
@@ -146,6 +147,9 @@ class RouteDef:
     # body or a header the route checks itself (401), a lookup by a body or query field (404), a state
     # rule on a read (409). The OpenAPI document lists them, so a generated client expects them.
     errors: tuple[int, ...] = ()
+    # A session route an account with an unverified email may call (its own account: me, profile,
+    # password, logout). Every other session route answers 403 email_unverified to such an account.
+    unverified_ok: bool = False
 
     @property
     def path_params(self) -> list[str]:
@@ -178,9 +182,13 @@ class RouteGroup:
         prepare: Handler | None = None,
         raw_body: bool = False,
         errors: tuple[int, ...] = (),
+        unverified_ok: bool = False,
     ) -> Callable[[Handler], Handler]:
         """`name` overrides the operation id's base: one handler declared twice (an API-key route and its
-        owner mirror) needs two names."""
+        owner mirror) needs two names. A public GET without a budget of its own spends the public-read one
+        (nothing anyone may call without a credential is unmetered)."""
+        if rate_limit is None and auth is AuthKind.PUBLIC and method.upper() == "GET":
+            rate_limit = PUBLIC_READ
 
         def register(handler: Handler) -> Handler:
             doc = (handler.__doc__ or "").strip()
@@ -209,6 +217,7 @@ class RouteGroup:
                         prepare=prepare,
                         raw_body=raw_body,
                         errors=errors,
+                        unverified_ok=unverified_ok,
                     )
                 )
             return handler

@@ -13,6 +13,7 @@ from mcp_types import CallToolResult, TextContent
 from pydantic import ValidationError
 
 from callboard_core import errors as e
+from callboard_core.db.outage import DATABASE_ERRORS, as_outage
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -44,5 +45,10 @@ def domain_errors(fn: Callable[P, Awaitable[T]]) -> Callable[P, Awaitable[T]]:
             return tool_error(exc)  # type: ignore[return-value]  # the SDK passes a CallToolResult through
         except ValidationError as exc:
             return tool_error(e.from_pydantic(exc, location="arguments"))  # type: ignore[return-value]
+        except DATABASE_ERRORS as exc:
+            outage = as_outage(exc)  # the database went away: the 503 body, as over HTTP
+            if outage is None:
+                raise
+            return tool_error(outage)  # type: ignore[return-value]
 
     return wrapper

@@ -22,6 +22,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from callboard_core.api_keys import service as api_keys
 from callboard_core.container import Core
+from callboard_core.db.outage import DATABASE_ERRORS, as_outage
 from callboard_core.errors import Unauthenticated
 from mcp_server.errors import error_body
 from mcp_server.runner import GATE_PRINCIPAL, key_from_headers
@@ -66,6 +67,19 @@ class KeyGate:
                 status_code=401,
                 media_type="application/problem+json",
                 headers={"WWW-Authenticate": 'ApiKey header="X-API-Key", Bearer'},
+            )
+            await response(scope, receive, send)
+            return
+        except DATABASE_ERRORS as exc:
+            outage = as_outage(exc)
+            if outage is None:
+                raise
+            body = error_body(outage, "req_" + secrets.token_hex(10)) | {"status": 503}
+            response = Response(
+                orjson.dumps(body),
+                status_code=503,
+                media_type="application/problem+json",
+                headers={"Retry-After": str(outage.retry_after)},
             )
             await response(scope, receive, send)
             return

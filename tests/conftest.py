@@ -122,6 +122,7 @@ def make_settings(database_url: str, tmp_root: Path, **overrides: Any) -> Settin
         var_dir=tmp_root,
         rate_limit_public="10000/minute",
         rate_limit_signin="10000/minute",
+        rate_limit_public_read="100000/minute",
     )
     values.update(overrides)
     return Settings(**values)
@@ -197,15 +198,23 @@ def new_client(app: Any) -> httpx.AsyncClient:
 
 
 async def make_user(
-    core: Core, *, email: str | None = None, role: str = Role.USER, password: str | None = None
+    core: Core,
+    *,
+    email: str | None = None,
+    role: str = Role.USER,
+    password: str | None = None,
+    verified: bool = True,
 ) -> tuple[str, str]:
-    """A user and a live session token for it: (user_id, session token)."""
+    """A user and a live session token for it: (user_id, session token). Verified by default (as the
+    operator's `callboard users create` makes them); `verified=False` for an account nobody vouched for."""
     email = email or f"u{uuid.uuid4().hex[:10]}@example.com"
     async with core.uow() as uow:
         if password:
-            user = await users.create_with_password(uow.session, email=email, password=password, role=role)
+            user = await users.create_with_password(
+                uow.session, email=email, password=password, role=role, verified=verified
+            )
         else:
-            user = await users.create(uow.session, email=email, role=role)
+            user = await users.create(uow.session, email=email, role=role, verified=verified)
         token, _ = await sessions.start(uow.session, user, ttl=__import__("datetime").timedelta(hours=1))
         user_id = user.id
     return user_id, token

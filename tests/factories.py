@@ -90,6 +90,7 @@ CREDENTIAL_CODES = frozenset(
         "insufficient_scope",
         "insufficient_role",
         "untrusted_origin",
+        "email_unverified",
     }
 )
 
@@ -415,8 +416,8 @@ class World:
     def client(self, **kw: Any) -> httpx.AsyncClient:
         return httpx.AsyncClient(transport=httpx.ASGITransport(app=self.app, **kw), base_url=BASE_URL)
 
-    async def actor(self, role: str = Role.USER, *, agent: bool = False) -> Actor:
-        user_id, token = await make_user(self.core, role=role)
+    async def actor(self, role: str = Role.USER, *, agent: bool = False, verified: bool = True) -> Actor:
+        user_id, token = await make_user(self.core, role=role, verified=verified)
         actor = Actor(user_id=user_id, session_token=token, role=str(role))
         if agent:
             actor.agent_id, actor.api_key, actor.key_id = await self.claimed_agent(user_id)

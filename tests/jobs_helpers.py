@@ -38,7 +38,7 @@ class AgentHandle:
 async def new_owner(app: Any, core: Core) -> Owner:
     """A signed-in owner whose session outlives the days these tests move the clock through."""
     async with core.uow() as uow:
-        user = await users.create(uow.session, email=f"o{uuid.uuid4().hex[:10]}@example.com")
+        user = await users.create(uow.session, email=f"o{uuid.uuid4().hex[:10]}@example.com", verified=True)
         token, _ = await sessions.start(uow.session, user, ttl=timedelta(days=60))
         user_id = user.id
     c = new_client(app)
@@ -164,7 +164,7 @@ async def seed_job_and_slot(core: Core, job_id: str, slot_id: str) -> None:
     now = clock.now()
     async with core.uow() as uow:
         s = uow.session
-        user = await users.create(s, email=f"f{uuid.uuid4().hex[:10]}@example.com")
+        user = await users.create(s, email=f"f{uuid.uuid4().hex[:10]}@example.com", verified=True)
         requester = Agent(
             name="files requester",
             handle=f"f-{uuid.uuid4().hex[:10]}",

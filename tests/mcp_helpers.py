@@ -60,6 +60,18 @@ async def sse_mcp_client(url: str, key: str) -> AsyncIterator[Client]:
         yield client
 
 
+def on_database_env(core: Core, key: str) -> dict[str, str]:
+    """`callboard mcp` working on the test's database itself (no CALLBOARD_URL), acting with `key`."""
+    return {
+        "CALLBOARD_API_KEY": key,
+        "CALLBOARD_URL": "",
+        "CALLBOARD_DATABASE_URL": core.settings.database_url,
+        "CALLBOARD_SECRET_KEY": core.settings.secret_key,
+        "CALLBOARD_VAR_DIR": str(core.settings.var_dir),
+        "CALLBOARD_ENV": "test",
+    }
+
+
 @contextlib.asynccontextmanager
 async def stdio_client(env: dict[str, str]) -> AsyncIterator[Client]:
     """`callboard mcp` as a subprocess, as a coding runtime launches it."""

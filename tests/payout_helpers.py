@@ -17,9 +17,10 @@ from callboard_core.payouts.models import Payout
 from callboard_core.processor import ProcessorEvent, dispatch
 from callboard_core.processor.models import SandboxObject
 from callboard_core.processor.sandbox import SandboxProcessor, mark_delivered, pending_events
+from tests.conftest import BASE_URL
 from tests.jobs_helpers import Owner
 
-RETURN = "https://owner.example.com/done"
+RETURN = BASE_URL + "/done"  # a page on this site: hosted pages return nowhere else
 
 
 def sandbox(core: Core) -> SandboxProcessor:
@@ -75,6 +76,15 @@ async def award(
             metadata={"workerAgentId": worker_agent_id, "jobPaymentId": "jpy_test"},
         )
     return job_id
+
+
+async def onboard_through_setup_link(owner: httpx.AsyncClient, url: str) -> httpx.Response:
+    """The signed-in owner opens an agent's setup link, starts it and completes the processor's page."""
+    path = urlsplit(url).path
+    assert (await owner.get(path)).status_code == 200
+    started = await owner.post(path)
+    assert started.status_code == 303, started.text
+    return await onboard_through_page(owner, started.headers["location"])
 
 
 async def onboard_through_page(client: httpx.AsyncClient, url: str) -> httpx.Response:

@@ -80,9 +80,14 @@ async def test_agent_key_lists_mints_and_revokes(client, app, core):
     me = await client.get("/api/v2/agents/me", headers=key_headers(new_key))
     assert me.status_code == 200 and me.json()["id"] == agent_id
 
-    # Another agent of the same owner, with an empty body: defaults apply.
+    # An agent's key manages its own agent's keys only: not a sibling's (the owner's session does that).
     for_other = await client.post("/api-keys", headers=key_headers(key), json={"agentId": other_agent_id})
-    assert for_other.status_code == 201 and for_other.json()["keyInfo"]["agentId"] == other_agent_id
+    assert for_other.status_code == 403 and for_other.json()["code"] == "not_this_agents_key"
+    other_key_id = next(k["id"] for k in keys if k["agentId"] == other_agent_id)
+    sibling = await client.delete(f"/api-keys/{other_key_id}", headers=key_headers(key))
+    assert sibling.status_code == 403 and sibling.json()["code"] == "not_this_agents_key"
+    assert await works(client, other_key) == 200
+    # With an empty body: defaults apply.
     assert (await client.post("/api-keys", headers=key_headers(key))).status_code == 201
 
     revoked = await client.delete(f"/api-keys/{info['id']}", headers=key_headers(key))

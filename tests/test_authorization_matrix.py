@@ -76,6 +76,7 @@ class Cast:
     provisional: Provisional
     revoked_key: str
     signed_out: Actor  # a SUPERADMIN whose sessions were all revoked
+    unverified: Actor  # an ADMIN whose email address nobody verified (a password set by whoever came first)
 
 
 @pytest.fixture(scope="module")
@@ -90,6 +91,7 @@ async def cast(world: World) -> Cast:
         provisional=await world.provisional(),
         revoked_key=await world.revoked_key(),
         signed_out=signed_out,
+        unverified=await world.actor(Role.ADMIN, verified=False),
     )
 
 
@@ -200,6 +202,24 @@ async def test_user_session_on_staff_route_is_403(world: World, cast: Cast, rout
 @pytest.mark.parametrize("route", params(lambda r: r.auth is AuthKind.ADMIN))
 async def test_support_session_on_admin_route_is_403(world: World, cast: Cast, route: RouteDef) -> None:
     assert_problem(await call(world, route, cast.support.session()), 403, "insufficient_role")
+
+
+# --- an account whose email is not verified ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("route", params(lambda r: r.auth in SESSION_KINDS and not r.unverified_ok))
+async def test_unverified_account_is_403(world: World, cast: Cast, route: RouteDef) -> None:
+    """Whoever typed an address first may have set its password: until the address is verified the account
+    can create no credential, agent or token and touch no money or staff console (even with a staff role)."""
+    assert_problem(await call(world, route, cast.unverified.session()), 403, "email_unverified")
+
+
+@pytest.mark.parametrize("route", params(lambda r: r.unverified_ok))
+async def test_unverified_account_reaches_its_own_account(world: World, route: RouteDef) -> None:
+    """The few routes about the account itself (me, profile, password, sign out) stay open to it."""
+    actor = await world.actor(verified=False)
+    response = await call(world, route, actor.session())
+    assert response.status_code == route.status, response.text
 
 
 # --- the Origin check on cookie-authenticated mutations ------------------------------------------

@@ -90,3 +90,32 @@ def test_the_real_command_exits_2_with_one_line(tmp_path: Path) -> None:
     assert lines == [lines[-1]] and lines[-1].startswith(
         "callboard: configuration error: CALLBOARD_DB_POOL_SIZE"
     )
+
+
+def test_production_refuses_the_sandbox_processor_unless_a_demo_says_so(tmp_path: Path) -> None:
+    """Production with no processor set would take test card 4242 as money: `callboard serve` stops with one
+    line instead, unless CALLBOARD_ALLOW_SANDBOX_IN_PRODUCTION says this is a demo."""
+    env = {
+        **os.environ,
+        "CALLBOARD_VAR_DIR": str(tmp_path),
+        "CALLBOARD_ENV": "production",
+        "CALLBOARD_SECRET_KEY": "s" * 40,
+        "CALLBOARD_BASE_URL": "https://callboard.example.com",
+    }
+    env.pop("CALLBOARD_PROCESSOR", None)
+    done = subprocess.run(
+        [sys.executable, "-m", "http_api", "openapi"], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 2, done.stderr
+    (line,) = [line for line in done.stderr.splitlines() if line.strip()]
+    assert line.startswith("callboard: configuration error: CALLBOARD_PROCESSOR is 'sandbox'")
+    assert "CALLBOARD_ALLOW_SANDBOX_IN_PRODUCTION=true" in line
+
+    demo = subprocess.run(
+        [sys.executable, "-m", "http_api", "openapi"],
+        env={**env, "CALLBOARD_ALLOW_SANDBOX_IN_PRODUCTION": "true"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert demo.returncode == 0, demo.stderr

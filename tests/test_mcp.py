@@ -12,7 +12,15 @@ import pytest
 from mcp.shared.exceptions import MCPError
 
 from tests.jobs_helpers import job_body, new_agent, new_owner, payload
-from tests.mcp_helpers import call, call_error, http_client, serving, sse_mcp_client, stdio_client
+from tests.mcp_helpers import (
+    call,
+    call_error,
+    http_client,
+    on_database_env,
+    serving,
+    sse_mcp_client,
+    stdio_client,
+)
 
 
 @pytest.mark.parametrize("transport", ["streamable-http", "stdio"])
@@ -221,14 +229,7 @@ async def test_stdio_bridges_to_the_remote_service(app: Any, core: Any) -> None:
 
 async def test_stdio_in_process_on_the_database(app: Any, core: Any) -> None:
     worker = await new_agent(await new_owner(app, core))
-    env = {
-        "CALLBOARD_API_KEY": worker.key,
-        "CALLBOARD_URL": "",
-        "CALLBOARD_DATABASE_URL": core.settings.database_url,
-        "CALLBOARD_SECRET_KEY": core.settings.secret_key,
-        "CALLBOARD_VAR_DIR": str(core.settings.var_dir),
-        "CALLBOARD_ENV": "test",
-    }
+    env = on_database_env(core, worker.key)
     async with stdio_client(env) as wrk:
         assert (await call(wrk, "home"))["agentId"] == worker.id
     async with stdio_client({**env, "CALLBOARD_API_KEY": "cb_wrong"}) as wrong:

@@ -29,7 +29,7 @@ async def test_onboarding_to_kit_to_mcp_home(core: Any, tmp_path: Path) -> None:
     # The service as deployed: its base URL is the one kits point at.
     served = Core.build(make_settings(core.settings.database_url, core.settings.var_dir, base_url=url))
     async with core.uow() as uow:
-        user = await users.create(uow.session, email=f"o{uuid.uuid4().hex[:10]}@example.com")
+        user = await users.create(uow.session, email=f"o{uuid.uuid4().hex[:10]}@example.com", verified=True)
         token, _ = await sessions.start(uow.session, user, ttl=timedelta(days=1))
     async with contextlib.AsyncExitStack() as stack:
         stack.push_async_callback(served.close)

@@ -30,6 +30,7 @@ from tests.payout_helpers import (
     handle,
     onboard_owner,
     onboard_through_page,
+    onboard_through_setup_link,
     payout_rows,
     sandbox,
     sandbox_count,
@@ -43,7 +44,7 @@ async def onboard_agent(app: Any, agent: AgentHandle, core: Core) -> str:
     async with new_client(app) as c:
         link = await c.post(f"/agents/{agent.id}/processor/onboarding-link", headers=agent.h)
     assert link.status_code == 200, link.text
-    await onboard_through_page(agent.owner.client, link.json()["url"])
+    await onboard_through_setup_link(agent.owner.client, link.json()["url"])
     await deliver(core)
     return str(link.json()["processorAccountId"])
 
@@ -144,7 +145,7 @@ async def test_per_agent_accounts_and_who_may_name_them(app: Any, core: Core) ->
     mine = (await owner.client.get("/me/processor/status")).json()
     assert mine["processorAccountId"] is None
 
-    await onboard_through_page(owner.client, own.json()["url"])
+    await onboard_through_setup_link(owner.client, own.json()["url"])
     await deliver(core)
     async with new_client(app) as c:
         status = await c.get(f"/agents/{agent.id}/processor/status", headers=agent.h)

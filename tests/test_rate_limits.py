@@ -32,7 +32,11 @@ def client_at(world: World, address: str) -> httpx.AsyncClient:
 @pytest.fixture
 async def limited(sqlite_url: str, tmp_root: Any) -> Any:
     async with open_world(
-        sqlite_url, tmp_root, rate_limit_public="3/minute", rate_limit_signin="3/minute"
+        sqlite_url,
+        tmp_root,
+        rate_limit_public="3/minute",
+        rate_limit_signin="3/minute",
+        rate_limit_public_read="3/minute",
     ) as w:
         yield w
 
@@ -69,9 +73,9 @@ async def test_unlimited_routes_are_not_limited(limited: World) -> None:
     async with client_at(limited, "10.1.2.1") as client:
         for _ in range(3):
             await client.post(REGISTER, json=agent_body())
-        for _ in range(10):
+        for _ in range(10):  # probes and the API's own description are outside the budgets
             assert (await client.get("/healthz")).status_code == 200
-            assert (await client.get("/auth/legal-versions")).status_code == 200
+            assert (await client.get("/openapi.json")).status_code == 200
 
 
 @pytest.mark.parametrize(("route", "index"), LIMITED)
@@ -86,6 +90,17 @@ async def test_every_rate_limited_route_answers_429_past_its_budget(
             response = await client.request(route.method, placeholder_path(route))
             assert response.status_code != 429, response.text
         assert_rate_limited(await client.request(route.method, placeholder_path(route)))
+
+
+async def test_public_reads_have_a_budget_of_their_own(limited: World) -> None:
+    """The directory search and the previews of claim and setup links are metered per address (a scraper
+    or a code-guessing loop is refused), apart from the public writes' budget."""
+    async with client_at(limited, "10.1.3.1") as client:
+        for _ in range(3):
+            assert (await client.get("/api/v2/directory/agents", params={"q": "x"})).status_code == 200
+        assert_rate_limited(await client.get("/api/v2/setup-links/guess"))
+        assert_rate_limited(await client.get("/api/v2/claim/guess"))
+        assert (await client.post(REGISTER, json=agent_body())).status_code == 201  # another budget
 
 
 async def test_disabled_rate_limits(sqlite_url: str, tmp_root: Any) -> None:

@@ -14,7 +14,7 @@ from callboard_core.agents import schemas as agent_schemas
 from callboard_core.agents import service as agents
 from callboard_core.agents.models import Agent, AgentCapability, AgentHeartbeat, AgentStatus, ClaimStatus
 from callboard_core.api_keys import service as api_keys
-from callboard_core.errors import Conflict, ValidationFailed
+from callboard_core.errors import ValidationFailed
 from callboard_core.principals import Actor
 
 # Body field -> model column, where they differ.
@@ -90,8 +90,7 @@ async def update(
         await agents.set_capabilities(session, agent, data.pop("capabilities") or [])
     handle = data.pop("handle", None)
     if handle is not None and handle != agent.handle:
-        if (await session.execute(select(Agent.id).where(Agent.handle == handle))).first() is not None:
-            raise Conflict(f"The handle '{handle}' is taken.", code="handle_taken")
+        await agents.check_handle_free(session, handle)
         agent.handle = handle
     for field, value in data.items():
         setattr(agent, _COLUMN.get(field, field), value)

@@ -14,8 +14,8 @@ from callboard_core.api_keys import service as api_keys
 from callboard_core.api_keys.models import ApiKey
 from callboard_core.api_keys.schemas import ApiKeyCreate, ApiKeyCreated, ApiKeyInfo, ApiKeyList, ApiKeyRevoked
 from callboard_core.audit import service as audit
-from callboard_core.errors import Conflict, NotFound
-from callboard_core.principals import Actor
+from callboard_core.errors import Conflict, Forbidden, NotFound
+from callboard_core.principals import Actor, KeyPrincipal
 
 
 async def info(session: AsyncSession, keys: Sequence[ApiKey]) -> list[ApiKeyInfo]:
@@ -112,10 +112,22 @@ async def list_for_key(session: AsyncSession, actor: Actor) -> ApiKeyList:
     return ApiKeyList(keys=await info(session, keys))
 
 
+def _own_agent_only(caller: KeyPrincipal, agent_id: str | None) -> None:
+    """An agent's key manages its own agent's keys only: a compromised worker runtime must not mint itself
+    a key of its owner's requester, or revoke its siblings'. The owner (session, or an owner-level key)
+    manages them all."""
+    if caller.agent_id is not None and agent_id != caller.agent_id:
+        raise Forbidden(
+            "An agent's key manages only its own agent's keys; ask your owner to manage the keys of their "
+            "other agents from the dashboard.",
+            code="not_this_agents_key",
+        )
+
+
 async def create_for_key(session: AsyncSession, actor: Actor, body: ApiKeyCreate) -> ApiKeyCreated:
-    """A new key, for the calling agent by default or another agent of the same owner; the scopes are
-    read+write by default and never more than the caller's own (403 scope_escalation). An owner-level key
-    may call it."""
+    """A new key for the calling agent; the scopes are read+write by default and never more than the caller's
+    own (403 scope_escalation). An owner-level key may call it, for any agent of its owner (agentId) or an
+    owner-level key; an agent's key naming another agent is 403 not_this_agents_key."""
     caller = actor.require_key()
     scopes = api_keys.check_scopes(body.scopes, default=api_keys.READ_WRITE, ceiling=caller.scopes)
     agent_id = body.agent_id or caller.agent_id
@@ -125,7 +137,8 @@ async def create_for_key(session: AsyncSession, actor: Actor, body: ApiKeyCreate
             if agent is None or agent.deleted_at is not None:
                 raise NotFound("No such agent.", code="agent_not_found")
         else:
-            await mintable_agent(session, agent_id, caller.owner_id)
+            await mintable_agent(session, agent_id, caller.owner_id)  # another owner's agent: 404 first
+    _own_agent_only(caller, agent_id)
     actor_type, actor_id = actor.audit
     return await mint(
         session,
@@ -173,9 +186,11 @@ async def _revoke(session: AsyncSession, key: ApiKey, actor: Actor) -> ApiKeyRev
 
 
 async def revoke_for_key(session: AsyncSession, actor: Actor, key_id: str) -> ApiKeyRevoked:
-    """A key of the calling key's owner (or the calling key itself); an owner-level key may call it."""
+    """A key of the calling agent (the calling key itself included); an owner-level key may revoke any key of
+    its owner. Another owner's key is 404; a sibling agent's or an owner-level key is 403 for an agent's."""
     caller = actor.require_key()
     key = await api_keys.get_visible(session, key_id, owner_id=caller.owner_id, agent_id=caller.agent_id)
+    _own_agent_only(caller, key.agent_id)
     return await _revoke(session, key, actor)
 
 

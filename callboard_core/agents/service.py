@@ -13,8 +13,8 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from callboard_core import clock, states
+from callboard_core.agents import handles, presence, reputation
 from callboard_core.agents import keys as agent_keys
-from callboard_core.agents import presence, reputation
 from callboard_core.agents import schemas as agent_schemas
 from callboard_core.agents.models import (
     Agent,
@@ -221,17 +221,26 @@ async def _handle_taken(session: AsyncSession, handle: str) -> bool:
     return (await session.execute(select(Agent.id).where(Agent.handle == handle))).first() is not None
 
 
+async def check_handle_free(session: AsyncSession, handle: str) -> None:
+    """422 for a reserved handle, 409 for one another agent holds."""
+    handles.check(handle)
+    if await _handle_taken(session, handle):
+        raise Conflict(f"The handle '{handle}' is taken.", code="handle_taken")
+
+
 async def choose_handle(session: AsyncSession, requested: str | None, name: str) -> str:
+    """The requested handle (refused when reserved or taken), else one made from the name."""
     if requested:
-        if await _handle_taken(session, requested):
-            raise Conflict(f"The handle '{requested}' is taken.", code="handle_taken")
+        await check_handle_free(session, requested)
         return requested
     base = _slugify(name)
-    if not await _handle_taken(session, base):
+    if not handles.is_reserved(base) and not await _handle_taken(session, base):
         return base
+    if handles.is_reserved(base):
+        base = f"agent-{base}"[:30]
     for _ in range(10):
         candidate = f"{base[:33]}-{random_string(6)}"
-        if not await _handle_taken(session, candidate):
+        if not handles.is_reserved(candidate) and not await _handle_taken(session, candidate):
             return candidate
     raise Conflict("Could not find a free handle; pass one explicitly.", code="handle_taken")
 

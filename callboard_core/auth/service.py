@@ -22,8 +22,8 @@ from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from callboard_core import clock
+from callboard_core.auth import revocation, sessions
 from callboard_core.auth import schemas as auth_schemas
-from callboard_core.auth import sessions
 from callboard_core.auth.models import MagicLink, UserSession
 from callboard_core.config import Settings
 from callboard_core.errors import (
@@ -321,6 +321,7 @@ async def _owns_session(session: AsyncSession, token: str | None, user_id: str) 
 async def verify_magic_link(
     session: AsyncSession,
     settings: Settings,
+    mailer: Mailer,
     token: str,
     *,
     previous_token: str | None = None,
@@ -328,7 +329,9 @@ async def verify_magic_link(
     user_agent: str | None = None,
 ) -> SignIn:
     """Consume a magic link (once), mark the email verified, create the account of a sign-up link, and
-    start a session (rotating the browser's previous one)."""
+    start a session (rotating the browser's previous one). A first verification from a browser that is not
+    the password setter's clears that password, ends its sessions and revokes whatever the account held
+    (`auth.revocation`), telling the owner by mail."""
     now = clock.now()
     row = (
         (
@@ -378,6 +381,9 @@ async def verify_magic_link(
             # Whoever set this password never proved the address: it is not the owner's.
             user.password_hash = None
             await sessions.revoke_all(session, user.id)
+            revoked = await revocation.revoke_unverified_grants(session, user)
+            if revoked:
+                await revocation.tell_owner(session, mailer, user, revoked)
         user.email_verified_at = now
     await session.flush()
     return await _start(
@@ -423,6 +429,7 @@ def _email_or_field_error(value: str, field: str) -> str:
 async def password_login(
     session: AsyncSession,
     settings: Settings,
+    mailer: Mailer,
     body: auth_schemas.PasswordLoginRequest,
     *,
     previous_token: str | None = None,
@@ -430,7 +437,9 @@ async def password_login(
     user_agent: str | None = None,
 ) -> SignIn:
     """Sign in with a password. With legal acceptance, a first password may be set: for a new email (the
-    account is created, unverified) or for an account that has neither a password nor a verified email."""
+    account is created, unverified) or for an account that has neither a password nor a verified email.
+    Such an account can sign in but do nothing that matters until its address is verified, so a link that
+    verifies it is mailed at once."""
     accepted = _accepted(settings, body.legal_acceptance)
     user = await users.get_by_identifier(session, body.identifier)
     if user is not None and user.password_hash:
@@ -451,6 +460,9 @@ async def password_login(
             user.password_hash = password_hash
         _record_consent(session, settings, user.id, ip=ip, user_agent=user_agent)
         await session.flush()
+        await issue_magic_link(
+            session, settings, mailer, email=user.email, user_id=user.id, purpose=VERIFY_EMAIL
+        )
     else:
         await passwords.verify_password(None, body.password)  # the same time as a wrong password
         raise _invalid_credentials()
@@ -474,7 +486,8 @@ async def dev_login(
     email = users.normalize_email(body.email)
     user = await users.get_by_email(session, email)
     if user is None:
-        user = await users.create_with_password(session, email=email, password=body.password)
+        # Development only: the developer vouches for the address.
+        user = await users.create_with_password(session, email=email, password=body.password, verified=True)
     elif (
         not await passwords.verify_password(user.password_hash, body.password)
         or user.status != UserStatus.ACTIVE
@@ -592,7 +605,7 @@ async def sign_in_with_form(
             {"identifier": form.identifier, "password": form.password, "legalAcceptance": legal},
         )
         signed_in = await password_login(
-            session, settings, login, previous_token=previous_token, ip=ip, user_agent=user_agent
+            session, settings, mailer, login, previous_token=previous_token, ip=ip, user_agent=user_agent
         )
         return FormSignIn(next_url=next_url, signed_in=signed_in)
     link = _form_body(

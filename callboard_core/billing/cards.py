@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import logging
 from typing import Any
-from urllib.parse import urlsplit
 
 from sqlalchemy import or_, select, update
 from sqlalchemy.exc import IntegrityError
@@ -35,10 +34,11 @@ from callboard_core.billing.schemas import (
 )
 from callboard_core.config import Settings
 from callboard_core.db import Database
-from callboard_core.errors import CallboardError, NotFound, field_error
+from callboard_core.errors import CallboardError, NotFound
 from callboard_core.ids import new_id
 from callboard_core.principals import Actor
 from callboard_core.processor.port import CardSetup, PaymentMethodInfo, PaymentProcessor, ProcessorEvent
+from callboard_core.security.site_urls import return_url_or_default
 from callboard_core.users.models import User
 
 log = logging.getLogger("callboard.billing")
@@ -48,23 +48,6 @@ SETUP_ROUTE = "POST /me/billing/payment-methods"
 
 def customer_key(user_id: str) -> str:
     return f"customer:{user_id}"
-
-
-def return_url_or_default(settings: Settings, url: str | None, field: str = "returnUrl") -> str:
-    """Where a hosted page sends the owner back: a URL on one of this site's origins (never elsewhere: the
-    processor's page must not become an open redirect); none given, the site's home."""
-    if url is None:
-        return settings.base_url.rstrip("/") + "/"
-    parts = urlsplit(url)
-    origin = f"{parts.scheme}://{parts.netloc}".lower()
-    if parts.scheme not in ("http", "https") or origin not in settings.origins:
-        raise field_error(
-            field,
-            f"{field} must be a URL on this site ({sorted(settings.origins)[0]}): the payment page sends you "
-            "back there.",
-            "untrusted_return_url",
-        )
-    return url
 
 
 def card_not_found(pm_id: str) -> NotFound:

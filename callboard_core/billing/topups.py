@@ -5,10 +5,11 @@
 by `request_key`), then asks the processor for a checkout with the key `topup:<topup id>`, so a retry gets
 the same checkout whatever happened before; the write step records the checkout on the row.
 
-Money enters the ledger only from the processor's reports, always as
-`ledger.top_up(key="topup:<payment intent id>")`: `checkout.session.completed` (payment mode, paid) and
-`payment_intent.succeeded` both credit, converging on that key, so the balance grows once however many
-reports arrive, and the row moves to SUCCEEDED by compare-and-set. `payment_intent.payment_failed` marks
+Money enters the ledger only from the processor's reports: `checkout.session.completed` (payment mode,
+paid) and `payment_intent.succeeded` both report a top-up. The first report from the top-up owner's
+customer moves the row to SUCCEEDED by compare-and-set and only that move's winner credits
+(`ledger.top_up(key="topup:<topup id>")`), so the balance grows once per top-up however many reports, replays
+or payments name it. `payment_intent.payment_failed` marks
 the row FAILED (the checkout stays open: paying with another card still succeeds it). Auto top-ups
 (`payment_intent` metadata `{"purpose": "autotopup", "userId": …}`, charged off-session by paid publish)
 credit the same way; a declined one turns the owner's auto top-up off with the reason.
@@ -26,7 +27,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from callboard_core import states
 from callboard_core.billing import service as billing
-from callboard_core.billing.cards import ensure_customer, return_url_or_default
+from callboard_core.billing.cards import ensure_customer
 from callboard_core.billing.models import TOPUP_MOVES, TopUp, TopUpStatus
 from callboard_core.billing.schemas import TopUpBody, TopUpStarted
 from callboard_core.config import Settings
@@ -36,6 +37,7 @@ from callboard_core.ledger import service as ledger
 from callboard_core.ledger.models import Currency
 from callboard_core.principals import Actor
 from callboard_core.processor.port import Checkout, PaymentProcessor, ProcessorEvent
+from callboard_core.security.site_urls import return_url_or_default
 
 log = logging.getLogger("callboard.billing")
 
@@ -121,11 +123,23 @@ async def record_checkout(session: AsyncSession, topup_id: str, checkout: Checko
 
 
 async def _credit_topup(
-    session: AsyncSession, topup_id: Any, payment_intent_id: str, paid_cents: int
+    session: AsyncSession, topup_id: Any, payment_intent_id: str, paid_cents: int, customer_id: Any
 ) -> None:
+    """Credit a top-up once: the row moves to SUCCEEDED by compare-and-set first, and only the move's winner
+    posts the credit, keyed on the top-up (`topup:<topup id>`). A payment from another customer than the
+    top-up owner's, or a second payment naming a credited top-up, credits nothing."""
     row = await session.get(TopUp, topup_id) if isinstance(topup_id, str) else None
     if row is None:
         log.warning("payment %s names an unknown top-up %r; ignored", payment_intent_id, topup_id)
+        return
+    profile = await billing.find(session, row.user_id)
+    if profile is None or not customer_id or profile.processor_customer_id != customer_id:
+        log.error(
+            "payment %s (customer %r) names top-up %s of another customer; not credited",
+            payment_intent_id,
+            customer_id,
+            row.id,
+        )
         return
     if paid_cents != row.amount_cents:
         log.error(
@@ -135,23 +149,33 @@ async def _credit_topup(
             row.id,
             row.amount_cents,
         )
-    txn = await ledger.top_up(
-        session,
-        user_id=row.user_id,
-        amount_cents=row.amount_cents,
-        processor_ref=payment_intent_id,
-        key=f"topup:{payment_intent_id}",
-    )
-    await states.compare_and_set(
+    moved = await states.compare_and_set(
         session,
         TopUp,
         row.id,
         TOPUP_MOVES,
         TopUpStatus.SUCCEEDED,
         payment_intent_id=payment_intent_id,
-        ledger_transaction_id=txn.id,
         failure_code=None,
     )
+    if moved is None:
+        if row.payment_intent_id != payment_intent_id:
+            log.error(
+                "top-up %s was credited by payment %s; payment %s for it is not credited (refund it)",
+                row.id,
+                row.payment_intent_id,
+                payment_intent_id,
+            )
+        return
+    txn = await ledger.top_up(
+        session,
+        user_id=row.user_id,
+        amount_cents=row.amount_cents,
+        processor_ref=payment_intent_id,
+        key=f"topup:{row.id}",
+    )
+    moved.ledger_transaction_id = txn.id
+    await session.flush()
 
 
 async def _credit_autotopup(session: AsyncSession, pi: dict[str, Any]) -> None:
@@ -189,7 +213,8 @@ async def on_checkout_completed(session: AsyncSession, event: ProcessorEvent) ->
         return
     pi = cs["payment_intent"]
     pi_id = pi["id"] if isinstance(pi, dict) else str(pi)
-    await _credit_topup(session, metadata.get("topupId"), pi_id, int(cs.get("amount_total") or 0))
+    paid = int(cs.get("amount_total") or 0)
+    await _credit_topup(session, metadata.get("topupId"), pi_id, paid, cs.get("customer"))
 
 
 async def on_payment_succeeded(session: AsyncSession, event: ProcessorEvent) -> None:
@@ -197,7 +222,7 @@ async def on_payment_succeeded(session: AsyncSession, event: ProcessorEvent) -> 
     metadata = pi.get("metadata") or {}
     if metadata.get("purpose") == PURPOSE_TOPUP:
         paid = int(pi.get("amount_received") or pi.get("amount") or 0)
-        await _credit_topup(session, metadata.get("topupId"), str(pi["id"]), paid)
+        await _credit_topup(session, metadata.get("topupId"), str(pi["id"]), paid, pi.get("customer"))
     elif metadata.get("purpose") == PURPOSE_AUTOTOPUP:
         await _credit_autotopup(session, pi)
 

@@ -194,6 +194,10 @@ async def apply(
             next_action=step(Act.READ_JOB, "Your application and slot on this job.", job_id=job.id),
         )
     if job.status != JobStatus.ADMISSION_OPEN:
+        # A job out of admission is visible only to those taking part (worker_job_view): to anyone else
+        # it is a 404 here too, never a hint that it exists.
+        if job.direct_hire_worker_agent_id != worker.id and not await _invited(session, job.id, worker.id):
+            raise NotFound("No such job.", code="job_not_found")
         raise Conflict(
             "Admission to this job is closed.",
             code="admission_closed",
@@ -363,6 +367,15 @@ async def get_slot(session: AsyncSession, actor: Actor, slot_id: str) -> job_sch
 # --- the job as a worker sees it -----------------------------------------------------------------
 
 
+async def _invited(session: AsyncSession, job_id: str, agent_id: str) -> bool:
+    found = await session.scalars(
+        select(JobInvitation.id).where(
+            JobInvitation.job_id == job_id, JobInvitation.worker_agent_id == agent_id
+        )
+    )
+    return found.first() is not None
+
+
 async def worker_job_view(session: AsyncSession, actor: Actor, job_id: str) -> job_schemas.WorkerJobView:
     """The preview for any open job; the whole job (brief included) once the caller acknowledged a slot.
     The requester sees its whole job. Anything else is a 404."""
@@ -389,17 +402,7 @@ async def worker_job_view(session: AsyncSession, actor: Actor, job_id: str) -> j
                 .limit(1)
             )
         ).one_or_none()
-    invited = (
-        agent_id is not None
-        and (
-            await session.scalars(
-                select(JobInvitation.id).where(
-                    JobInvitation.job_id == job.id, JobInvitation.worker_agent_id == agent_id
-                )
-            )
-        ).first()
-        is not None
-    )
+    invited = agent_id is not None and await _invited(session, job.id, agent_id)
     discoverable = (
         job.status == JobStatus.ADMISSION_OPEN
         and not job.is_starter

@@ -461,6 +461,7 @@ async def prepare_publish(
     assert requester is not None
     require_can_work(requester, role="requester")
     _check_schedule(job, clock.now(), publishing=True)
+    payments.check_reward(job, settings.min_paid_reward_cents)
     funding = await payments.prepare(session, db, processor, settings.platform_fee_bps, actor, job)
     return PublishPrep(hashed, funding)
 
@@ -484,6 +485,7 @@ async def publish(
     require_can_work(requester, role="requester")
     now = clock.now()
     _check_schedule(job, now, publishing=True)
+    payments.check_reward(job, settings.min_paid_reward_cents)
     payment = await payments.secure(session, settings.platform_fee_bps, actor, job, prepared.funding)
     fee = payment.fee_cents if payment is not None else None
     await files.verify_all(session, blobs, await files.list_for_job(session, job.id), prepared.hashed)

@@ -34,7 +34,7 @@ from callboard_core.agents.models import Agent
 from callboard_core.billing import service as billing
 from callboard_core.billing.models import BuyerProfile
 from callboard_core.db import Database
-from callboard_core.errors import Conflict, NotFound, PaymentNotReady
+from callboard_core.errors import Conflict, NotFound, PaymentNotReady, field_error
 from callboard_core.guidance import Act, step
 from callboard_core.ids import new_id
 from callboard_core.jobs.models import Job
@@ -64,8 +64,20 @@ CODES = (
 
 def fee_for(pay_cents: int, bps: int) -> int:
     """The platform fee on `pay_cents` at `bps` basis points, whole cents rounded half up
-    (1000 bps: 1005 -> 101, 1004 -> 100)."""
-    return (pay_cents * bps + 5000) // 10000
+    (1000 bps: 1005 -> 101, 1004 -> 100), and never below one cent when there is a fee at all."""
+    if pay_cents <= 0 or bps <= 0:
+        return 0
+    return max(1, (pay_cents * bps + 5000) // 10000)
+
+
+def check_reward(job: Job, min_paid_reward_cents: int) -> None:
+    """A paid job's reward is at least the minimum (422 `reward_below_minimum`); 0 is a free job."""
+    if 0 < job.reward_amount_cents < min_paid_reward_cents:
+        raise field_error(
+            "rewardAmountCents",
+            f"A paid job's reward is at least {min_paid_reward_cents} cents; raise it, or set 0 for a free job.",
+            "reward_below_minimum",
+        )
 
 
 def _owner_confirms(actor: Actor) -> bool:

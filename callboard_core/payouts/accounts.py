@@ -39,6 +39,7 @@ from callboard_core.payouts.schemas import (
 from callboard_core.payouts.states import PAYOUT_MOVES, PayoutStatus
 from callboard_core.principals import Actor
 from callboard_core.processor import AccountStatus, PaymentProcessor, ProcessorEvent
+from callboard_core.security.site_urls import return_url_or_default
 from callboard_core.users import service as users
 
 RECENT_PAYOUTS = 20
@@ -96,6 +97,12 @@ async def ensure(session: AsyncSession, holder: Holder) -> PayoutAccount:
             raise
         return existing
     return row
+
+
+async def find_by_processor_id(session: AsyncSession, processor_account_id: str) -> PayoutAccount | None:
+    return await session.scalar(
+        select(PayoutAccount).where(PayoutAccount.processor_account_id == processor_account_id)
+    )
 
 
 async def ready_account(session: AsyncSession, user_id: str, agent_id: str | None) -> PayoutAccount | None:
@@ -254,12 +261,13 @@ async def on_bank_payout(session: AsyncSession, event: ProcessorEvent) -> None:
 
 @dataclass(frozen=True)
 class PreparedLink:
-    """What the prepare step got from the processor, for the write step to record."""
+    """What the prepare step got from the processor, for the write step to record. No `url` for an agent's
+    key: the processor's onboarding URL goes to the owner's session only (see `prepare_link`)."""
 
     account_row_id: str
     processor_account_id: str
-    url: str
-    expires_at: datetime
+    url: str | None
+    expires_at: datetime | None
 
 
 async def processor_account(
@@ -288,13 +296,17 @@ async def prepare_link(
     agent_id: str | None,
     body: OnboardingLinkBody | None,
 ) -> PreparedLink:
-    """The prepare step of an onboarding link: the account and a fresh hosted onboarding link."""
+    """The prepare step of an onboarding link: the account, and for the owner's session a fresh hosted
+    onboarding link returning to this site. Whoever opens the processor's link chooses the bank account the
+    owner's earnings go to, so an agent's key never gets one: its write step hands out a setup link that
+    only the signed-in owner can complete (`setup_links.service.agent_payout_link`)."""
     holder = await holder_for(session, actor, agent_id)
+    return_url = return_url_or_default(settings, body.return_url if body else None, "returnUrl")
+    refresh_url = return_url_or_default(settings, body.refresh_url if body else None, "refreshUrl")
     row_id, account_id = await processor_account(session, db, processor, holder)
-    home = settings.base_url.rstrip("/") + "/"
-    link = await processor.create_account_link(
-        account_id, (body and body.return_url) or home, (body and body.refresh_url) or home
-    )
+    if actor.user_id is None:
+        return PreparedLink(row_id, account_id, None, None)
+    link = await processor.create_account_link(account_id, return_url, refresh_url)
     return PreparedLink(row_id, account_id, link.url, link.expires_at)
 
 
@@ -319,6 +331,7 @@ async def onboarding_link(
     """Record the account the prepare step made and answer with its onboarding link."""
     holder = await holder_for(session, actor, agent_id)  # still the actor's (nothing moved in between)
     await record_account(session, prepared.account_row_id, prepared.processor_account_id)
+    assert prepared.url is not None and prepared.expires_at is not None, "the owner's session only"
     return OnboardingLink(
         agent_id=holder.agent_id,
         processor_account_id=prepared.processor_account_id,

@@ -137,8 +137,12 @@ class SandboxProcessor:
 
     # Storage -------------------------------------------------------------------------------------------
 
-    async def _get(self, session: AsyncSession, kind: str, object_id: str) -> dict[str, Any]:
-        row = await session.get(SandboxObject, object_id)
+    async def _get(
+        self, session: AsyncSession, kind: str, object_id: str, *, lock: bool = False
+    ) -> dict[str, Any]:
+        """The object; `lock`: its row locked until the transaction ends (PostgreSQL; SQLite's write
+        transactions are serial already), read afresh, so a check on it holds until commit."""
+        row = await session.get(SandboxObject, object_id, with_for_update=lock, populate_existing=lock)
         if row is None or row.type != kind:
             raise object_missing(kind.replace("_", " "), object_id)
         return dict(row.data)
@@ -475,11 +479,17 @@ class SandboxProcessor:
             latest_charge=charge["id"],
             last_payment_error=None,
         )
+        cs = None
+        if pi.get("_checkout_session"):
+            # A checkout is paid once: a second payment started on its page (one waiting for
+            # authentication) cannot complete it again.
+            cs = await self._get(session, "checkout.session", pi["_checkout_session"], lock=True)
+            if cs["status"] != "open":
+                raise Conflict("This checkout was already completed.", code="checkout_not_open")
         await self._put(session, charge)
         await self._put(session, pi)
         await self._emit(session, "payment_intent.succeeded", pi)
-        if pi.get("_checkout_session"):
-            cs = await self._get(session, "checkout.session", pi["_checkout_session"])
+        if cs is not None:
             cs.update(status="complete", payment_status="paid", payment_intent=pi["id"])
             await self._put(session, cs)
             await self._emit(session, "checkout.session.completed", cs)
@@ -489,7 +499,8 @@ class SandboxProcessor:
         `checkout.session.completed`), declined (the session stays open), or waiting for action."""
 
         async def work(session: AsyncSession) -> PageOutcome:
-            cs = await self._get(session, "checkout.session", checkout_id)
+            # Locked: twenty submissions of one page at once complete it once.
+            cs = await self._get(session, "checkout.session", checkout_id, lock=True)
             if cs["mode"] != "payment":
                 raise object_missing("checkout", checkout_id)
             if cs["status"] != "open":

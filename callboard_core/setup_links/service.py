@@ -25,6 +25,7 @@ from callboard_core.config import Settings
 from callboard_core.db import Database
 from callboard_core.errors import Forbidden, Gone, NotFound
 from callboard_core.payouts import accounts as payout_accounts
+from callboard_core.payouts.schemas import OnboardingLink
 from callboard_core.principals import Actor
 from callboard_core.processor import PaymentProcessor, ProcessorEvent
 from callboard_core.security import tokens
@@ -71,9 +72,15 @@ def _view(link: SetupLink, url: str | None = None) -> SetupLinkView:
 
 
 async def create(
-    session: AsyncSession, settings: Settings, actor: Actor, body: SetupLinkCreate
+    session: AsyncSession,
+    settings: Settings,
+    actor: Actor,
+    body: SetupLinkCreate,
+    *,
+    processor_account_id: str | None = None,
 ) -> SetupLinkView:
-    """A new link for the calling agent's owner; its URL is in this answer only."""
+    """A new link for the calling agent's owner; its URL is in this answer only. A PAYOUT link onboards the
+    owner's own payout account, or the account `processor_account_id` names (the agent's own)."""
     agent = await agents.get_live(session, actor.require_agent())
     if agent.owner_id is None:
         raise Forbidden(
@@ -90,6 +97,7 @@ async def create(
         code_hash=tokens.hash_token(code),
         expires_at=clock.now() + SETUP_LINK_TTL,
         start_count=0,
+        processor_account_id=processor_account_id,
     )
     session.add(link)
     await session.flush()
@@ -175,8 +183,16 @@ async def prepare_start(
     number = link.start_count + 1
     home = settings.base_url.rstrip("/") + "/"
     if link.kind == SetupLinkKind.PAYOUT:
-        holder = payout_accounts.Holder(link.user_id)
-        row_id, account_id = await payout_accounts.processor_account(session, db, processor, holder)
+        # The account the link names (an agent's own, or the owner's after a first start), if it is still
+        # this owner's; else the owner's own.
+        named = link.processor_account_id and await payout_accounts.find_by_processor_id(
+            session, link.processor_account_id
+        )
+        if named and named.user_id == link.user_id and named.processor_account_id:
+            row_id, account_id = named.id, named.processor_account_id
+        else:
+            holder = payout_accounts.Holder(link.user_id)
+            row_id, account_id = await payout_accounts.processor_account(session, db, processor, holder)
         account_link = await processor.create_account_link(account_id, home, home)
         return PreparedStart(link.id, number, account_link.url, account_id, payout_account_row_id=row_id)
     setup = await cards.begin_card_setup(processor, db, settings, link.user_id, return_url=home)
@@ -253,3 +269,35 @@ async def on_setup_succeeded(session: AsyncSession, event: ProcessorEvent) -> No
         match = SetupLinkStart.setup_intent_id == object_id
     ids = await session.scalars(select(SetupLinkStart.setup_link_id).where(match))
     await _complete(session, list(ids))
+
+
+# --- an agent's payout onboarding ------------------------------------------------------------------
+
+
+async def agent_payout_link(
+    session: AsyncSession,
+    settings: Settings,
+    actor: Actor,
+    agent_id: str,
+    prepared: payout_accounts.PreparedLink,
+) -> OnboardingLink:
+    """`POST /agents/{agentId}/processor/onboarding-link` by the agent's key: the agent's payout account
+    (made by the prepare step) and a PAYOUT setup link for it, which only the signed-in owner can start.
+    The processor's own onboarding URL is never handed to a key (whoever opens it decides where the owner's
+    earnings are paid)."""
+    holder = await payout_accounts.holder_for(session, actor, agent_id)
+    await payout_accounts.record_account(session, prepared.account_row_id, prepared.processor_account_id)
+    link = await create(
+        session,
+        settings,
+        actor,
+        SetupLinkCreate(kind=SetupLinkKind.PAYOUT),
+        processor_account_id=prepared.processor_account_id,
+    )
+    assert link.url is not None
+    return OnboardingLink(
+        agent_id=holder.agent_id,
+        processor_account_id=prepared.processor_account_id,
+        url=link.url,
+        expires_at=link.expires_at,
+    )

@@ -6,6 +6,7 @@ from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from callboard_core import clock
 from callboard_core.errors import Conflict, NotFound, field_error
 from callboard_core.security import passwords
 from callboard_core.security.permissions import Role
@@ -51,8 +52,17 @@ async def create(
     name: str | None = None,
     role: str = Role.USER,
     password_hash: str | None = None,
+    verified: bool = False,
 ) -> User:
-    user = User(email=normalize_email(email), name=name, role=Role(role), password_hash=password_hash)
+    """A new account. `verified`: someone vouches for the address (the operator's `callboard users create`,
+    a development dev-login); otherwise it stays unverified until a magic link is opened."""
+    user = User(
+        email=normalize_email(email),
+        name=name,
+        role=Role(role),
+        password_hash=password_hash,
+        email_verified_at=clock.now() if verified else None,
+    )
     try:
         async with session.begin_nested():
             session.add(user)
@@ -63,11 +73,22 @@ async def create(
 
 
 async def create_with_password(
-    session: AsyncSession, *, email: str, password: str, role: str = Role.USER, name: str | None = None
+    session: AsyncSession,
+    *,
+    email: str,
+    password: str,
+    role: str = Role.USER,
+    name: str | None = None,
+    verified: bool = False,
 ) -> User:
     check_password_strength(password)
     return await create(
-        session, email=email, name=name, role=role, password_hash=await passwords.hash_password(password)
+        session,
+        email=email,
+        name=name,
+        role=role,
+        password_hash=await passwords.hash_password(password),
+        verified=verified,
     )
 
 

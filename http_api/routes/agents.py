@@ -30,9 +30,7 @@ async def register_agent(ctx: RequestContext) -> agent_schemas.AgentRegistered:
     return await agents.register(ctx.session, ctx.core.settings, ctx.body)
 
 
-@routes.get(
-    "/api/v2/claim/{code}", auth=AuthKind.PUBLIC, response=agent_schemas.ClaimPreview, rate_limit=PUBLIC
-)
+@routes.get("/api/v2/claim/{code}", auth=AuthKind.PUBLIC, response=agent_schemas.ClaimPreview)
 async def claim_preview(ctx: RequestContext) -> agent_schemas.ClaimPreview:
     """Preview the agent behind a claim link."""
     return await agents.claim_preview(ctx.session, ctx.params["code"])

@@ -81,6 +81,7 @@ async def verify(ctx: RequestContext) -> auth_schemas.SignedIn:
     signed_in = await auth.verify_magic_link(
         ctx.session,
         ctx.core.settings,
+        ctx.core.mailer,
         ctx.body.token,
         previous_token=previous_token(ctx),
         ip=ctx.client_ip,
@@ -108,6 +109,7 @@ async def password_login(ctx: RequestContext) -> auth_schemas.SignedIn:
     signed_in = await auth.password_login(
         ctx.session,
         ctx.core.settings,
+        ctx.core.mailer,
         ctx.body,
         previous_token=previous_token(ctx),
         ip=ctx.client_ip,
@@ -147,7 +149,7 @@ async def legal_versions(ctx: RequestContext) -> auth_schemas.LegalVersions:
     return auth.legal_versions(ctx.core.settings)
 
 
-@routes.get("/auth/me", auth=AuthKind.SESSION, response=UserEnvelope)
+@routes.get("/auth/me", auth=AuthKind.SESSION, response=UserEnvelope, unverified_ok=True)
 async def me(ctx: RequestContext) -> UserEnvelope:
     """The signed-in user; 401 without a session."""
     return await auth.me(ctx.session, ctx.actor)
@@ -158,6 +160,7 @@ async def me(ctx: RequestContext) -> UserEnvelope:
     auth=AuthKind.SESSION,
     body=auth_schemas.OnboardingProfileUpdate,
     response=UserEnvelope,
+    unverified_ok=True,
 )
 async def onboarding_profile(ctx: RequestContext) -> UserEnvelope:
     """Set name and onboarding profile fields (only those sent change); returns the user."""
@@ -165,7 +168,11 @@ async def onboarding_profile(ctx: RequestContext) -> UserEnvelope:
 
 
 @routes.post(
-    "/auth/password", auth=AuthKind.SESSION, body=auth_schemas.PasswordChange, response=StatusResponse
+    "/auth/password",
+    auth=AuthKind.SESSION,
+    body=auth_schemas.PasswordChange,
+    response=StatusResponse,
+    unverified_ok=True,
 )
 async def change_password(ctx: RequestContext) -> StatusResponse:
     """Set the signed-in user's password; the user's other sessions end."""
@@ -174,7 +181,9 @@ async def change_password(ctx: RequestContext) -> StatusResponse:
     )
 
 
-@routes.post("/auth/logout", auth=AuthKind.SESSION, response=StatusResponse, idempotent=False)
+@routes.post(
+    "/auth/logout", auth=AuthKind.SESSION, response=StatusResponse, idempotent=False, unverified_ok=True
+)
 async def logout(ctx: RequestContext) -> StatusResponse:
     """End every live session of the user and clear the cookie."""
     ctx.cookies.append(Cookie(COOKIE_NAME, delete=True))

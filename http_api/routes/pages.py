@@ -18,7 +18,7 @@ from callboard_core.auth import sessions
 from callboard_core.principals import Actor
 from callboard_core.ratelimit import SIGNIN
 from callboard_core.users import service as users
-from http_api.auth import check_origin, optional_user
+from http_api.auth import check_origin, optional_user, require_verified
 from http_api.pages_support import ErrorPage, attempt, read_form, redirect, render, shows_errors
 from http_api.route_table import AuthKind, Cookie, RequestContext, RouteGroup
 from http_api.routes.auth import previous_token, set_session_cookie
@@ -148,6 +148,7 @@ async def magic_continue(ctx: RequestContext) -> Response:
         lambda: auth.verify_magic_link(
             ctx.session,
             ctx.core.settings,
+            ctx.core.mailer,
             form.get("token", ""),
             previous_token=previous_token(ctx),
             ip=ctx.client_ip,
@@ -187,6 +188,7 @@ async def claim_submit(ctx: RequestContext) -> Response:
     if principal is None:
         return redirect(login_url(f"/claim/{code}"))
     check_origin(ctx.request, ctx.core, required=True)
+    require_verified(principal)
     result = await attempt(ctx, lambda: agents.claim(ctx.session, Actor.of_user(principal), code))
     return render(
         ctx,

@@ -9,7 +9,7 @@ from starlette.responses import Response
 from callboard_core.errors import CallboardError
 from callboard_core.principals import Actor
 from callboard_core.setup_links import service as setup_links
-from http_api.auth import check_origin, optional_user
+from http_api.auth import check_origin, optional_user, require_verified
 from http_api.pages_support import ErrorPage, attempt, redirect, render, shows_errors
 from http_api.route_table import AuthKind, RequestContext, RouteGroup
 from http_api.routes.pages import login_url
@@ -43,6 +43,7 @@ async def _prepare(ctx: RequestContext) -> tuple[Actor | None, object]:
     actor = Actor.of_user(principal)
     try:
         check_origin(ctx.request, ctx.core, required=True)
+        require_verified(principal)
         core = ctx.core
         prepared = await setup_links.prepare_start(
             ctx.session, core.db, core.processor, core.settings, actor, ctx.params["code"]
