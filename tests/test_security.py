@@ -215,6 +215,12 @@ async def test_an_agent_key_alone_never_makes_a_payout_account_ready(app: Any, c
         stranger.cookies.set(COOKIE_NAME, stranger_token)
         refused = await stranger.post(setup_path)
         assert refused.status_code == 404, refused.text
+        # The account's id (the status answers it to the key) opens no hosted onboarding either: the
+        # processor's links hold a single-use secret of their own.
+        account_id = link.json()["processorAccountId"]
+        guessed = f"/sandbox/processor/onboarding/{account_id}"
+        assert (await anonymous.get(guessed)).status_code == 404
+        assert (await anonymous.post(guessed)).status_code == 404
         await deliver(core)
         status = await runtime.get(f"/agents/{agent.id}/processor/status", headers=agent.h)
         assert status.json()["processorPayoutsEnabled"] is False

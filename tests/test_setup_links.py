@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -77,7 +78,9 @@ async def test_a_payout_link_from_creation_to_completed(app: Any, core: Core) ->
     assert (await poll(app, agent, link["id"]))["status"] == "STARTED"
     # PAYOUT onboards the owner's own payout account.
     account_id = (await owner.client.get("/me/processor/status")).json()["processorAccountId"]
-    assert account_id and account_id in started.json()["url"]
+    assert account_id and "/sandbox/processor/onboarding/" in started.json()["url"]
+    page = await owner.client.get(urlsplit(started.json()["url"]).path)
+    assert page.status_code == 200 and account_id in page.text  # the hosted page is that account's
     assert await sandbox_count(core, "account") == 1
 
     await onboard_through_page(owner.client, started.json()["url"])
@@ -189,5 +192,5 @@ async def test_the_setup_page_previews_and_starts_for_the_owner(app: Any, core: 
     assert refused.status_code == 404 and "No such setup link" in refused.text
     went = await owner.client.post(path)
     assert went.status_code == 303, went.text
-    assert "/sandbox/processor/onboarding/acct_" in went.headers["location"]
+    assert "/sandbox/processor/onboarding/" in went.headers["location"]
     assert (await poll(app, agent, link["id"]))["status"] == "STARTED"

@@ -69,6 +69,12 @@ TEST_CARDS: dict[str, str | None] = {
 }
 PAGE_PREFIX = "/sandbox/processor"
 ACCOUNT_LINK_TTL = timedelta(minutes=5)
+
+
+def _account_link_id(secret: str) -> str:
+    return "acctlink_" + hashlib.sha256(secret.encode()).hexdigest()[:48]
+
+
 T = TypeVar("T")
 
 
@@ -646,35 +652,67 @@ class SandboxProcessor:
         return str(result["id"])
 
     async def create_account_link(self, account_id: str, return_url: str, refresh_url: str) -> AccountLink:
-        await self._read(lambda s: self._get(s, "account", account_id))
-        expires = clock.now() + ACCOUNT_LINK_TTL
+        """A single-use, short-lived link to the hosted onboarding, as Stripe's are: its URL holds a secret
+        (only its hash is kept), never the account id, so knowing an account's id opens nothing."""
+        secret = random_string(32)
+        expires = (clock.now() + ACCOUNT_LINK_TTL).replace(microsecond=0)
+
+        async def work(session: AsyncSession) -> None:
+            await self._get(session, "account", account_id)
+            link = {
+                "id": _account_link_id(secret),
+                "object": "account_link",
+                "account": account_id,
+                "expires_at": int(expires.timestamp()),
+                "used": False,
+            }
+            await self._put(session, link)
+
+        await self._write(work)
         # The hosted page sends the owner back to return_url (as Stripe's does): the link carries it.
         back = urlencode({"return_url": return_url, "refresh_url": refresh_url})
-        return AccountLink(
-            url=f"{self.base_url}{PAGE_PREFIX}/onboarding/{account_id}?{back}",
-            expires_at=expires.replace(microsecond=0),
-        )
+        return AccountLink(url=f"{self.base_url}{PAGE_PREFIX}/onboarding/{secret}?{back}", expires_at=expires)
 
-    async def complete_onboarding(self, account_id: str) -> AccountStatus:
-        """The owner finished the hosted onboarding: payouts are enabled (`account.updated`)."""
+    async def account_link(self, secret: str) -> str:
+        """The account a live onboarding link is for (404 for an unknown, used or expired link)."""
+        link = await self._read(lambda s: self._get(s, "account_link", _account_link_id(secret)))
+        if link["used"] or link["expires_at"] <= int(clock.now().timestamp()):
+            raise object_missing("account link", "(used or expired)")
+        return str(link["account"])
+
+    async def complete_account_link(self, secret: str) -> AccountStatus:
+        """The hosted onboarding submitted through its link: the link is spent (once, under a lock), the
+        account's onboarding completes."""
 
         async def work(session: AsyncSession) -> AccountStatus:
-            account = await self._get(session, "account", account_id)
-            previous = {
-                k: account[k]
-                for k in ("details_submitted", "charges_enabled", "payouts_enabled", "capabilities")
-            }
-            account.update(
-                details_submitted=True,
-                charges_enabled=True,
-                payouts_enabled=True,
-                capabilities={"transfers": "active"},
-            )
-            await self._put(session, account)
-            await self._emit(session, "account.updated", account, account=account_id, previous=previous)
-            return _account_status(account)
+            link = await self._get(session, "account_link", _account_link_id(secret), lock=True)
+            if link["used"] or link["expires_at"] <= int(clock.now().timestamp()):
+                raise object_missing("account link", "(used or expired)")
+            link["used"] = True
+            await self._put(session, link)
+            return await self._complete_onboarding(session, str(link["account"]))
 
         return await self._write(work)
+
+    async def complete_onboarding(self, account_id: str) -> AccountStatus:
+        """The owner finished the hosted onboarding: payouts are enabled (`account.updated`). (Tests and
+        the link's page; what Stripe's dashboard would do for an account.)"""
+        return await self._write(lambda session: self._complete_onboarding(session, account_id))
+
+    async def _complete_onboarding(self, session: AsyncSession, account_id: str) -> AccountStatus:
+        account = await self._get(session, "account", account_id)
+        previous = {
+            k: account[k] for k in ("details_submitted", "charges_enabled", "payouts_enabled", "capabilities")
+        }
+        account.update(
+            details_submitted=True,
+            charges_enabled=True,
+            payouts_enabled=True,
+            capabilities={"transfers": "active"},
+        )
+        await self._put(session, account)
+        await self._emit(session, "account.updated", account, account=account_id, previous=previous)
+        return _account_status(account)
 
     async def account_status(self, account_id: str) -> AccountStatus:
         return _account_status(await self._read(lambda s: self._get(s, "account", account_id)))

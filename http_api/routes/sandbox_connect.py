@@ -1,6 +1,7 @@
-"""The sandbox processor's hosted Connect onboarding page (`/sandbox/processor/onboarding/{accountId}`,
+"""The sandbox processor's hosted Connect onboarding page (`/sandbox/processor/onboarding/{linkSecret}`,
 the URL `SandboxProcessor.create_account_link` hands out). Served only with `CALLBOARD_PROCESSOR=sandbox`
-(404 otherwise). Like the processor's real page it is public: the link is the capability.
+(404 otherwise). Like the processor's real page it is public: the link is the capability, so its URL holds a
+single-use secret that expires in minutes, never the account id.
 
 Submitting calls the sandbox's `complete_onboarding` (which writes `account.updated` to its outbox) in the
 route's prepare step (the sandbox writes in its own transaction, so never inside ours), then redirects to
@@ -18,7 +19,7 @@ from http_api.pages_support import ErrorPage, redirect, render, shows_errors
 from http_api.route_table import AuthKind, RequestContext, RouteGroup
 
 routes = RouteGroup("sandbox")
-PATH = PAGE_PREFIX + "/onboarding/{accountId}"
+PATH = PAGE_PREFIX + "/onboarding/{linkSecret}"
 ONBOARDING_ERROR = ErrorPage("sandbox_onboarding.html")
 
 
@@ -38,8 +39,7 @@ def _back(ctx: RequestContext, name: str) -> str:
 async def sandbox_onboarding_page(ctx: RequestContext) -> Response:
     """The sandbox's hosted payout onboarding form."""
     processor = _sandbox(ctx)
-    account_id = ctx.params["accountId"]
-    await processor.account_status(account_id)  # 404 for an account the sandbox does not hold
+    account_id = await processor.account_link(ctx.params["linkSecret"])  # 404: unknown, used or expired
     query = urlencode(
         {k: v for k, v in ctx.request.query_params.items() if k in ("return_url", "refresh_url")}
     )
@@ -49,7 +49,7 @@ async def sandbox_onboarding_page(ctx: RequestContext) -> Response:
 
 async def _complete(ctx: RequestContext) -> CallboardError | None:
     try:
-        await _sandbox(ctx).complete_onboarding(ctx.params["accountId"])
+        await _sandbox(ctx).complete_account_link(ctx.params["linkSecret"])
     except CallboardError as exc:  # shown as the page's error (the prepare step renders no page)
         return exc
     return None
