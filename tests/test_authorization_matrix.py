@@ -280,6 +280,24 @@ async def test_weakest_admitted_credential_passes(world: World, route: RouteDef)
         assert not refused, f"{route_id(route)} refused an admitted credential: {response.text}"
 
 
+@pytest.mark.parametrize("route", params(lambda r: r.auth in KEY_KINDS and unsafe(r)))
+async def test_no_agent_key_gets_a_processor_hosted_page(world: World, route: RouteDef) -> None:
+    """Whoever opens the processor's hosted pages (payout onboarding, checkout, card setup) decides where an
+    owner's money comes from or goes: an agent's key gets this site's pages only (a setup link its owner
+    completes), on every key route, with the key's own objects in the path."""
+    owner = await world.actor(agent=True)
+    headers, pinned = await world.credentials(route, owner)
+    refs: dict[str, str] = {}
+    try:
+        path = await fill_path(world, route, owner, pinned, refs)
+    except LookupError:
+        path = placeholder_path(route)
+    response = await call(
+        world, route, headers, path=path, query=await fill_query(world, route, owner), refs=refs
+    )
+    assert "/sandbox/processor/" not in response.text, f"{route_id(route)}: {response.text}"
+
+
 # --- another owner's object is a 404 -------------------------------------------------------------
 
 
