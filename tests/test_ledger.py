@@ -9,9 +9,10 @@ from typing import Any, TypeVar
 
 import pytest
 from sqlalchemy import select, text
-from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from callboard_core import clock
 from callboard_core.container import Core
 from callboard_core.errors import Conflict, ValidationFailed
 from callboard_core.ids import new_id
@@ -397,38 +398,72 @@ async def test_verify_finds_a_wrong_cache_and_an_unbalanced_transaction(core: Co
             text("UPDATE ledger_accounts SET balance_cents = 400 WHERE id = :id"), {"id": account_id}
         )
 
-    # An unbalanced transaction written behind the service's back (one entry of 700 on the clearing account).
+    # An unbalanced transaction written behind the service's back (one entry of 700 on the clearing
+    # account): the database itself refuses it at commit (migration 0014), so nothing of it remains.
     txn_id = new_id("ltx")
-    insert_entry = (
-        "INSERT INTO ledger_entries (id, transaction_id, account_id, amount_cents, created_at) "
-        "VALUES (:id, :txn, :acc, :amount, :at)"
+    insert_txn = (
+        "INSERT INTO ledger_transactions (id, kind, idempotency_key, metadata, created_at) "
+        "VALUES (:id, 'ADJUSTMENT', :key, '{}', :at)"
     )
-    async with core.uow() as uow:
-        from callboard_core import clock
-
-        at = clock.now().replace(tzinfo=None)
-        await uow.session.execute(
-            text(
-                "INSERT INTO ledger_transactions (id, kind, idempotency_key, metadata, created_at) "
-                "VALUES (:id, 'ADJUSTMENT', :key, '{}', :at)"
-            ),
-            {"id": txn_id, "key": "raw:" + txn_id, "at": at},
-        )
-        await uow.session.execute(
-            text(insert_entry),
-            {"id": new_id("led"), "txn": txn_id, "acc": clearing_id, "amount": 700, "at": at},
-        )
+    insert_entry = (
+        "INSERT INTO ledger_entries (id, transaction_id, account_id, amount_cents, account_version, "
+        "balance_after_cents, created_at) VALUES (:id, :txn, :acc, :amount, :version, :after, :at)"
+    )
+    at = clock.now().replace(tzinfo=None)
+    with pytest.raises(IntegrityError, match=r"FOREIGN KEY|does not balance"):
+        async with core.uow() as uow:
+            await uow.session.execute(text(insert_txn), {"id": txn_id, "key": "raw:" + txn_id, "at": at})
+            await uow.session.execute(
+                text(insert_entry),
+                {
+                    "id": new_id("led"),
+                    "txn": txn_id,
+                    "acc": clearing_id,
+                    "amount": 700,
+                    "version": 99,
+                    "after": 0,
+                    "at": at,
+                },
+            )
+    # Nor does a transaction with no entries at all.
+    with pytest.raises(IntegrityError, match=r"FOREIGN KEY|does not balance"):
+        async with core.uow() as uow:
+            await uow.session.execute(text(insert_txn), {"id": txn_id, "key": "raw:" + txn_id, "at": at})
     async with core.uow(write=False) as uow:
-        problems = await ledger.verify(uow.session)
-    assert f"transaction {txn_id}: entries sum to 700, not 0" in problems
-    assert f"transaction {txn_id}: 1 entries (a posting has at least two)" in problems
-    assert any(clearing_id in p and "cached balance" in p for p in problems)
-    # Repair so the autouse check sees sound books: the opposite entry on the same account and transaction.
-    async with core.uow() as uow:
-        await uow.session.execute(
-            text(insert_entry),
-            {"id": new_id("led"), "txn": txn_id, "acc": clearing_id, "amount": -700, "at": at},
-        )
+        assert await uow.session.get(LedgerTransaction, txn_id) is None
+        assert await ledger.verify(uow.session) == []
+
+    # A balanced pair written behind the service's back but not moving the balances or the versions: the
+    # database takes it (it sums to zero), and verify, run inside that unit of work before it is rolled
+    # back, names every entry and account it leaves wrong.
+    problems: list[str] = []
+    with pytest.raises(Undo):
+        async with core.uow() as uow:
+            await uow.session.execute(text(insert_txn), {"id": txn_id, "key": "raw:" + txn_id, "at": at})
+            for acc, amount in ((clearing_id, 700), (account_id, -700)):
+                await uow.session.execute(
+                    text(insert_entry),
+                    {
+                        "id": new_id("led"),
+                        "txn": txn_id,
+                        "acc": acc,
+                        "amount": amount,
+                        "version": 99,
+                        "after": 0,
+                        "at": at,
+                    },
+                )
+            problems = await ledger.verify(uow.session)
+            raise Undo
+    assert any(account_id in p and "cached balance 400" in p and "sum to -300" in p for p in problems), (
+        problems
+    )
+    assert any(account_id in p and "version 1 but 2 entries" in p for p in problems), problems
+    assert sum("version 99 records balance 0" in p for p in problems) == 2, problems
+
+
+class Undo(Exception):
+    """Raised to roll a unit of work back."""
 
 
 async def test_concurrent_reserves_never_overdraw(core: Core) -> None:
@@ -515,3 +550,23 @@ async def test_post_hooks_run_once_per_new_transaction_inside_its_unit_of_work(
     with pytest.raises(RuntimeError):
         await run(core, lambda s: ledger.reserve(s, user_id=user, amount_cents=100, job_id="job_fails"))
     assert await balance(core, user) == money(available=400, reserved=100)
+
+
+async def test_each_entry_records_its_accounts_version_and_resulting_balance(core: Core) -> None:
+    user = await funded(core, 1_000)
+    for amount in (100, 250, 50):
+        await run(
+            core, lambda s, a=amount: ledger.reserve(s, user_id=user, amount_cents=a, job_id=new_id("job"))
+        )
+    async with core.uow(write=False) as uow:
+        account = await accounts.owner(uow.session, AccountKind.OWNER_AVAILABLE, user)
+        entries = (
+            await uow.session.scalars(
+                select(LedgerEntry)
+                .where(LedgerEntry.account_id == account.id)
+                .order_by(LedgerEntry.account_version)
+            )
+        ).all()
+    assert [e.account_version for e in entries] == [1, 2, 3, 4]
+    assert [e.balance_after_cents for e in entries] == [1_000, 900, 650, 600]
+    assert account.version == 4 and account.balance_cents == entries[-1].balance_after_cents

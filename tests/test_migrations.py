@@ -16,6 +16,7 @@ import pytest
 from alembic import command
 from alembic.script import ScriptDirectory
 from sqlalchemy import inspect, text
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from callboard_core.db import Database
@@ -243,3 +244,96 @@ async def test_the_previous_release_upgrades_in_place_and_0004_downgrades(fresh_
     finally:
         await engine.dispose()
     await migrate(fresh_url, "head")  # and up again
+
+
+async def test_a_ledger_posted_before_0014_is_numbered_and_then_refuses_unbalanced_postings(
+    fresh_url: str,
+) -> None:
+    """Entries posted by the release before 0014 get their account versions and resulting balances (running
+    sums in posting order); afterwards the database refuses a transaction that does not sum to zero."""
+    await migrate(fresh_url, "0013")
+    db = Database(fresh_url)
+    user_id = new_id("usr")
+    try:
+        async with db.write_engine.begin() as conn:  # as 0013's code wrote them, with its own columns only
+            at = datetime(2026, 11, 20, 9, 0)
+            accounts = {"avail": new_id("lac"), "clear": new_id("lac")}
+            for key, kind, holder, negative, balance in (
+                ("avail", "OWNER_AVAILABLE", user_id, False, 2_500),
+                ("clear", "PROCESSOR_CLEARING", "platform", True, -2_500),
+            ):
+                await conn.execute(
+                    text(
+                        "INSERT INTO ledger_accounts (id, kind, holder_id, currency, allow_negative, balance_cents,"
+                        " created_at) VALUES (:id, :kind, :holder, 'usd', :neg, :balance, :at)"
+                    ),
+                    {
+                        "id": accounts[key],
+                        "kind": kind,
+                        "holder": holder,
+                        "neg": negative,
+                        "balance": balance,
+                        "at": at,
+                    },
+                )
+            for n, amount in enumerate((1_000, 1_500)):
+                txn = new_id("ltx")
+                when = at + timedelta(minutes=n)
+                await conn.execute(
+                    text(
+                        "INSERT INTO ledger_transactions (id, kind, idempotency_key, user_id, metadata, created_at)"
+                        " VALUES (:id, 'TOPUP', :key, :user, '{}', :at)"
+                    ),
+                    {"id": txn, "key": f"old:{txn}", "user": user_id, "at": when},
+                )
+                for account, signed in ((accounts["avail"], amount), (accounts["clear"], -amount)):
+                    await conn.execute(
+                        text(
+                            "INSERT INTO ledger_entries (id, transaction_id, account_id, amount_cents, created_at)"
+                            " VALUES (:id, :txn, :acc, :amount, :at)"
+                        ),
+                        {"id": new_id("led"), "txn": txn, "acc": account, "amount": signed, "at": when},
+                    )
+        await migrate(fresh_url, "head")
+        async with db.write_engine.connect() as conn:
+            rows = (
+                await conn.execute(
+                    text(
+                        "SELECT account_version, balance_after_cents FROM ledger_entries WHERE account_id = :a "
+                        "ORDER BY account_version"
+                    ),
+                    {"a": accounts["avail"]},
+                )
+            ).all()
+            assert [tuple(r) for r in rows] == [(1, 1_000), (2, 2_500)]
+            versions = await conn.scalar(text("SELECT SUM(version) FROM ledger_accounts"))
+            assert versions == 4
+        async with db.session(write=True) as session, session.begin():
+            assert await ledger.verify(session) == []
+            await ledger.reserve(session, user_id=user_id, amount_cents=500, job_id=new_id("job"))
+        async with db.session(write=True) as session, session.begin():
+            assert await ledger.verify(session) == []
+            assert (await ledger.balances(session, user_id)).available_cents == 2_000
+        with pytest.raises(IntegrityError):
+            async with db.session(write=True) as session, session.begin():
+                txn = new_id("ltx")
+                await session.execute(
+                    text(
+                        "INSERT INTO ledger_transactions (id, kind, idempotency_key, metadata, created_at) "
+                        "VALUES (:id, 'ADJUSTMENT', :key, '{}', :at)"
+                    ),
+                    {"id": txn, "key": f"raw:{txn}", "at": datetime(2026, 11, 26)},
+                )
+                await session.execute(
+                    text(
+                        "INSERT INTO ledger_entries (id, transaction_id, account_id, amount_cents, created_at) "
+                        "VALUES (:id, :txn, :acc, 100, :at)"
+                    ),
+                    {"id": new_id("led"), "txn": txn, "acc": accounts["clear"], "at": datetime(2026, 11, 26)},
+                )
+        async with db.session(write=True) as session, session.begin():  # the connection is fine afterwards
+            assert await ledger.verify(session) == []
+    finally:
+        await db.dispose()
+    await migrate(fresh_url, "0013", down=True)  # 0014 downgrades cleanly
+    await migrate(fresh_url, "head")

@@ -123,6 +123,15 @@ def _sqlite_engine(url: str, *, immediate: bool, busy_timeout_ms: int, echo: boo
         cursor.execute("PRAGMA synchronous=NORMAL")
         cursor.close()
 
+    @event.listens_for(engine.sync_engine.pool, "reset")
+    def _on_reset(dbapi_connection: Any, _record: Any, state: Any) -> None:
+        # A COMMIT that SQLite refused (a deferred foreign key: the ledger's zero sum, migration 0014) leaves
+        # its transaction open, and SQLAlchemy, having ended its own, skips the rollback on return: without
+        # this the connection would go back to the pool mid-transaction and refuse the next BEGIN.
+        raw = getattr(getattr(dbapi_connection, "driver_connection", None), "_conn", None)
+        if state.transaction_was_reset and raw is not None and raw.in_transaction:
+            dbapi_connection.rollback()
+
     begin = "BEGIN IMMEDIATE" if immediate else "BEGIN"
 
     @event.listens_for(engine.sync_engine, "begin")

@@ -5,6 +5,9 @@ negative one takes from it, and every transaction's entries sum to zero. Owner a
 platform owes the owner (so they are never negative); PROCESSOR_CLEARING is the processor's side of the
 books (a top-up takes from it, so it runs negative by the money that came in and has not gone out again).
 
+The database refuses a transaction whose entries do not sum to zero (or number fewer than two) when it
+commits (migration 0014: a deferred constraint trigger on PostgreSQL, a deferred foreign key on SQLite).
+
 Entries and transactions are immutable: the ORM refuses to update or delete them (`before_update` and
 `before_delete` raise) and the database refuses UPDATE with a trigger (PostgreSQL and SQLite, migration
 0004), and DELETE too on PostgreSQL. A plain SQL DELETE stays possible on SQLite only because the test
@@ -95,6 +98,9 @@ class LedgerAccount(Base):
     currency: Mapped[str] = mapped_column(String(3), default=Currency.USD)
     allow_negative: Mapped[bool] = mapped_column(Boolean, default=False)
     balance_cents: Mapped[int] = mapped_column(BigInteger, default=0)
+    # How many entries have moved the balance: the same guarded UPDATE moves both, and each entry records
+    # the version it made (`LedgerEntry.account_version`, unique per account).
+    version: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
     created_at: Mapped[datetime] = now_column()
 
 
@@ -127,6 +133,7 @@ class LedgerEntry(Base):
         # An owner's statement: each account's entries newest first, keyset on (created_at, id).
         Index("ix_ledger_entries_account", "account_id", "created_at", "id"),
         Index("ix_ledger_entries_transaction", "transaction_id"),
+        Index("uq_ledger_entries_account_version", "account_id", "account_version", unique=True),
         CheckConstraint("amount_cents <> 0", name="non_zero"),
     )
 
@@ -134,6 +141,10 @@ class LedgerEntry(Base):
     transaction_id: Mapped[str] = mapped_column(ForeignKey("ledger_transactions.id", ondelete="RESTRICT"))
     account_id: Mapped[str] = mapped_column(ForeignKey("ledger_accounts.id", ondelete="RESTRICT"))
     amount_cents: Mapped[int] = mapped_column(BigInteger)
+    # The account's version this entry made and the balance it left: a balance is provably its last
+    # entry's, and each entry's is the running sum of the account's entries in version order (`verify`).
+    account_version: Mapped[int | None] = mapped_column(BigInteger)
+    balance_after_cents: Mapped[int | None] = mapped_column(BigInteger)
     created_at: Mapped[datetime] = now_column()
 
 

@@ -151,20 +151,23 @@ async def _same_or_conflict(
     )
 
 
-async def _apply(session: AsyncSession, account: LedgerAccount, amount: int) -> int:
-    """Move the cached balance by amount; a debit that would take a non-negative account below zero
-    updates no row and is refused. The flag is read from the row, not trusted from the object."""
-    new_balance = await session.scalar(
-        update(_accounts)
-        .where(
-            _accounts.c.id == account.id,
-            or_(_accounts.c.allow_negative, _accounts.c.balance_cents + amount >= 0),
+async def _apply(session: AsyncSession, account: LedgerAccount, amount: int) -> tuple[int, int]:
+    """Move the cached balance by amount and the account's version by one: (balance, version) after it. A
+    debit that would take a non-negative account below zero updates no row and is refused. The flag is read
+    from the row, not trusted from the object."""
+    moved = (
+        await session.execute(
+            update(_accounts)
+            .where(
+                _accounts.c.id == account.id,
+                or_(_accounts.c.allow_negative, _accounts.c.balance_cents + amount >= 0),
+            )
+            .values(balance_cents=_accounts.c.balance_cents + amount, version=_accounts.c.version + 1)
+            .returning(_accounts.c.balance_cents, _accounts.c.version)
         )
-        .values(balance_cents=_accounts.c.balance_cents + amount)
-        .returning(_accounts.c.balance_cents)
-    )
-    if new_balance is not None:
-        return int(new_balance)
+    ).first()
+    if moved is not None:
+        return int(moved[0]), int(moved[1])
     balance = await session.scalar(select(_accounts.c.balance_cents).where(_accounts.c.id == account.id))
     if balance is None:
         raise RuntimeError(f"ledger account {account.id} does not exist")
@@ -220,7 +223,7 @@ async def post(
         created_at=at,
     )
     await session.flush()  # the caller's pending rows must not ride in (and roll back with) our savepoint
-    balances: list[tuple[LedgerAccount, int]] = []
+    balances: list[tuple[LedgerAccount, tuple[int, int]]] = []
     try:
         async with session.begin_nested() if contained else contextlib.nullcontext():
             # The key first: a duplicate is found before any balance moves (PostgreSQL: the insert waits
@@ -233,10 +236,15 @@ async def post(
                 (
                     account,
                     LedgerEntry(
-                        transaction_id=txn.id, account_id=account.id, amount_cents=amount, created_at=at
+                        transaction_id=txn.id,
+                        account_id=account.id,
+                        amount_cents=amount,
+                        account_version=version,
+                        balance_after_cents=balance,
+                        created_at=at,
                     ),
                 )
-                for account, amount in legs
+                for (account, amount), (_, (balance, version)) in zip(legs, balances, strict=True)
             ]
             session.add_all(entry for _, entry in written)
             await session.flush()
@@ -248,8 +256,9 @@ async def post(
             raise
         return await _same_or_conflict(session, existing, kind, legs)
     # The objects the caller holds show the new cache without a reload (and without a dirty flag).
-    for account, balance in balances:
+    for account, (balance, version) in balances:
         set_committed_value(account, "balance_cents", balance)
+        set_committed_value(account, "version", version)
     _posted[txn] = written
     await hooks.run(session, txn)
     return txn
@@ -665,8 +674,37 @@ async def verify(session: AsyncSession) -> list[str]:
         await session.execute(select(_entries.c.id).where(_entries.c.amount_cents == 0))
     ).all():
         problems.append(f"entry {entry_id}: amount 0")
+    # Each entry's recorded balance is the running sum of its account's entries in version order, and the
+    # versions run 1, 2, 3, … without a gap.
+    by_account, in_order = _entries.c.account_id, _entries.c.account_version
+    running = select(
+        _entries.c.id,
+        _entries.c.account_version,
+        _entries.c.balance_after_cents,
+        func.sum(_entries.c.amount_cents).over(partition_by=by_account, order_by=in_order).label("running"),
+        func.row_number().over(partition_by=by_account, order_by=in_order).label("position"),
+    ).subquery()
+    for entry_id, version, recorded, total, position in (
+        await session.execute(
+            select(running).where(
+                or_(
+                    running.c.balance_after_cents.is_(None),
+                    running.c.balance_after_cents != running.c.running,
+                    running.c.account_version != running.c.position,
+                )
+            )
+        )
+    ).all():
+        problems.append(
+            f"entry {entry_id}: version {version} records balance {recorded}, but it is entry {position} "
+            f"of its account and the running sum is {int(total)}"
+        )
     derived = (
-        select(_entries.c.account_id, func.sum(_entries.c.amount_cents).label("total"))
+        select(
+            _entries.c.account_id,
+            func.sum(_entries.c.amount_cents).label("total"),
+            func.count().label("entries"),
+        )
         .group_by(_entries.c.account_id)
         .subquery()
     )
@@ -676,13 +714,19 @@ async def verify(session: AsyncSession) -> list[str]:
         _accounts.c.allow_negative,
         _accounts.c.balance_cents,
         func.coalesce(derived.c.total, 0),
+        _accounts.c.version,
+        func.coalesce(derived.c.entries, 0),
     ).outerjoin(derived, derived.c.account_id == _accounts.c.id)
-    for account_id, kind, allow_negative, balance, total in (await session.execute(cached)).all():
+    for account_id, kind, allow_negative, balance, total, version, count in (
+        await session.execute(cached)
+    ).all():
         balance, total = int(balance), int(total)
         if balance != total:
             problems.append(
                 f"account {account_id} ({kind}): cached balance {balance} but its entries sum to {total}"
             )
+        if int(version) != int(count):
+            problems.append(f"account {account_id} ({kind}): version {version} but {count} entries")
         if not allow_negative and min(balance, total) < 0:
             problems.append(
                 f"account {account_id} ({kind}) may not be negative: balance {min(balance, total)}"
