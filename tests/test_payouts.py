@@ -9,11 +9,11 @@ from typing import Any
 import pytest
 from sqlalchemy import select, update
 
-from callboard_core import clock
+from callboard_core import clock, metrics
 from callboard_core.agent_notifications.models import AgentNotification
 from callboard_core.container import Core
 from callboard_core.ledger import service as ledger
-from callboard_core.ledger.models import TransactionKind
+from callboard_core.ledger.models import LedgerTransaction, TransactionKind
 from callboard_core.payouts import hooks as payout_hooks
 from callboard_core.payouts import service as payouts
 from callboard_core.payouts.models import Payout, PayoutAccount
@@ -235,8 +235,15 @@ async def test_a_reversed_transfer_fails_the_payout_and_the_retry_pays(
         assert paid.status == "PAID" and paid.processor_transfer_id
         first_transfer = paid.processor_transfer_id
 
+        reversals_before = metrics.MONEY_OPERATIONS.labels(kind="PAYOUT_REVERSED")._value.get()
+        failures_before = metrics.PAYOUT_FAILURES._value.get()
         await sandbox(core).reverse_transfer(first_transfer)
         (reversal,) = [e for e in await deliver(core) if e.type == "transfer.reversed"]
+        # On /metrics a reversal counts as one, not as a payout failure; the statement shows it as one.
+        assert metrics.MONEY_OPERATIONS.labels(kind="PAYOUT_REVERSED")._value.get() == reversals_before + 1
+        assert metrics.PAYOUT_FAILURES._value.get() == failures_before
+        statement = (await worker_owner.client.get("/me/billing/statement")).json()["entries"]
+        assert [e["amountCents"] for e in statement if e["kind"] == "PAYOUT_REVERSED"] == [1_000]
         (failed,) = await payout_rows(core, worker_owner.user_id)
         assert failed.status == "FAILED" and failed.attempts == 1
         assert failed.last_error and first_transfer in failed.last_error
@@ -256,7 +263,17 @@ async def test_a_reversed_transfer_fails_the_payout_and_the_retry_pays(
         # The same reversal delivered again changes nothing.
         await handle(core, reversal)
         assert heard == [(failed.id, failed.last_error)]
-        assert await count_kind(core, TransactionKind.PAYOUT_FAILED) == 1
+        # A reversal is its own kind (issue 24), linked to the settlement it undoes; nothing failed.
+        assert await count_kind(core, TransactionKind.PAYOUT_REVERSED) == 1
+        assert await count_kind(core, TransactionKind.PAYOUT_FAILED) == 0
+        async with core.uow(write=False) as uow:
+            reversed_txn = await uow.session.scalar(
+                select(LedgerTransaction).where(LedgerTransaction.kind == TransactionKind.PAYOUT_REVERSED)
+            )
+            settled = await uow.session.get(
+                LedgerTransaction, reversed_txn.reverses_id if reversed_txn else ""
+            )
+        assert settled is not None and settled.kind == TransactionKind.PAYOUT_SETTLED
         # Not due before the back-off ends.
         await run_once(core, housekeeping=False)
         assert (await payout_rows(core, worker_owner.user_id))[0].status == "FAILED"

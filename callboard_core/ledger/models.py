@@ -75,6 +75,7 @@ class TransactionKind(StrEnum):
     PAYOUT = "PAYOUT"
     PAYOUT_SETTLED = "PAYOUT_SETTLED"
     PAYOUT_FAILED = "PAYOUT_FAILED"
+    PAYOUT_REVERSED = "PAYOUT_REVERSED"  # a settled transfer the processor took back (`reverses_id`)
     REFUND = "REFUND"
     ADJUSTMENT = "ADJUSTMENT"
 
@@ -120,6 +121,8 @@ class LedgerTransaction(Base):
     job_id: Mapped[str | None] = mapped_column(String(40))
     user_id: Mapped[str | None] = mapped_column(String(40))  # the owner the transaction concerns
     processor_ref: Mapped[str | None] = mapped_column(String(255))
+    # The transaction this one reverses (a reversal is its own kind: PAYOUT_REVERSED).
+    reverses_id: Mapped[str | None] = mapped_column(String(40))
     # `metadata` is taken on declarative classes: the attribute is `meta`, the column `metadata`.
     meta: Mapped[dict[str, Any]] = mapped_column("metadata", default=dict)
     created_at: Mapped[datetime] = now_column()

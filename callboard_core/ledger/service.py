@@ -68,6 +68,7 @@ from callboard_core.ledger import accounts, hooks
 from callboard_core.ledger.models import (
     OWNER_KINDS,
     AccountKind,
+    Currency,
     LedgerAccount,
     LedgerEntry,
     LedgerTransaction,
@@ -195,6 +196,7 @@ async def post(
     processor_ref: str | None = None,
     metadata: dict[str, Any] | None = None,
     contained: bool = True,
+    reverses_id: str | None = None,
 ) -> LedgerTransaction:
     """Post one balanced transaction in the caller's database transaction (flush only).
 
@@ -219,6 +221,7 @@ async def post(
         job_id=job_id,
         user_id=user_id,
         processor_ref=processor_ref,
+        reverses_id=reverses_id,
         meta=dict(metadata or {}),
         created_at=at,
     )
@@ -312,6 +315,7 @@ async def reserve(
     key: str | None = None,
     metadata: dict[str, Any] | None = None,
     contained: bool = True,
+    reverses_id: str | None = None,
 ) -> LedgerTransaction:
     amount = _positive(amount_cents)
     available, reserved = await accounts.several(
@@ -364,6 +368,7 @@ async def capture(
     key: str | None = None,
     metadata: dict[str, Any] | None = None,
     contained: bool = True,
+    reverses_id: str | None = None,
 ) -> LedgerTransaction:
     pay = _positive(pay_cents, "payCents")
     if type(fee_cents) is not int or fee_cents < 0:
@@ -475,14 +480,18 @@ async def payout_reversed(
     processor_ref: str | None = None,
     reason: str | None = None,
 ) -> LedgerTransaction:
+    """The processor took a settled transfer back: the money is payable to the owner again. Its own kind,
+    linked to the settlement it undoes."""
     amount = _positive(amount_cents)
-    meta: dict[str, Any] = {"payoutId": payout_id, "reversal": True}
+    meta: dict[str, Any] = {"payoutId": payout_id}
     if reason:
         meta["reason"] = reason
+    settled = await _by_key(session, f"payout_outcome:{payout_id}")
     return await post(
         session,
         key=f"payout_reversal:{payout_id}",
-        kind=TransactionKind.PAYOUT_FAILED,
+        kind=TransactionKind.PAYOUT_REVERSED,
+        reverses_id=settled.id if settled is not None else None,
         entries=[
             (await accounts.platform(session, AccountKind.PROCESSOR_CLEARING), -amount),
             (await accounts.owner(session, AccountKind.OWNER_PAYABLE, user_id), amount),
@@ -546,14 +555,15 @@ async def adjust(
 # --- Reads -------------------------------------------------------------------------------------------------
 
 
-async def balances(session: AsyncSession, user_id: str) -> Balance:
-    """The owner's balances from the cached account balances (zero for accounts not yet created)."""
+async def balances(session: AsyncSession, user_id: str, currency: str = Currency.USD) -> Balance:
+    """The owner's balances in one currency from the cached account balances (zero for accounts not yet
+    created). The currency is the accounts', never a literal of the read."""
     rows = (
         await session.execute(
             select(_accounts.c.kind, _accounts.c.balance_cents).where(
                 _accounts.c.holder_id == user_id,
                 _accounts.c.kind.in_(OWNER_KINDS),
-                _accounts.c.currency == "usd",
+                _accounts.c.currency == currency,
             )
         )
     ).all()
@@ -562,7 +572,7 @@ async def balances(session: AsyncSession, user_id: str) -> Balance:
     reserved = by_kind.get(AccountKind.OWNER_RESERVED, 0)
     return Balance(
         user_id=user_id,
-        currency="usd",
+        currency=currency,
         balance_cents=available + reserved,
         reserved_cents=reserved,
         available_cents=available,
