@@ -97,6 +97,9 @@ class Settings(BaseSettings):
     metrics_token: str | None = None
     # The deadline sweeper: how often it runs, and whether `callboard serve` runs it in-process.
     sweep_interval_seconds: float = 5.0
+    # How often the background loop checks the whole ledger (`ledger.verify`: full scans) and reports what
+    # it found on /metrics (`callboard_ledger_verify_failures`); 0 turns the check off.
+    ledger_verify_interval_seconds: float = Field(default=3600.0, ge=0)
     sweeper_in_server: bool = True
     # One line per request (http_api/request_log.py), written by a background thread: `auto` is JSON in
     # production and readable text otherwise.

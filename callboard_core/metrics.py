@@ -74,7 +74,13 @@ MONEY_OPERATIONS = Counter(
 )
 PAYOUT_FAILURES = Counter(
     "callboard_payout_failures",
-    "Payout attempts that did not pay (failed or reversed), committed.",
+    "Payout attempts that failed, committed (a transfer taken back counts as money operation PAYOUT_REVERSED).",
+    registry=REGISTRY,
+)
+LEDGER_VERIFY_FAILURES = Gauge(
+    "callboard_ledger_verify_failures",
+    "Problems the last scheduled check of the whole ledger found (0: the books are sound).",
+    multiprocess_mode="max",
     registry=REGISTRY,
 )
 for _kind in TransactionKind:  # every kind shows from the first scrape, at 0

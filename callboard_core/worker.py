@@ -10,15 +10,18 @@ import asyncio
 import contextlib
 import logging
 import signal
+import time
 from collections.abc import AsyncIterator
 
 import httpx
 
+from callboard_core import metrics
 from callboard_core.agents import presence
 from callboard_core.config import Settings
 from callboard_core.container import Core
 from callboard_core.idempotency.service import purge_expired
 from callboard_core.jobs.sweeper import sweep
+from callboard_core.ledger import service as ledger
 from callboard_core.owner_notifications import delivery as notification_delivery
 from callboard_core.owner_notifications import triggers as notification_triggers
 from callboard_core.payouts import service as payouts
@@ -72,14 +75,33 @@ async def run_once(
     return moved
 
 
+async def verify_books(core: Core) -> list[str]:
+    """Check the whole ledger (`ledger.verify`) and report: each problem logged, their number on /metrics
+    (`callboard_ledger_verify_failures`). Full scans: it runs on its own schedule, not every pass."""
+    async with core.uow(write=False) as uow:
+        problems = await ledger.verify(uow.session)
+    metrics.LEDGER_VERIFY_FAILURES.set(len(problems))
+    for problem in problems[:50]:
+        log.error("ledger check: %s", problem)
+    if len(problems) > 50:
+        log.error("ledger check: %d more problems", len(problems) - 50)
+    return problems
+
+
 async def loop(core: Core, interval: float, stop: asyncio.Event | None = None) -> None:
     """Sweep every `interval` seconds until `stop` is set (a pass under way finishes first) or cancelled;
-    an error is logged and the next pass tries again."""
+    an error is logged and the next pass tries again. The ledger is checked on its own, longer interval
+    (first after one interval, so a starting server does not scan the books at once)."""
     stop = stop or asyncio.Event()
     passes = 0
+    every = core.settings.ledger_verify_interval_seconds
+    verify_at = time.monotonic() + every
     while not stop.is_set():
         try:
             await run_once(core, housekeeping=passes % PURGE_EVERY == 0)
+            if every and time.monotonic() >= verify_at:
+                verify_at = time.monotonic() + every
+                await verify_books(core)
         except asyncio.CancelledError:
             raise
         except Exception:

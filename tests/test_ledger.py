@@ -8,11 +8,12 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 import pytest
+from prometheus_client import generate_latest
 from sqlalchemy import select, text
 from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from callboard_core import clock
+from callboard_core import clock, metrics, worker
 from callboard_core.container import Core
 from callboard_core.errors import Conflict, ValidationFailed
 from callboard_core.ids import new_id
@@ -570,3 +571,37 @@ async def test_each_entry_records_its_accounts_version_and_resulting_balance(cor
     assert [e.account_version for e in entries] == [1, 2, 3, 4]
     assert [e.balance_after_cents for e in entries] == [1_000, 900, 650, 600]
     assert account.version == 4 and account.balance_cents == entries[-1].balance_after_cents
+
+
+async def test_the_background_loop_checks_the_books_and_reports_on_metrics(core: Core) -> None:
+    user = await funded(core, 500)
+    async with core.uow() as uow:
+        account_id = (await accounts.owner(uow.session, AccountKind.OWNER_AVAILABLE, user)).id
+    assert await worker.verify_books(core) == []
+    assert metrics.LEDGER_VERIFY_FAILURES._value.get() == 0
+
+    async def set_cache(cents: int) -> None:
+        async with core.uow() as uow:
+            await uow.session.execute(
+                text("UPDATE ledger_accounts SET balance_cents = :c WHERE id = :id"),
+                {"c": cents, "id": account_id},
+            )
+
+    await set_cache(501)  # a cache that no longer matches its entries
+    previous = core.settings.ledger_verify_interval_seconds
+    core.settings.ledger_verify_interval_seconds = 0.05
+    stop = asyncio.Event()
+    try:
+        running = asyncio.create_task(worker.loop(core, 0.02, stop))
+        for _ in range(200):
+            if metrics.LEDGER_VERIFY_FAILURES._value.get():
+                break
+            await asyncio.sleep(0.02)
+        stop.set()
+        await running
+    finally:
+        core.settings.ledger_verify_interval_seconds = previous
+        await set_cache(500)
+    assert metrics.LEDGER_VERIFY_FAILURES._value.get() == 1
+    assert "callboard_ledger_verify_failures 1.0" in generate_latest(metrics.REGISTRY).decode()
+    assert await worker.verify_books(core) == [] and metrics.LEDGER_VERIFY_FAILURES._value.get() == 0
