@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from callboard_core import metrics, payouts, setup_links
+from callboard_core import payouts, setup_links
 from callboard_core.agents import capability_links
 from callboard_core.billing import processor_events as billing_events
 from callboard_core.blobs import BlobStore, build_blob_store
@@ -14,6 +14,7 @@ from callboard_core.db.readcache import ReadCache
 from callboard_core.documents import issue as documents_issue
 from callboard_core.idempotency.service import Sealer
 from callboard_core.jobs import lifecycle_hooks
+from callboard_core.ledger import counting as ledger_counting
 from callboard_core.mail.service import Mailer, build_mailer
 from callboard_core.owner_notifications import delivery as notification_delivery
 from callboard_core.owner_notifications import service as owner_notifications
@@ -51,7 +52,7 @@ class Core:
         payouts.register()
         setup_links.register()
         billing_events.register()  # saved cards and top-ups hear the processor's webhooks
-        metrics.register()  # every committed ledger posting is counted
+        ledger_counting.register()  # every committed ledger posting is counted on /metrics
         db = Database(
             settings.database_url,
             pool_size=settings.db_pool_size,

@@ -1,4 +1,6 @@
-"""Readiness: can this process serve? The database answers and its schema is at the migration head this
+"""Readiness and the metrics' state gauges, read for the operator's probes (`/readyz`, `/metrics`).
+
+Readiness: can this process serve? The database answers and its schema is at the migration head this
 code was written for, and the blob store takes a write. (`/healthz` says only that the process is up.)"""
 
 from __future__ import annotations
@@ -10,9 +12,11 @@ from typing import TypeVar
 
 from sqlalchemy import text
 
+from callboard_core import clock, metrics
 from callboard_core.container import Core
 from callboard_core.db.migrate import head_revision
 from callboard_core.ids import new_id
+from callboard_core.jobs.sweeper import oldest_due
 from callboard_core.schemas import ApiModel
 
 CHECK_TIMEOUT_SECONDS = 3.0
@@ -76,3 +80,15 @@ async def readiness(core: Core) -> Readiness:
         expected_revision=expected,
         blobs=blobs,
     )
+
+
+async def metrics_text(core: Core) -> bytes:
+    """`/metrics`: the state gauges read now (database pool, the sweeper's lag), then every metric in the
+    Prometheus text format."""
+    pool = core.db.write_engine.pool
+    metrics.DB_POOL.labels(state="checked_out").set(getattr(pool, "checkedout", lambda: 0)())
+    metrics.DB_POOL.labels(state="idle").set(getattr(pool, "checkedin", lambda: 0)())
+    async with core.uow(write=False) as uow:
+        due = await oldest_due(uow.session)
+    metrics.SWEEPER_LAG.set(max(0.0, (clock.now() - due).total_seconds()) if due is not None else 0.0)
+    return metrics.exposition()

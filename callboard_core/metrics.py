@@ -2,9 +2,10 @@
 (route templates, kinds and statuses: never an id).
 
 The front end observes requests (http_api/metrics.py); the core counts its own events where they happen:
-ledger postings and payout failures (a ledger hook, counted once the posting commits), rate-limit
-refusals, owner-notification mail and processor-webhook delivery failures. Gauges that describe state
-(database pool, the sweeper's lag) are read when the endpoint is scraped.
+ledger postings and payout failures (`ledger/counting.py`, a ledger hook, counted once the posting
+commits), rate-limit refusals, owner-notification mail and processor-webhook delivery failures. Gauges that
+describe state (database pool, the sweeper's lag) are read when the endpoint is scraped
+(`callboard_core.health.metrics_text`). This module imports no domain: domains import it.
 
 With several server processes (`callboard serve --workers N`) `callboard serve` sets
 PROMETHEUS_MULTIPROC_DIR before the workers start: each process writes its values to files there and a
@@ -14,16 +15,9 @@ scrape of any process reads them all (prometheus_client's multiprocess mode).
 from __future__ import annotations
 
 import os
-from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.multiprocess import MultiProcessCollector
-from sqlalchemy.ext.asyncio import AsyncSession
-
-from callboard_core import clock
-from callboard_core.db.uow import after_commit
-from callboard_core.ledger import hooks as ledger_hooks
-from callboard_core.ledger.models import LedgerTransaction, TransactionKind
 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 REGISTRY = CollectorRegistry()
@@ -83,8 +77,6 @@ LEDGER_VERIFY_FAILURES = Gauge(
     multiprocess_mode="max",
     registry=REGISTRY,
 )
-for _kind in TransactionKind:  # every kind shows from the first scrape, at 0
-    MONEY_OPERATIONS.labels(kind=_kind.value)
 for _channel in ("mail", "webhook"):
     DELIVERY_FAILURES.labels(channel=_channel)
 
@@ -94,37 +86,9 @@ def request_done(route: str, method: str, status: int, seconds: float) -> None:
     HTTP_LATENCY.labels(route=route, method=method).observe(seconds)
 
 
-async def _count_posting(session: AsyncSession, txn: LedgerTransaction) -> None:
-    kind = TransactionKind(txn.kind)
-
-    async def committed() -> None:
-        MONEY_OPERATIONS.labels(kind=kind.value).inc()
-        if kind is TransactionKind.PAYOUT_FAILED:
-            PAYOUT_FAILURES.inc()
-
-    if session.info.get("uow") is not None:
-        after_commit(session, committed)
-    else:  # a session of its own (the worker's short transactions): counted at posting
-        await committed()
-
-
-def register() -> None:
-    """Count every ledger posting (Core.build calls it; idempotent)."""
-    for kind in TransactionKind:
-        ledger_hooks.on_posted(kind, _count_posting)
-
-
-async def scrape(core: Any) -> bytes:
-    """The metrics in the Prometheus text format, the state gauges read now."""
-    from callboard_core.jobs.sweeper import oldest_due  # the jobs package imports the container
-
-    pool = core.db.write_engine.pool
-    checked_out = getattr(pool, "checkedout", lambda: 0)()
-    DB_POOL.labels(state="checked_out").set(checked_out)
-    DB_POOL.labels(state="idle").set(getattr(pool, "checkedin", lambda: 0)())
-    async with core.uow(write=False) as uow:
-        due = await oldest_due(uow.session)
-    SWEEPER_LAG.set(max(0.0, (clock.now() - due).total_seconds()) if due is not None else 0.0)
+def exposition() -> bytes:
+    """The metrics in the Prometheus text format (every process's under `--workers N`). The state gauges
+    are set by whoever scrapes first (`callboard_core.health.metrics_text`)."""
     if os.environ.get(MULTIPROC_ENV):
         registry = CollectorRegistry()
         MultiProcessCollector(registry)

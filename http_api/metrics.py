@@ -10,7 +10,7 @@ from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.requests import Request
 from starlette.responses import Response
 
-from callboard_core import metrics
+from callboard_core import health
 from callboard_core.container import Core
 from callboard_core.security import tokens
 from http_api.auth import bearer_token
@@ -33,6 +33,6 @@ def endpoint(core: Core, token: str | None) -> Callable[[Request], Awaitable[Res
             )
             response.headers["WWW-Authenticate"] = 'Bearer realm="metrics"'
             return response
-        return Response(await metrics.scrape(core), media_type=CONTENT_TYPE_LATEST)
+        return Response(await health.metrics_text(core), media_type=CONTENT_TYPE_LATEST)
 
     return serve_metrics

@@ -25,7 +25,6 @@ from starlette.types import Scope
 
 from callboard_core import metrics
 from callboard_core.principals import KeyPrincipal, MachinePrincipal, OnboardingPrincipal, UserPrincipal
-from mcp_server.runner import GATE_PRINCIPAL
 
 Entry = tuple[float, str, str, str, int, float, str, str | None]
 
@@ -107,7 +106,7 @@ class Writer:
         """Queue one finished HTTP request (RequestIdMiddleware calls it: one layer for the id and the log)."""
         state = scope.get("state") or {}
         route = scope.get("route")
-        kind, ident = principal_of(state.get("principal") or state.get(GATE_PRINCIPAL))
+        kind, ident = principal_of(state.get("principal"))
         self.put(
             (
                 time.time(),

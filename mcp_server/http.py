@@ -84,7 +84,9 @@ class KeyGate:
             await response(scope, receive, send)
             return
         # The tools of this very request use it (runner.Runner.principal) instead of checking the key again.
-        scope.setdefault("state", {})[GATE_PRINCIPAL] = (raw, principal, due)
+        state = scope.setdefault("state", {})
+        state[GATE_PRINCIPAL] = (raw, principal, due)
+        state["principal"] = principal  # the request log's "who" (ids only), as the HTTP routes set it
         await self.app(scope, receive, send)
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from types import TracebackType
-from typing import Any, cast
+from typing import Any, Protocol, cast
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -24,6 +24,13 @@ class _LazySession:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._uow.real_session(), name)
+
+
+class UnitsOfWork(Protocol):
+    """What a background pass needs of the running core: units of work (`Core` is one). Domain passes take
+    this port instead of the container, which sits above every domain."""
+
+    def uow(self, *, write: bool = True) -> UnitOfWork: ...
 
 
 class UnitOfWork:

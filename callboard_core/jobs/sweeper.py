@@ -15,7 +15,7 @@ from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from callboard_core import clock
-from callboard_core.container import Core
+from callboard_core.db.uow import UnitsOfWork
 from callboard_core.jobs import admission, events, invitations
 from callboard_core.jobs import service as jobs
 from callboard_core.jobs.models import Job, JobInvitation, ParticipationSlot
@@ -26,7 +26,7 @@ log = logging.getLogger("callboard.sweeper")
 BATCH = 200
 
 
-async def _each(core: Core, ids: list[str], step: Callable[..., Awaitable[bool]]) -> int:
+async def _each(core: UnitsOfWork, ids: list[str], step: Callable[..., Awaitable[bool]]) -> int:
     moved = 0
     for ident in ids:
         try:
@@ -147,7 +147,7 @@ def _due(now: datetime) -> dict[str, Due]:
     }
 
 
-async def sweep(core: Core) -> dict[str, int]:
+async def sweep(core: UnitsOfWork) -> dict[str, int]:
     """One pass over everything due now. Returns the number of moves per kind."""
     due = _due(clock.now())
     async with core.uow(write=False) as uow:

@@ -29,14 +29,14 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from datetime import timedelta
-from typing import Any
+from typing import Any, Protocol
 
 from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from callboard_core import clock, states
 from callboard_core.agent_notifications import service as agent_notifications
-from callboard_core.container import Core
+from callboard_core.db.uow import UnitsOfWork
 from callboard_core.errors import Conflict, NotFound
 from callboard_core.ledger import service as ledger
 from callboard_core.ledger.models import LedgerTransaction
@@ -100,7 +100,13 @@ async def due_ids(session: AsyncSession, limit: int = BATCH) -> list[str]:
     return list(rows)
 
 
-async def send_due(core: Core, *, limit: int = BATCH) -> dict[str, int]:
+class PayoutPorts(UnitsOfWork, Protocol):
+    """What the worker's payout sends need of the running core (`Core` is one)."""
+
+    processor: PaymentProcessor
+
+
+async def send_due(core: PayoutPorts, *, limit: int = BATCH) -> dict[str, int]:
     """One worker pass over the due payouts; counts by outcome (paid, failed, waiting, unavailable, skipped)."""
     async with core.uow(write=False) as uow:
         ids = await due_ids(uow.session, limit)
@@ -164,7 +170,7 @@ async def start_attempt(session: AsyncSession, payout_id: str) -> PayoutAttempt 
     return attempt
 
 
-async def send_one(core: Core, payout_id: str) -> str:
+async def send_one(core: PayoutPorts, payout_id: str) -> str:
     """Steps (a), (b), (c) for one payout (see the module docstring); the outcome's name."""
     async with core.uow() as uow:
         started = await start_attempt(uow.session, payout_id)
