@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import gc
 from collections.abc import AsyncIterator
 from typing import Any
@@ -33,10 +34,7 @@ from mcp_server.http import McpMount
 def create_app(settings: Settings | None = None, *, core: Core | None = None) -> Starlette:
     settings = settings or (core.settings if core else load_settings())
     core = core or Core.build(settings)
-    # The sandbox processor's hosted pages exist only when it is the processor.
-    table = [r for r in all_routes() if r.tag != "sandbox" or settings.processor == "sandbox"]
-    openapi_doc = build_openapi(table, base_url=settings.base_url)
-    openapi_bytes = orjson.dumps(openapi_doc)
+    table, openapi_doc, openapi_bytes = _described(settings.processor == "sandbox", settings.base_url)
 
     async def openapi_json(_: Request) -> Response:
         return Response(openapi_bytes, media_type="application/json")
@@ -122,6 +120,17 @@ def create_app(settings: Settings | None = None, *, core: Core | None = None) ->
     app.state.openapi = openapi_doc
     app.state.route_table = table
     return app
+
+
+@functools.lru_cache(maxsize=8)
+def _described(sandbox: bool, base_url: str) -> tuple[list[RouteDef], dict[str, Any], bytes]:
+    """The route table and its OpenAPI document (a dict and its bytes), built once per process for each
+    (processor, base URL): every app of the process serves the same one (the test suite builds thousands).
+    The sandbox processor's hosted pages exist only when it is the processor. Readers only: nothing may
+    change the document."""
+    table = [r for r in all_routes() if r.tag != "sandbox" or sandbox]
+    doc = build_openapi(table, base_url=base_url)
+    return table, doc, orjson.dumps(doc)
 
 
 def _specificity(path: str) -> tuple[int, ...]:

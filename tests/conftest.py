@@ -163,7 +163,11 @@ async def _wipe(core: Core) -> None:
             for name in tables:
                 await session.execute(text(f'DELETE FROM "{name}"'))
         else:
-            await session.execute(text("TRUNCATE " + ", ".join(f'"{n}"' for n in tables) + " CASCADE"))
+            # DELETE with triggers (the ledger's immutability, foreign keys, the change feed) off for this
+            # transaction: about 2 ms where a TRUNCATE of every table took 150 to 450 ms per test.
+            await session.execute(text("SET LOCAL session_replication_role = replica"))
+            raw = await (await session.connection()).get_raw_connection()
+            await raw.driver_connection.execute("; ".join(f'DELETE FROM "{n}"' for n in tables))  # type: ignore[union-attr]
         # Tags added by a test (staff-created, approved requests) go too; the seeded ones stay.
         await session.execute(text("DELETE FROM job_types WHERE created_at > :t"), {"t": _SEEDED_BEFORE})
         await session.execute(
