@@ -287,6 +287,8 @@ async def test_no_agent_key_gets_a_processor_hosted_page(world: World, route: Ro
     completes), on every key route, with the key's own objects in the path."""
     owner = await world.actor(agent=True)
     headers, pinned = await world.credentials(route, owner)
+    assert owner.agent_id
+    pinned = {**pinned, "agentId": owner.agent_id}  # the key's own agent: routes that name it do their work
     refs: dict[str, str] = {}
     try:
         path = await fill_path(world, route, owner, pinned, refs)
@@ -296,6 +298,8 @@ async def test_no_agent_key_gets_a_processor_hosted_page(world: World, route: Ro
         world, route, headers, path=path, query=await fill_query(world, route, owner), refs=refs
     )
     assert "/sandbox/processor/" not in response.text, f"{route_id(route)}: {response.text}"
+    if "onboarding-link" in route.path:
+        assert response.status_code == 200 and "/setup/" in response.json()["url"], response.text
 
 
 # --- another owner's object is a 404 -------------------------------------------------------------
