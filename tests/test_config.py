@@ -75,6 +75,7 @@ def test_a_rule_across_settings_names_its_variables(monkeypatch: pytest.MonkeyPa
         load_settings()
 
 
+@pytest.mark.slow
 def test_the_real_command_exits_2_with_one_line(tmp_path: Path) -> None:
     """`callboard serve` as an operator runs it, with a malformed list."""
     env = {**os.environ, "CALLBOARD_VAR_DIR": str(tmp_path), "CALLBOARD_DB_POOL_SIZE": "lots"}
@@ -92,6 +93,7 @@ def test_the_real_command_exits_2_with_one_line(tmp_path: Path) -> None:
     )
 
 
+@pytest.mark.slow
 def test_production_refuses_the_sandbox_processor_unless_a_demo_says_so(tmp_path: Path) -> None:
     """Production with no processor set would take test card 4242 as money: `callboard serve` stops with one
     line instead, unless CALLBOARD_ALLOW_SANDBOX_IN_PRODUCTION says this is a demo."""

@@ -35,7 +35,7 @@ from tests.conftest import make_user
 from tests.jobs_helpers import new_agent, new_owner
 from tests.server_process import ServerProcess, can_spawn, spawn, wait_ready
 
-pytestmark = pytest.mark.skipif(can_spawn() is not None, reason=can_spawn() or "")
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(can_spawn() is not None, reason=can_spawn() or "")]
 
 ST = str(Path(sys.executable).with_name("st"))
 EXAMPLES = int(os.environ.get("CALLBOARD_CONTRACT_EXAMPLES", "6"))

@@ -46,6 +46,7 @@ from tests.payout_helpers import onboard_owner
 from tests.server_process import ServerProcess, can_spawn, spawn, wait_ready
 
 pytestmark = [
+    pytest.mark.slow,
     pytest.mark.usefixtures("books_balance"),
     pytest.mark.skipif(can_spawn() is not None, reason=can_spawn() or ""),
 ]

@@ -38,6 +38,8 @@ from tests.jobs_helpers import create_published, new_agent, new_owner
 from tests.mcp_helpers import CALLBOARD
 from tests.server_process import ServerProcess, can_spawn, serve_argv, server_env, spawn, wait_ready
 
+pytestmark = pytest.mark.slow  # real `callboard serve` processes
+
 TOKEN = "metrics-token-for-tests-0123456789"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 GRACEFUL_EXIT = (0, -signal.SIGTERM)

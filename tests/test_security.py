@@ -416,6 +416,7 @@ def _from_many_addresses(url: str) -> list[int]:
         ]
 
 
+@pytest.mark.slow
 async def test_x_forwarded_for_is_believed_only_from_trusted_proxies(core: Core, tmp_path: Path) -> None:
     limits = {"CALLBOARD_RATE_LIMIT_ENABLED": "true", "CALLBOARD_RATE_LIMIT_PUBLIC_READ": "2/minute"}
     server = spawn(core.settings, tmp_path / "direct.log", loop=False, env=limits)
@@ -505,6 +506,7 @@ async def test_dropped_database_connections_answer_503_with_retry_after(
                 assert r.json()["code"] == "database_unavailable" and r.headers["retry-after"] == "2"
 
 
+@pytest.mark.slow
 async def test_a_dropped_database_is_a_retryable_tool_error_over_mcp(
     app: Any, core: Core, database_url: str, fresh_pool_after: None
 ) -> None:
