@@ -315,7 +315,6 @@ async def reserve(
     key: str | None = None,
     metadata: dict[str, Any] | None = None,
     contained: bool = True,
-    reverses_id: str | None = None,
 ) -> LedgerTransaction:
     amount = _positive(amount_cents)
     available, reserved = await accounts.several(
@@ -368,7 +367,6 @@ async def capture(
     key: str | None = None,
     metadata: dict[str, Any] | None = None,
     contained: bool = True,
-    reverses_id: str | None = None,
 ) -> LedgerTransaction:
     pay = _positive(pay_cents, "payCents")
     if type(fee_cents) is not int or fee_cents < 0:
