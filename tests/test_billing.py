@@ -204,7 +204,13 @@ async def test_enabling_auto_topup_needs_a_default_card(app: Any, core: Core) ->
     assert refused.status_code == 409, refused.text
     problem = refused.json()
     assert problem["code"] == "default_payment_method_required"
-    assert "POST /me/billing/payment-methods" in problem["message"]
+    # The fix is a step the front end renders (here the route; over MCP what to ask the owner), and the
+    # message itself names no route.
+    assert (
+        problem["nextAction"]["method"] == "POST"
+        and problem["nextAction"]["path"] == "/me/billing/payment-methods"
+    )
+    assert "/me/billing" not in problem["message"]
     after = (await c.get("/me/billing")).json()
     assert after["autoTopupEnabled"] is False and after["autoTopupThresholdCents"] is None
 

@@ -26,6 +26,7 @@ from mcp_server.tools import GROUPS
 from tests.conftest import register_agent
 from tests.jobs_helpers import AgentHandle, job_body, new_agent, new_owner
 from tests.mcp_helpers import http_client, serving
+from tests.payments_helpers import save_card
 
 FREE_TEXT = "Written by the hint-following agent."
 ROUTE_IN_TEXT = re.compile(r"/api/|\b(GET|POST|PATCH|PUT|DELETE) /")
@@ -397,3 +398,21 @@ async def test_an_unclaimed_agent_is_told_only_to_get_claimed(
         assert isinstance(content, types.TextContent)
         body = json.loads(content.text)
         assert body["code"] == "insufficient_scope" and body["nextAction"]["tool"] == "claim_link"
+
+
+async def test_billing_text_an_agent_reads_over_mcp_names_no_route(app: Any, core: Any) -> None:
+    """The reason auto top-up was turned off is stored text shown to the owner and to their agents: after
+    the default card is removed, `billing_balance` over MCP says what to do without naming a route."""
+    owner = await new_owner(app, core)
+    agent = await new_agent(owner)
+    await save_card(core, owner)
+    [card] = (await owner.client.get("/me/billing")).json()["paymentMethods"]
+    removed = await owner.client.delete(f"/me/billing/payment-methods/{card['id']}")
+    assert removed.status_code == 200, removed.text
+    async with serving(core) as url, http_client(url, agent.key) as mcp:
+        result = await mcp.call_tool("billing_balance", {})
+        assert isinstance(result, types.CallToolResult) and not result.is_error
+        balance = result.structured_content or {}
+    assert balance["autoTopupEnabled"] is False
+    assert "was removed" in balance["autoTopupDisabledReason"]
+    assert not ROUTE_IN_TEXT.search(json.dumps(balance)), balance

@@ -43,8 +43,6 @@ from callboard_core.users.models import User
 
 log = logging.getLogger("callboard.billing")
 
-SETUP_ROUTE = "POST /me/billing/payment-methods"
-
 
 def customer_key(user_id: str) -> str:
     return f"customer:{user_id}"
@@ -52,7 +50,7 @@ def customer_key(user_id: str) -> str:
 
 def card_not_found(pm_id: str) -> NotFound:
     return NotFound(
-        "You have no saved card with this id: list your cards with GET /me/billing.",
+        "You have no saved card with this id: your saved cards are listed with your balance.",
         code="payment_method_not_found",
         payment_method_id=pm_id,
     )
@@ -187,8 +185,8 @@ async def forget(session: AsyncSession, user_id: str, pm_id: str) -> None:
         await billing.turn_off_autotopup(
             session,
             profile,
-            f"Auto top-up was turned off because its card ({label}) was removed: save a card "
-            f"({SETUP_ROUTE}), make it the default, then enable auto top-up again.",
+            f"Auto top-up was turned off because its card ({label}) was removed: save a card, make it "
+            "the default, then enable auto top-up again.",
         )
     await session.flush()
 

@@ -28,11 +28,10 @@ from callboard_core.billing.schemas import (
 )
 from callboard_core.db import Database
 from callboard_core.errors import Conflict, Forbidden, ValidationFailed
+from callboard_core.guidance import Act, step
 from callboard_core.ledger import service as ledger
 from callboard_core.ledger.models import Currency
 from callboard_core.principals import Actor
-
-PAYMENT_METHODS_ROUTE = "POST /me/billing/payment-methods"
 
 
 def owner_of(actor: Actor) -> str:
@@ -202,9 +201,12 @@ async def set_autotopup(session: AsyncSession, actor: Actor, body: AutoTopupUpda
             )
         if profile.processor_default_payment_method_id is None:
             raise Conflict(
-                "Auto top-up charges your default saved card, and you have none: add a card with "
-                f"{PAYMENT_METHODS_ROUTE}, then enable auto top-up again.",
+                "Auto top-up charges your default saved card, and you have none: save a card (it becomes "
+                "the default), then enable auto top-up again.",
                 code="default_payment_method_required",
+                next_action=step(
+                    Act.OWNER_SAVE_CARD, "Save a card; the first one saved becomes the default."
+                ),
             )
     profile.autotopup_threshold_cents = threshold
     profile.autotopup_amount_cents = amount

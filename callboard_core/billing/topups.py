@@ -247,6 +247,6 @@ async def on_payment_failed(session: AsyncSession, event: ProcessorEvent) -> Non
                 session,
                 profile,
                 f"Auto top-up was turned off because the charge to your default card failed ({failure}): "
-                "update your card (POST /me/billing/payment-methods, then make it the default) and enable "
+                "save a working card, make it the default and enable "
                 "auto top-up again.",
             )

@@ -101,7 +101,7 @@ async def get_document(session: AsyncSession, actor: Actor, document_id: str) ->
     )
     if row is None:
         raise NotFound(
-            "No such document among yours; list your documents with GET /me/billing/documents.",
+            "No such document among yours; list your documents to find its id.",
             code="document_not_found",
         )
     return view(row)
