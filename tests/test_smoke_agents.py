@@ -23,3 +23,19 @@ async def test_register_then_me_then_claim(client, app, core):
         "/api/v2/agents/me", json={"name": "Renamed"}, headers=key_headers(reg["apiKey"])
     )
     assert patch.status_code == 200 and patch.json()["name"] == "Renamed"
+
+
+async def test_an_expired_claim_link_says_how_to_get_a_fresh_one(client, app, core, frozen_clock):
+    reg = await register_agent(client)
+    code = reg["claimUrl"].rsplit("/", 1)[1]
+    frozen_clock.advance(days=8)
+    owner, _ = await owner_client(app, core)
+    async with owner:
+        for method in ("GET", "POST"):
+            gone = await owner.request(method, f"/api/v2/claim/{code}")
+            assert gone.status_code == 410 and gone.json()["code"] == "claim_link_expired", gone.text
+            assert gone.json()["nextAction"]["method"] == "POST"
+            assert gone.json()["nextAction"]["path"] == "/api/v2/agents/me/claim-link"
+            assert "/api/" not in gone.json()["message"]
+    fresh = await client.post("/api/v2/agents/me/claim-link", headers=key_headers(reg["apiKey"]))
+    assert fresh.status_code == 200 and fresh.json()["claimUrl"] != reg["claimUrl"]

@@ -32,6 +32,7 @@ from callboard_core.capabilities.models import CapabilityTag, TaxonomyStatus
 from callboard_core.config import Settings
 from callboard_core.db.readcache import MISSING, ReadCache
 from callboard_core.errors import Conflict, Forbidden, Gone, NotFound, ValidationFailed
+from callboard_core.guidance import Act, step
 from callboard_core.ids import new_id, random_string
 from callboard_core.principals import Actor
 from callboard_core.security import tokens
@@ -186,7 +187,8 @@ async def resolve_capabilities(
     tags, unknown = await split_capabilities(session, slugs)
     if unknown:
         raise ValidationFailed(
-            f"Unknown capability tag(s): {', '.join(unknown)}. See GET /capabilities/tags.",
+            f"Unknown capability tag(s): {', '.join(unknown)}. Name active capability tags by their slugs "
+            "(the public capability list has them).",
             errors=[
                 {"field": field, "code": "unknown_capability", "message": f"unknown tag '{x}'"}
                 for x in unknown
@@ -424,8 +426,9 @@ async def _live_claim_link(
         raise Gone("This claim link was used already.", code="claim_link_used")
     if link.expires_at <= clock.now():
         raise Gone(
-            "This claim link has expired; the agent can mint a new one (POST /api/v2/agents/me/claim-link).",
+            "This claim link has expired; the agent can mint a new one.",
             code="claim_link_expired",
+            next_action=step(Act.CLAIM_LINK, "The agent mints a fresh claim link for its owner."),
         )
     return link, agent
 

@@ -219,7 +219,8 @@ async def _resolve_capability(
     if tag is None or (slug and tag_id and tag.id != tag_id):
         field = "capabilitySlug" if slug else "capabilityTagId"
         raise ValidationFailed(
-            "Unknown capability; see GET /capabilities/tags.",
+            "Unknown capability: name an active capability tag by its slug (the public capability list "
+            "has them).",
             errors=[
                 {
                     "field": field,
