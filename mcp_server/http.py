@@ -23,7 +23,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from callboard_core.api_keys import service as api_keys
 from callboard_core.container import Core
 from callboard_core.db.outage import DATABASE_ERRORS, as_outage
-from callboard_core.errors import Unauthenticated
+from callboard_core.errors import CallboardError, Unauthenticated
 from mcp_server.errors import error_body
 from mcp_server.runner import GATE_PRINCIPAL, key_from_headers
 from mcp_server.server import build_server
@@ -40,6 +40,14 @@ def transport_security(base_url: str) -> TransportSecuritySettings:
         origins |= {f"http://{host}", f"http://{host}:*"}
     return TransportSecuritySettings(
         enable_dns_rebinding_protection=True, allowed_hosts=sorted(hosts), allowed_origins=sorted(origins)
+    )
+
+
+def _refused(exc: CallboardError, status: int, headers: dict[str, str]) -> Response:
+    """The gate's answer before the MCP server sees the request: the problem body the tools answer with."""
+    body = error_body(exc, "req_" + secrets.token_hex(10)) | {"status": status}
+    return Response(
+        orjson.dumps(body), status_code=status, media_type="application/problem+json", headers=headers
     )
 
 
@@ -61,27 +69,14 @@ class KeyGate:
             async with self.core.uow(write=False) as uow:
                 principal, due = await api_keys.authenticate(uow.session, raw, self.core.read_cache)
         except Unauthenticated as exc:
-            body = error_body(exc, "req_" + secrets.token_hex(10)) | {"status": 401}
-            response = Response(
-                orjson.dumps(body),
-                status_code=401,
-                media_type="application/problem+json",
-                headers={"WWW-Authenticate": 'ApiKey header="X-API-Key", Bearer'},
-            )
-            await response(scope, receive, send)
+            challenge = {"WWW-Authenticate": 'ApiKey header="X-API-Key", Bearer'}
+            await _refused(exc, 401, challenge)(scope, receive, send)
             return
         except DATABASE_ERRORS as exc:
             outage = as_outage(exc)
             if outage is None:
                 raise
-            body = error_body(outage, "req_" + secrets.token_hex(10)) | {"status": 503}
-            response = Response(
-                orjson.dumps(body),
-                status_code=503,
-                media_type="application/problem+json",
-                headers={"Retry-After": str(outage.retry_after)},
-            )
-            await response(scope, receive, send)
+            await _refused(outage, 503, {"Retry-After": str(outage.retry_after)})(scope, receive, send)
             return
         # The tools of this very request use it (runner.Runner.principal) instead of checking the key again.
         state = scope.setdefault("state", {})

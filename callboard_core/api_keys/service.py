@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime, timedelta
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from sqlalchemy import ColumnElement, func, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -172,13 +172,25 @@ async def revoke_for_agent(session: AsyncSession, agent_id: str, *, reason: str)
     return int(getattr(result, "rowcount", 0) or 0)
 
 
-async def revoke_for_owner(session: AsyncSession, owner_id: str, *, reason: str) -> int:
-    result = await session.execute(
-        update(ApiKey)
-        .where(ApiKey.owner_id == owner_id, ApiKey.revoked_at.is_(None))
-        .values(revoked_at=clock.now(), revoked_reason=reason)
+async def revoke_for_owner(
+    session: AsyncSession, owner_id: str, *, reason: str, agent_ids: ColumnElement[Any] | None = None
+) -> list[str]:
+    """Revoke every live key of the owner, and of the agents `agent_ids` names (a subquery of the caller's:
+    this store knows no agents); the prefixes revoked."""
+    held = ApiKey.owner_id == owner_id
+    if agent_ids is not None:
+        held = or_(held, ApiKey.agent_id.in_(agent_ids))
+    return list(
+        (
+            await session.execute(
+                update(ApiKey)
+                .where(held, ApiKey.revoked_at.is_(None))
+                .values(revoked_at=clock.now(), revoked_reason=reason)
+                .returning(ApiKey.key_prefix)
+                .execution_options(synchronize_session=False)
+            )
+        ).scalars()
     )
-    return int(getattr(result, "rowcount", 0) or 0)
 
 
 async def get_visible(

@@ -12,13 +12,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from sqlalchemy import or_, select, update
+from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.sql import Executable
 
 from callboard_core import clock, states
 from callboard_core.agents.models import Agent, AgentEnrollToken
-from callboard_core.api_keys.models import ApiKey
+from callboard_core.api_keys import service as api_keys
 from callboard_core.audit import service as audit
 from callboard_core.mail.service import Mail, Mailer
 from callboard_core.onboarding.models import (
@@ -78,20 +78,7 @@ async def revoke_unverified_grants(session: AsyncSession, user: User) -> Revoked
     now = clock.now()
     done = Revoked()
     agent_ids = select(Agent.id).where(Agent.owner_id == user.id).scalar_subquery()
-    done.keys = list(
-        (
-            await session.execute(
-                update(ApiKey)
-                .where(
-                    or_(ApiKey.owner_id == user.id, ApiKey.agent_id.in_(agent_ids)),
-                    ApiKey.revoked_at.is_(None),
-                )
-                .values(revoked_at=now, revoked_reason=REVOKED_REASON)
-                .returning(ApiKey.key_prefix)
-                .execution_options(synchronize_session=False)
-            )
-        ).scalars()
-    )
+    done.keys = await api_keys.revoke_for_owner(session, user.id, reason=REVOKED_REASON, agent_ids=agent_ids)
     done.enroll_tokens = await _count(
         session,
         update(AgentEnrollToken)

@@ -214,8 +214,7 @@ def _event_status(event: ProcessorEvent) -> AccountStatus:
 async def account_of_event(session: AsyncSession, event: ProcessorEvent) -> PayoutAccount | None:
     """Our row for an account event: by the processor account id, else by the row id we gave the
     processor as `owner_ref` (an account whose creation the write step never recorded)."""
-    account_id = str(event.data.get("id") or event.account or "")
-    row = await session.scalar(select(PayoutAccount).where(PayoutAccount.processor_account_id == account_id))
+    row = await find_by_processor_id(session, str(event.data.get("id") or event.account or ""))
     if row is None:
         owner_ref = (event.data.get("metadata") or {}).get("owner_ref")
         if owner_ref:
@@ -240,9 +239,7 @@ async def on_bank_payout(session: AsyncSession, event: ProcessorEvent) -> None:
     older than the failure on record changes nothing."""
     if not event.account:
         return
-    row = await session.scalar(
-        select(PayoutAccount).where(PayoutAccount.processor_account_id == event.account)
-    )
+    row = await find_by_processor_id(session, event.account)
     if row is None or (row.bank_payout_failed_at is not None and event.created < row.bank_payout_failed_at):
         return
     if event.type == "payout.paid":

@@ -673,21 +673,23 @@ class SandboxProcessor:
         back = urlencode({"return_url": return_url, "refresh_url": refresh_url})
         return AccountLink(url=f"{self.base_url}{PAGE_PREFIX}/onboarding/{secret}?{back}", expires_at=expires)
 
-    async def account_link(self, secret: str) -> str:
-        """The account a live onboarding link is for (404 for an unknown, used or expired link)."""
-        link = await self._read(lambda s: self._get(s, "account_link", _account_link_id(secret)))
+    async def _live_link(self, session: AsyncSession, secret: str, *, lock: bool = False) -> dict[str, Any]:
+        """An onboarding link that is neither used nor expired (404 otherwise, like an unknown one)."""
+        link = await self._get(session, "account_link", _account_link_id(secret), lock=lock)
         if link["used"] or link["expires_at"] <= int(clock.now().timestamp()):
             raise object_missing("account link", "(used or expired)")
-        return str(link["account"])
+        return link
+
+    async def account_link(self, secret: str) -> str:
+        """The account a live onboarding link is for."""
+        return str((await self._read(lambda s: self._live_link(s, secret)))["account"])
 
     async def complete_account_link(self, secret: str) -> AccountStatus:
         """The hosted onboarding submitted through its link: the link is spent (once, under a lock), the
         account's onboarding completes."""
 
         async def work(session: AsyncSession) -> AccountStatus:
-            link = await self._get(session, "account_link", _account_link_id(secret), lock=True)
-            if link["used"] or link["expires_at"] <= int(clock.now().timestamp()):
-                raise object_missing("account link", "(used or expired)")
+            link = await self._live_link(session, secret, lock=True)
             link["used"] = True
             await self._put(session, link)
             return await self._complete_onboarding(session, str(link["account"]))

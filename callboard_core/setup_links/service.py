@@ -188,8 +188,8 @@ async def prepare_start(
         named = link.processor_account_id and await payout_accounts.find_by_processor_id(
             session, link.processor_account_id
         )
-        if named and named.user_id == link.user_id and named.processor_account_id:
-            row_id, account_id = named.id, named.processor_account_id
+        if named and named.user_id == link.user_id:
+            row_id, account_id = named.id, str(link.processor_account_id)
         else:
             holder = payout_accounts.Holder(link.user_id)
             row_id, account_id = await payout_accounts.processor_account(session, db, processor, holder)
