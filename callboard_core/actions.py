@@ -14,8 +14,7 @@ response bytes, a tool result's JSON) and how a replay is rendered.
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -23,16 +22,12 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from callboard_core.api_keys import service as api_keys
 from callboard_core.container import Core
-from callboard_core.db import Database
 from callboard_core.errors import Unauthenticated
 from callboard_core.idempotency import service as idempotency
 from callboard_core.idempotency.service import StoredResponse
 
 C = TypeVar("C")  # the authenticated caller, as the front end describes it
 R = TypeVar("R")  # the action's answer
-
-# Fire-and-forget work (an API key's lastUsedAt): referenced until done, so no task is collected early.
-background: set[asyncio.Task[None]] = set()
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,15 +41,10 @@ class Idempotency:
     fingerprint: str
 
 
-def spawn(coro: Coroutine[Any, Any, None]) -> None:
-    task = asyncio.create_task(coro)
-    background.add(task)
-    task.add_done_callback(background.discard)
-
-
-def touch_key(db: Database, key_id: str) -> None:
-    """Refresh an API key's lastUsedAt in the background: the caller's answer never waits for it."""
-    spawn(api_keys.touch(db, key_id))
+def touch_key(core: Core, key_id: str) -> None:
+    """Refresh an API key's lastUsedAt in the background (the core's bus holds the task until it is done):
+    the caller's answer never waits for it."""
+    core.bus.spawn(api_keys.touch(core, key_id))
 
 
 async def run_write(
@@ -97,7 +87,7 @@ async def run_write(
     if idempotency_request is not None:
         assert scope is not None, "an idempotent write names its scope"
         reservation = await idempotency.reserve(
-            core.db,
+            core,
             core.sealer,
             scope=scope(caller),
             key=idempotency_request.key,
@@ -121,7 +111,7 @@ async def run_write(
                     await idempotency.complete(uow.session, core.sealer, record_id, stored(answer))
     except BaseException:
         if record_id is not None:
-            await idempotency.release(core.db, record_id)
+            await idempotency.release(core, record_id)
         raise
     return answer
 

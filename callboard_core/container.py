@@ -2,23 +2,17 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from callboard_core import payouts, setup_links
-from callboard_core.agents import capability_links
-from callboard_core.billing import processor_events as billing_events
+from callboard_core import handlers
 from callboard_core.blobs import BlobStore, build_blob_store
+from callboard_core.bus import MessageBus
 from callboard_core.config import Environment, Settings
 from callboard_core.db import Database, UnitOfWork
 from callboard_core.db.readcache import ReadCache
-from callboard_core.documents import issue as documents_issue
 from callboard_core.idempotency.service import Sealer
-from callboard_core.jobs import lifecycle_hooks
 from callboard_core.ledger import counting as ledger_counting
 from callboard_core.mail.service import Mailer, build_mailer
-from callboard_core.owner_notifications import delivery as notification_delivery
-from callboard_core.owner_notifications import service as owner_notifications
-from callboard_core.owner_notifications import triggers as notification_triggers
 from callboard_core.processor import PaymentProcessor, build_processor
 from callboard_core.ratelimit import RateLimiter
 from callboard_core.security import passwords
@@ -34,34 +28,20 @@ class Core:
     read_cache: ReadCache
     blobs: BlobStore
     processor: PaymentProcessor
+    # Who hears what (callboard_core/handlers.py); rides on every unit of work this core opens.
+    bus: MessageBus = field(default_factory=MessageBus)
 
     @classmethod
     def build(cls, settings: Settings) -> Core:
         passwords.configure(fast=settings.env is Environment.TEST)
-        # Explicit, not import side effects (both idempotent): a process that never imports the job services
-        # (a CLI, a worker) must still refuse to archive or delete an agent with work in flight, and a
-        # taxonomy edit (tag rename, merge) must reach the agents' tags whatever was imported first.
-        lifecycle_hooks.register()
-        capability_links.register()
-        # Every new ledger posting of a documented kind issues its receipt, invoice or credit note.
-        documents_issue.register()
-        # Owner notifications hear the job's history, documents and payouts.
-        notification_triggers.register()
-        # Money: payouts queue on the ledger's captures and hear of accounts and transfers from the
-        # processor; setup links complete on the processor's word.
-        payouts.register()
-        setup_links.register()
-        billing_events.register()  # saved cards and top-ups hear the processor's webhooks
-        ledger_counting.register()  # every committed ledger posting is counted on /metrics
+        ledger_counting.declare()  # every kind of money operation shows on /metrics from the start
         db = Database(
             settings.database_url,
             pool_size=settings.db_pool_size,
             busy_timeout_ms=settings.sqlite_busy_timeout_ms,
         )
         mailer = build_mailer(settings, db)
-        # Owner notifications' email goes out right after the commit that raised it (the worker retries).
-        notification_delivery.install(db, mailer, settings)
-        return cls(
+        core = cls(
             settings=settings,
             db=db,
             mailer=mailer,
@@ -71,16 +51,18 @@ class Core:
             blobs=build_blob_store(settings),
             processor=build_processor(settings, db),
         )
+        core.bus = MessageBus(handlers.table(core))
+        return core
 
     def uow(self, *, write: bool = True) -> UnitOfWork:
-        return UnitOfWork(self.db, write=write)
+        return UnitOfWork(self.db, write=write, bus=self.bus)
 
     async def start(self) -> None:
         """What needs the event loop: the read cache's change feed on PostgreSQL."""
         await self.read_cache.start()
 
     async def close(self) -> None:
-        await owner_notifications.drain()
+        await self.bus.drain()
         await self.mailer.drain()
         await self.read_cache.aclose()
         await self.processor.aclose()

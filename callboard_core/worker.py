@@ -50,7 +50,7 @@ async def run_once(
         if sent:
             log.info("payouts: %s", sent)
     try:  # owner notifications' email: first attempts left behind, and retries whose time has come
-        mailed = await notification_delivery.deliver_due(core.db, core.mailer, core.settings)
+        mailed = await notification_delivery.deliver_due(core, core.mailer, core.settings)
     except Exception:
         log.exception("delivering owner notifications failed")
     else:

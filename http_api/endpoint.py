@@ -28,7 +28,6 @@ from http_api import auth
 from http_api.guidance import HTTP
 from http_api.route_table import SAFE_METHODS, AuthKind, RequestContext, RouteDef
 
-_background = actions.background  # the fire-and-forget tasks (tests drain them before a database goes)
 _REPLAY_HEADERS = ("content-type", "location")
 # No id, code or slug is longer than this; longer path parameters are refused before any lookup.
 MAX_PATH_PARAM = 256
@@ -457,4 +456,4 @@ def _finish(ctx: RequestContext, response: Response) -> Response:
 def _after(state: dict[str, Any], core: Core) -> None:
     key_id = state.get("touch_key")
     if key_id:
-        actions.touch_key(core.db, key_id)
+        actions.touch_key(core, key_id)

@@ -77,7 +77,7 @@ class Runner:
             principal, due = await api_keys.authenticate(session, raw, self.core.read_cache)
         api_keys.require_scope(principal, write=write)
         if due:
-            actions.touch_key(self.core.db, principal.key_id)
+            actions.touch_key(self.core, principal.key_id)
         return principal
 
     async def run(self, tool: ToolDef, ctx: Any, arguments: dict[str, Any]) -> Any:

@@ -8,6 +8,7 @@ as in production. Rows written by a test are removed after it; the seeded taxono
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import secrets
 import uuid
@@ -22,11 +23,11 @@ from sqlalchemy import text
 
 from callboard_core import clock
 from callboard_core.auth import sessions
+from callboard_core.bus import HandlerTable
 from callboard_core.config import Environment, Settings
 from callboard_core.container import Core
 from callboard_core.ledger import service as ledger
 from callboard_core.models import metadata
-from callboard_core.owner_notifications import service as owner_notifications
 from callboard_core.security.permissions import Role
 from callboard_core.seed import migrate_and_seed
 from callboard_core.users import service as users
@@ -149,7 +150,7 @@ async def core(database_url: str, tmp_root: Path) -> AsyncIterator[Core]:
     try:
         yield core
     finally:
-        await owner_notifications.drain()  # after-commit email deliveries must not race the wipe
+        await core.bus.drain()  # after-commit email deliveries and key touches must not race the wipe
         await core.mailer.drain()
         await core.read_cache.aclose()
         await _wipe(core)
@@ -194,6 +195,18 @@ def app(core: Core) -> Any:
 async def client(app: Any) -> AsyncIterator[httpx.AsyncClient]:
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=BASE_URL) as c:
         yield c
+
+
+@contextlib.contextmanager
+def listening(core: Core, extra: HandlerTable) -> Iterator[None]:
+    """The core's bus with `extra` handlers (after the table's own) while the block runs: how a test hears
+    an event, or makes a handler fail, through the real app."""
+    before = core.bus
+    core.bus = before.extended(extra)
+    try:
+        yield
+    finally:
+        core.bus = before
 
 
 def new_client(app: Any) -> httpx.AsyncClient:

@@ -22,7 +22,6 @@ factory-made submission as `submissionId`).
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import hashlib
 import re
@@ -63,7 +62,6 @@ from callboard_core.seed import migrate_and_seed
 from callboard_core.setup_links import service as setup_links
 from callboard_core.setup_links.schemas import SetupLinkCreate
 from callboard_core.waitlist.models import WaitlistSignup
-from http_api import endpoint
 from http_api.app import create_app
 from http_api.route_table import AuthKind, RouteDef
 from tests import conftest
@@ -1055,18 +1053,11 @@ async def open_world(
     try:
         yield World(core=core, app=create_app(core=core))
     finally:
-        await drain_background()
+        await core.bus.drain()
         await core.mailer.drain()
         if wipe:
             await conftest._wipe(core)
         await core.db.dispose()
-
-
-async def drain_background() -> None:
-    """Wait for the endpoint's fire-and-forget work (API key lastUsedAt) before a database goes away."""
-    while endpoint._background:
-        await asyncio.gather(*list(endpoint._background), return_exceptions=True)
-        await asyncio.sleep(0)  # let the done-callbacks take the finished tasks out of the set
 
 
 def database_url_for(request: Any) -> str:

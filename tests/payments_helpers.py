@@ -153,7 +153,7 @@ async def save_card(core: Core, owner: Owner, card: str = "4242424242424242", *,
     card setup completed with `card`, the confirm route), and auto top-up on (threshold 0, `amount`)."""
     p = core.processor
     assert isinstance(p, SandboxProcessor)
-    setup = await cards.begin_card_setup(p, core.db, core.settings, owner.user_id)
+    setup = await cards.begin_card_setup(p, core, core.settings, owner.user_id)
     outcome = await p.complete_card_setup(setup.id, card)
     assert outcome.status == "complete" and outcome.payment_method
     r = await owner.client.post(

@@ -9,14 +9,16 @@ from urllib.parse import urlsplit
 import httpx
 from sqlalchemy import func, select
 
+from callboard_core import bus
 from callboard_core.container import Core
 from callboard_core.ids import new_id
 from callboard_core.ledger import service as ledger
 from callboard_core.ledger.models import LedgerTransaction, TransactionKind
 from callboard_core.payouts.models import Payout
-from callboard_core.processor import ProcessorEvent, dispatch
+from callboard_core.processor import ProcessorEvent
 from callboard_core.processor.models import SandboxObject
 from callboard_core.processor.sandbox import SandboxProcessor, mark_delivered, pending_events
+from callboard_core.processor.translate import fact_of
 from tests.conftest import BASE_URL
 from tests.jobs_helpers import Owner
 
@@ -29,8 +31,8 @@ def sandbox(core: Core) -> SandboxProcessor:
 
 
 async def deliver(core: Core) -> list[ProcessorEvent]:
-    """Every pending sandbox event, signed and verified as a webhook would be, then dispatched to the
-    registered handlers in a unit of work of its own (what `POST /webhooks/processor` will do)."""
+    """Every pending sandbox event, signed and verified as a webhook would be, then published as our own
+    fact on the core's bus in a unit of work of its own (what `POST /webhooks/processor` does)."""
     processor = sandbox(core)
     async with core.db.session(write=False) as session:
         events = await pending_events(session)
@@ -46,8 +48,10 @@ async def deliver(core: Core) -> list[ProcessorEvent]:
 
 
 async def handle(core: Core, event: ProcessorEvent) -> None:
-    async with core.uow() as uow:
-        await dispatch.dispatch(uow.session, event)
+    fact = fact_of(event)
+    if fact is not None:
+        async with core.uow() as uow:
+            await bus.publish(uow.session, fact)
 
 
 async def award(

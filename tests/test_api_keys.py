@@ -9,7 +9,8 @@ import httpx
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from callboard_core.agents import lifecycle
-from tests.conftest import key_headers, owner_client, register_agent
+from callboard_core.bus import InTransaction
+from tests.conftest import key_headers, listening, owner_client, register_agent
 
 
 async def create_agent(owner: httpx.AsyncClient) -> tuple[str, str]:
@@ -216,18 +217,15 @@ async def test_no_keys_for_archived_or_deleted_agents(client, app, core):
         _, live_key = await create_agent(owner)
         assert (await owner.post(f"/agents/dashboard/{archived_id}/archive")).status_code == 200
 
-        async def worked(session: AsyncSession, candidate: str) -> bool:
-            return candidate == deleted_id
+        async def worked(session: AsyncSession, question: lifecycle.HasHistory) -> bool:
+            return question.agent_id == deleted_id
 
-        lifecycle.register_history_provider(worked)
-        try:
+        with listening(core, {lifecycle.HasHistory: [InTransaction(worked)]}):
             handle = (await owner.get(f"/agents/dashboard/{deleted_id}")).json()["handle"]
             gone = await owner.request(
                 "DELETE", f"/agents/dashboard/{deleted_id}", json={"confirmHandle": handle}
             )
             assert gone.status_code == 200 and gone.json()["mode"] == "SOFT"
-        finally:
-            lifecycle.unregister_history_provider(worked)
 
         for agent_id, code in ((archived_id, "agent_archived"), (deleted_id, "agent_deleted")):
             refused = await owner.post("/api-keys/dashboard", json={"agentId": agent_id})

@@ -71,18 +71,23 @@ async def test_a_new_owner_sees_a_zero_balance_and_null_settings(app: Any, core:
     assert body["currency"] == "usd" and body["autoTopupEnabled"] is False
     assert all(name in body and body[name] is None for name in NULLS)
     assert body["paymentMethods"] == [] and body.get("autoTopupDisabledReason") is None
-    # The first read created the profile; later reads show the same one.
-    assert await profiles(core, owner.user_id) == 1
+    # A read writes nothing; later reads show the same id.
+    assert await profiles(core, owner.user_id) == 0
     again = await owner.client.get("/me/billing")
     assert again.json()["id"] == body["id"]
 
 
-async def test_concurrent_first_reads_make_one_profile(app: Any, core: Core) -> None:
+async def test_reads_write_nothing_and_the_first_write_keeps_the_id_they_showed(app: Any, core: Core) -> None:
     owner = await new_owner(app, core)
     answers = await asyncio.gather(*(owner.client.get("/me/billing") for _ in range(6)))
     assert {r.status_code for r in answers} == {200}
     assert len({r.json()["id"] for r in answers}) == 1
-    assert await profiles(core, owner.user_id) == 1
+    assert await profiles(core, owner.user_id) == 0
+    (shown,) = {r.json()["id"] for r in answers}
+    written = await owner.client.patch("/me/billing/limits", json={"perTaskCapCents": 500})
+    assert written.status_code == 200, written.text
+    assert written.json()["id"] == shown and await profiles(core, owner.user_id) == 1
+    assert (await owner.client.get("/me/billing")).json()["id"] == shown
 
 
 async def test_ensure_is_race_safe_across_units_of_work(core: Core, app: Any) -> None:

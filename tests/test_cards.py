@@ -16,12 +16,12 @@ from sqlalchemy import func, select
 
 from callboard_core import worker
 from callboard_core.billing.models import TopUp, TopUpStatus
+from callboard_core.bus import InTransaction
 from callboard_core.container import Core
 from callboard_core.ledger import service as ledger
 from callboard_core.ledger.models import LedgerTransaction, TransactionKind
-from callboard_core.processor import dispatch
+from callboard_core.processor.events import PaymentSucceeded
 from callboard_core.processor.models import ProcessorEventRecord, SandboxEvent
-from callboard_core.processor.port import ProcessorEvent
 from callboard_core.processor.sandbox import (
     CARD_DECLINED,
     CARD_DECLINED_AFTER_ATTACH,
@@ -30,7 +30,7 @@ from callboard_core.processor.sandbox import (
 )
 from http_api.app import create_app
 from tests import fake_stripe
-from tests.conftest import BASE_URL, make_settings, new_client
+from tests.conftest import BASE_URL, listening, make_settings, new_client
 from tests.jobs_helpers import new_owner
 from tests.payments_helpers import (
     RETURN_URL,
@@ -400,14 +400,13 @@ async def test_a_failing_handler_keeps_nothing_and_the_retry_handles_the_event(a
     owner, body = await paid_topup_event(app, core)
     calls = 0
 
-    async def flaky(session: Any, event: ProcessorEvent) -> None:
+    async def flaky(session: Any, event: PaymentSucceeded) -> None:
         nonlocal calls
         calls += 1
         if calls == 1:
             raise RuntimeError("the first attempt fails after the top-up handler posted")
 
-    dispatch.handles("payment_intent.succeeded", flaky)
-    try:
+    with listening(core, {PaymentSucceeded: [InTransaction(flaky)]}):
         secret = sandbox(core).webhook_secret
         async with new_client(app) as client:
             failed = await post_event(client, body, secret)
@@ -418,8 +417,6 @@ async def test_a_failing_handler_keeps_nothing_and_the_retry_handles_the_event(a
             retried = await post_event(client, body, secret)
         assert retried.status_code == 200 and retried.json()["handled"] is True
         assert await available(owner) == 700
-    finally:
-        dispatch._handlers["payment_intent.succeeded"].remove(flaky)
 
 
 async def test_the_worker_pass_delivers_the_sandbox_events(app: Any, core: Core) -> None:

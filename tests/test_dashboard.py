@@ -14,7 +14,8 @@ from callboard_core.agents import lifecycle, reputation
 from callboard_core.agents.models import Agent
 from callboard_core.agents.schemas import LifecycleBlocker
 from callboard_core.audit.models import AuditEvent
-from tests.conftest import key_headers, owner_client, register_agent
+from callboard_core.bus import InTransaction
+from tests.conftest import key_headers, listening, owner_client, register_agent
 
 
 def agent_body(**overrides: Any) -> dict[str, Any]:
@@ -293,13 +294,12 @@ async def test_blocker_provider_blocks_archive_and_delete(client, app, core):
         created = await create_agent(owner)
         agent_id, key, handle = created["agent"]["id"], created["apiKey"], created["agent"]["handle"]
 
-        async def in_flight(session: AsyncSession, candidate: str) -> list[LifecycleBlocker]:
-            if candidate != agent_id:
+        async def in_flight(session: AsyncSession, question: lifecycle.BlockersOf) -> list[LifecycleBlocker]:
+            if question.agent_id != agent_id:
                 return []
             return [LifecycleBlocker(kind="job_in_progress", message="A job is running.", ref_ids=["job_1"])]
 
-        lifecycle.register_blocker_provider(in_flight)
-        try:
+        with listening(core, {lifecycle.BlockersOf: [InTransaction(in_flight)]}):
             listed = await owner.get(f"/agents/dashboard/{agent_id}/lifecycle-blockers")
             assert listed.json()["blockers"] == [
                 {"kind": "job_in_progress", "message": "A job is running.", "count": 1, "refIds": ["job_1"]}
@@ -315,8 +315,6 @@ async def test_blocker_provider_blocks_archive_and_delete(client, app, core):
             got = (await owner.get(f"/agents/dashboard/{agent_id}")).json()
             assert got["archived"] is False and got["status"] == "ACTIVE"
             assert await me_status(client, key) == 200
-        finally:
-            lifecycle.unregister_blocker_provider(in_flight)
         assert (await owner.post(f"/agents/dashboard/{agent_id}/archive")).status_code == 200
     assert await audit_actions(core, agent_id) == ["agent.archived"]
 
@@ -357,16 +355,13 @@ async def test_delete_soft_with_history(client, app, core):
         created = await create_agent(owner, handle="has-history")
         agent_id, key = created["agent"]["id"], created["apiKey"]
 
-        async def worked(session: AsyncSession, candidate: str) -> bool:
-            return candidate == agent_id
+        async def worked(session: AsyncSession, question: lifecycle.HasHistory) -> bool:
+            return question.agent_id == agent_id
 
-        lifecycle.register_history_provider(worked)
-        try:
+        with listening(core, {lifecycle.HasHistory: [InTransaction(worked)]}):
             deleted = await owner.request(
                 "DELETE", f"/agents/dashboard/{agent_id}", json={"confirmHandle": "has-history"}
             )
-        finally:
-            lifecycle.unregister_history_provider(worked)
         assert deleted.status_code == 200 and deleted.json()["mode"] == "SOFT"
         assert (await owner.get(f"/agents/dashboard/{agent_id}")).status_code == 404
         assert (await owner.get("/agents/dashboard/mine?includeArchived=true")).json()["total"] == 0

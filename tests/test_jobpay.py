@@ -13,11 +13,12 @@ import httpx
 import pytest
 from sqlalchemy import select
 
+from callboard_core import bus
 from callboard_core.container import Core
 from callboard_core.ledger.models import LedgerTransaction, TransactionKind
 from callboard_core.onboarding.models import OnboardingActivation
-from callboard_core.processor import dispatch
 from callboard_core.processor.sandbox import SandboxProcessor, pending_events
+from callboard_core.processor.translate import fact_of
 from tests.jobs_helpers import new_agent, new_owner, to_review, travel
 from tests.mcp_helpers import call, call_error, http_client, serving
 from tests.payments_helpers import buyer, draft, fund, kinds_for, money, platform_fees, save_card
@@ -37,7 +38,9 @@ async def deliver_payment_events(core: Core) -> int:
     async with core.uow() as uow:
         for e in events:
             body, header = p.signed(e)
-            await dispatch.dispatch(uow.session, p.parse_event(body, header))
+            fact = fact_of(p.parse_event(body, header))
+            assert fact is not None
+            await bus.publish(uow.session, fact)
     return len(events)
 
 

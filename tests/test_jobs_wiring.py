@@ -94,25 +94,18 @@ async def test_core_build_registers_the_job_blockers_in_a_fresh_process(
     assert got["archived"] is False and got["status"] == "ACTIVE"
 
 
-# A fresh interpreter that imports the agents and the taxonomy first: that registers no TagHolders; building
-# the Core (twice) does, and a tag renamed through the port reaches the agents holding it.
+# A fresh interpreter that imports the agents and the taxonomy first: that wires nothing (a bare bus hears
+# nothing); building the Core (twice) does, and a tag renamed on its bus reaches the agents holding it.
 RENAME_IN_FRESH_PROCESS = """
 import asyncio, json, sys
 
 import callboard_core.agents
+from callboard_core import bus
 from callboard_core.capabilities import service as capabilities
 from callboard_core.config import Environment, Settings
 from callboard_core.container import Core
 
 args = json.loads(sys.argv[1])
-
-
-def registered() -> bool:
-    try:
-        capabilities._holders()
-    except RuntimeError:
-        return False
-    return True
 
 
 async def main() -> dict:
@@ -123,22 +116,22 @@ async def main() -> dict:
         secret_key="k" * 43,
         base_url="http://testserver",
     )
-    before = registered()
+    before = bool(bus.MessageBus().handlers(capabilities.TagRenamed))
     Core.build(settings)
     core = Core.build(settings)
     try:
         async with core.uow() as uow:
-            await capabilities._holders().tag_renamed(uow.session, args["tag"], args["slug"])
+            await bus.publish(uow.session, capabilities.TagRenamed(args["tag"], args["slug"]))
     finally:
         await core.db.dispose()
-    return {"before_build": before, "after_build": registered()}
+    return {"before_build": before, "after_build": len(core.bus.handlers(capabilities.TagRenamed)) == 1}
 
 
 print(json.dumps(asyncio.run(main())))
 """
 
 
-async def test_core_build_registers_the_agents_tag_holders_in_a_fresh_process(
+async def test_core_build_wires_the_agents_as_tag_holders_in_a_fresh_process(
     app: Any, core: Core, client: Any
 ) -> None:
     admin, _ = await owner_client(app, core, role="SUPPORT")

@@ -14,11 +14,13 @@ from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from callboard_core import clock, metrics, worker
+from callboard_core.bus import AfterCommit, InTransaction
 from callboard_core.container import Core
 from callboard_core.errors import Conflict, ValidationFailed
 from callboard_core.ids import new_id
 from callboard_core.ledger import accounts
 from callboard_core.ledger import service as ledger
+from callboard_core.ledger.events import LedgerPosted
 from callboard_core.ledger.models import (
     AccountKind,
     ImmutableLedgerRow,
@@ -27,6 +29,7 @@ from callboard_core.ledger.models import (
     LedgerTransaction,
     TransactionKind,
 )
+from tests.conftest import listening
 
 T = TypeVar("T")
 
@@ -528,28 +531,33 @@ async def test_accounts_are_created_once_under_concurrency(core: Core) -> None:
             await accounts.get_or_create(uow.session, AccountKind.OWNER_AVAILABLE, user, currency="eur")
 
 
-async def test_post_hooks_run_once_per_new_transaction_inside_its_unit_of_work(
-    core: Core, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from callboard_core.ledger import hooks
-
-    monkeypatch.setattr(hooks, "_hooks", {})
+async def test_posted_is_published_once_per_new_transaction_inside_its_unit_of_work(core: Core) -> None:
     heard: list[str] = []
+    committed: list[str] = []
 
-    async def on_reserve(session: AsyncSession, txn: LedgerTransaction) -> None:
+    async def on_posted(session: AsyncSession, event: LedgerPosted) -> None:
+        if event.kind is not TransactionKind.RESERVE:
+            return
+        txn = event.transaction
         heard.append(txn.idempotency_key)
+        # The entries come with the event: the pairs the posting wrote, summing to zero.
+        assert sum(entry.amount_cents for _, entry in event.entries) == 0
         if txn.job_id == "job_fails":
             raise RuntimeError("the listener failed")
 
-    hooks.on_posted(TransactionKind.RESERVE, on_reserve)
-    hooks.on_posted(TransactionKind.RESERVE, on_reserve)  # idempotent registration
+    async def after(event: LedgerPosted) -> None:
+        committed.append(event.transaction.idempotency_key)
+
     user, job = await funded(core, 500), new_id("job")
-    await run(core, lambda s: ledger.reserve(s, user_id=user, amount_cents=100, job_id=job))
-    await run(core, lambda s: ledger.reserve(s, user_id=user, amount_cents=100, job_id=job))  # replay
-    assert heard == [f"reserve:{job}"]
-    # A failing listener takes the posting down with it: nothing of it remains.
-    with pytest.raises(RuntimeError):
-        await run(core, lambda s: ledger.reserve(s, user_id=user, amount_cents=100, job_id="job_fails"))
+    with listening(core, {LedgerPosted: [InTransaction(on_posted), AfterCommit(after)]}):
+        await run(core, lambda s: ledger.reserve(s, user_id=user, amount_cents=100, job_id=job))
+        await run(core, lambda s: ledger.reserve(s, user_id=user, amount_cents=100, job_id=job))  # replay
+        assert heard == [f"reserve:{job}"] and committed == [f"reserve:{job}"]
+        # A failing listener takes the posting down with it: nothing of it remains, and no after-commit
+        # handler hears of it.
+        with pytest.raises(RuntimeError):
+            await run(core, lambda s: ledger.reserve(s, user_id=user, amount_cents=100, job_id="job_fails"))
+    assert committed == [f"reserve:{job}"]
     assert await balance(core, user) == money(available=400, reserved=100)
 
 

@@ -5,6 +5,7 @@ cleanly. On SQLite (a fresh file) and PostgreSQL (a fresh database)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import uuid
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
@@ -17,9 +18,10 @@ from alembic import command
 from alembic.script import ScriptDirectory
 from sqlalchemy import inspect, text
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, create_async_engine
 
-from callboard_core.db import Database
+from callboard_core.bus import MessageBus
+from callboard_core.db import Database, UnitOfWork
 from callboard_core.db.changefeed import TRIGGER
 from callboard_core.db.migrate import alembic_config
 from callboard_core.ids import new_id
@@ -28,6 +30,13 @@ from tests.conftest import PG_ADMIN_URL, PG_AVAILABLE
 
 PREVIOUS = "0003"  # the last revision the previous release shipped
 LEDGER_TABLES = {"ledger_accounts", "ledger_transactions", "ledger_entries"}
+
+
+@contextlib.asynccontextmanager
+async def bare_uow(db: Database) -> AsyncIterator[AsyncSession]:
+    """A unit of work on a bare database with a bus that hears nothing: the ledger alone, no documents."""
+    async with UnitOfWork(db, bus=MessageBus()) as uow:
+        yield uow.session
 
 
 @pytest.fixture(
@@ -218,10 +227,10 @@ async def test_the_previous_release_upgrades_in_place_and_0004_downgrades(fresh_
     db = Database(fresh_url)
     try:
         user_id = rows["users"]["id"]
-        async with db.session(write=True) as session, session.begin():
+        async with bare_uow(db) as session:
             await ledger.top_up(session, user_id=user_id, amount_cents=3_000, processor_ref="cs_old")
             await ledger.reserve(session, user_id=user_id, amount_cents=2_500, job_id=rows["jobs"]["id"])
-        async with db.session(write=True) as session, session.begin():
+        async with bare_uow(db) as session:
             assert (await ledger.balances(session, user_id)).available_cents == 500
             assert await ledger.verify(session) == []
     finally:
@@ -308,14 +317,14 @@ async def test_a_ledger_posted_before_0014_is_numbered_and_then_refuses_unbalanc
             assert [tuple(r) for r in rows] == [(1, 1_000), (2, 2_500)]
             versions = await conn.scalar(text("SELECT SUM(version) FROM ledger_accounts"))
             assert versions == 4
-        async with db.session(write=True) as session, session.begin():
+        async with bare_uow(db) as session:
             assert await ledger.verify(session) == []
             await ledger.reserve(session, user_id=user_id, amount_cents=500, job_id=new_id("job"))
-        async with db.session(write=True) as session, session.begin():
+        async with bare_uow(db) as session:
             assert await ledger.verify(session) == []
             assert (await ledger.balances(session, user_id)).available_cents == 2_000
         with pytest.raises(IntegrityError):
-            async with db.session(write=True) as session, session.begin():
+            async with bare_uow(db) as session:
                 txn = new_id("ltx")
                 await session.execute(
                     text(
@@ -331,7 +340,7 @@ async def test_a_ledger_posted_before_0014_is_numbered_and_then_refuses_unbalanc
                     ),
                     {"id": new_id("led"), "txn": txn, "acc": accounts["clear"], "at": datetime(2026, 11, 26)},
                 )
-        async with db.session(write=True) as session, session.begin():  # the connection is fine afterwards
+        async with bare_uow(db) as session:  # the connection is fine afterwards
             assert await ledger.verify(session) == []
     finally:
         await db.dispose()

@@ -11,14 +11,15 @@ from sqlalchemy import select, update
 
 from callboard_core import clock, metrics
 from callboard_core.agent_notifications.models import AgentNotification
+from callboard_core.bus import InTransaction
 from callboard_core.container import Core
 from callboard_core.ledger import service as ledger
 from callboard_core.ledger.models import LedgerTransaction, TransactionKind
-from callboard_core.payouts import hooks as payout_hooks
 from callboard_core.payouts import service as payouts
-from callboard_core.payouts.models import Payout, PayoutAccount
+from callboard_core.payouts.events import BankPayoutFailed, PayoutFailed
+from callboard_core.payouts.models import PayoutAccount
 from callboard_core.worker import run_once
-from tests.conftest import new_client
+from tests.conftest import listening, new_client
 from tests.jobs_helpers import AgentHandle, new_agent, new_owner
 from tests.mcp_helpers import call, http_client, serving
 from tests.payout_helpers import (
@@ -221,11 +222,10 @@ async def test_a_reversed_transfer_fails_the_payout_and_the_retry_pays(
 ) -> None:
     heard: list[tuple[str, str]] = []
 
-    async def listener(_session: Any, payout: Payout, reason: str) -> None:
-        heard.append((payout.id, reason))
+    async def listener(_session: Any, event: PayoutFailed) -> None:
+        heard.append((event.payout.id, event.reason))
 
-    payout_hooks.on_payout_failed(listener)
-    try:
+    with listening(core, {PayoutFailed: [InTransaction(listener)]}):
         requester, worker_owner = await new_owner(app, core), await new_owner(app, core)
         worker = await new_agent(worker_owner)
         await onboard_owner(worker_owner, core)
@@ -286,8 +286,6 @@ async def test_a_reversed_transfer_fails_the_payout_and_the_retry_pays(
         money = await balances(core, worker_owner.user_id)
         assert (money["payable_cents"], money["payout_in_transit_cents"]) == (0, 0)
         assert await sandbox_count(core, "transfer") == 2
-    finally:
-        payout_hooks._hooks.remove(listener)
 
 
 async def test_a_refused_transfer_returns_the_money_and_backs_off(
@@ -409,11 +407,10 @@ async def test_a_failed_bank_payout_is_shown_on_the_account_and_heard_until_a_la
     account = await onboard_owner(owner, core)
     heard: list[str] = []
 
-    async def hook(session: Any, row: PayoutAccount, reason: str) -> None:
-        heard.append(reason)
+    async def hook(session: Any, event: BankPayoutFailed) -> None:
+        heard.append(event.reason)
 
-    monkeypatch.setattr(payout_hooks, "_bank_hooks", [])
-    payout_hooks.on_bank_payout_failed(hook)
+    monkeypatch.setattr(core, "bus", core.bus.extended({BankPayoutFailed: [InTransaction(hook)]}))
     secret = sandbox(core).webhook_secret
     now = int(clock.now().timestamp())
 

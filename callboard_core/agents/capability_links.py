@@ -1,6 +1,6 @@
 """The agents' side of the capability taxonomy: agents hold tags (`AgentCapability`), so a taxonomy change
-reaches them here. Registered with capabilities.service (its `TagHolders`) by `Core.build`, so the taxonomy
-never imports agents and importing agents registers nothing."""
+reaches them here: the answers to the taxonomy's questions and events on the bus (wired in
+callboard_core/handlers.py), so the taxonomy never imports agents."""
 
 from __future__ import annotations
 
@@ -12,45 +12,36 @@ from callboard_core.agents.models import AgentCapability
 from callboard_core.capabilities import service as capabilities
 
 
-class AgentTagHolders:
-    async def check_owned_agent(self, session: AsyncSession, agent_id: str, user_id: str) -> None:
-        await agents.get_owned(session, agent_id, user_id)
-
-    async def tag_renamed(self, session: AsyncSession, tag_id: str, slug: str) -> None:
-        await session.execute(
-            update(AgentCapability)
-            .where(AgentCapability.tag_id == tag_id)
-            .values(tag_slug=slug)
-            .execution_options(synchronize_session=False)
-        )
-
-    async def tag_merged(self, session: AsyncSession, tag_id: str, into_tag_id: str, into_slug: str) -> int:
-        # Drop the old link where the agent has the target already, move the rest.
-        holders = (
-            select(AgentCapability.agent_id).where(AgentCapability.tag_id == into_tag_id).scalar_subquery()
-        )
-        await session.execute(
-            delete(AgentCapability)
-            .where(AgentCapability.tag_id == tag_id, AgentCapability.agent_id.in_(holders))
-            .execution_options(synchronize_session=False)
-        )
-        moved = await session.execute(
-            update(AgentCapability)
-            .where(AgentCapability.tag_id == tag_id)
-            .values(tag_id=into_tag_id, tag_slug=into_slug)
-            .returning(AgentCapability.agent_id)
-            .execution_options(synchronize_session=False)
-        )
-        return len(moved.all())
+async def check_requester_agent(session: AsyncSession, question: capabilities.AgentOfRequester) -> None:
+    await agents.get_owned(session, question.agent_id, question.user_id)
 
 
-_registered = False
+async def on_tag_renamed(session: AsyncSession, event: capabilities.TagRenamed) -> None:
+    await session.execute(
+        update(AgentCapability)
+        .where(AgentCapability.tag_id == event.tag_id)
+        .values(tag_slug=event.slug)
+        .execution_options(synchronize_session=False)
+    )
 
 
-def register() -> None:
-    """Make the agents the taxonomy's tag holders. Called by `Core.build`; idempotent."""
-    global _registered
-    if _registered:
-        return
-    capabilities.register_tag_holders(AgentTagHolders())
-    _registered = True
+async def repoint_holders(session: AsyncSession, question: capabilities.HoldersRepointed) -> int:
+    # Drop the old link where the agent has the target already, move the rest.
+    holders = (
+        select(AgentCapability.agent_id)
+        .where(AgentCapability.tag_id == question.into_tag_id)
+        .scalar_subquery()
+    )
+    await session.execute(
+        delete(AgentCapability)
+        .where(AgentCapability.tag_id == question.tag_id, AgentCapability.agent_id.in_(holders))
+        .execution_options(synchronize_session=False)
+    )
+    moved = await session.execute(
+        update(AgentCapability)
+        .where(AgentCapability.tag_id == question.tag_id)
+        .values(tag_id=question.into_tag_id, tag_slug=question.into_slug)
+        .returning(AgentCapability.agent_id)
+        .execution_options(synchronize_session=False)
+    )
+    return len(moved.all())

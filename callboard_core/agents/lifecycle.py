@@ -5,25 +5,23 @@ Every move is compare-and-set on the agent row, driven by its table in agents/st
 `invalid_agent_state` carrying the current state (`currentState`) and whether the agent is archived.
 
 What blocks archive and delete (work or money in flight) and what counts as marketplace history (which
-makes a delete SOFT rather than HARD) belong to other modules (jobs, money). They plug in here:
+makes a delete SOFT rather than HARD) belong to other modules (jobs, money). They answer two questions on
+the core's bus (`BlockersOf`, `HasHistory`; their handlers are in callboard_core/handlers.py).
 
-    lifecycle.register_blocker_provider(my_blockers)   # async (session, agent_id) -> list[LifecycleBlocker]
-    lifecycle.register_history_provider(my_history)    # async (session, agent_id) -> bool
-
-Archive and delete take the row first (the compare-and-set) and ask the providers afterwards, in the same
-transaction; a blocker raises and rolls the move back. So a module that starts work for an agent with a
+Archive and delete take the row first (the compare-and-set) and ask afterwards, in the same transaction; a
+blocker raises and rolls the move back. So a module that starts work for an agent with a
 compare-and-set on the agent's state cannot slip in between the check and the move.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import delete, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from callboard_core import clock, states
+from callboard_core import bus, clock, states
 from callboard_core.agents import schemas as agent_schemas
 from callboard_core.agents import service as agents
 from callboard_core.agents.models import Agent, AgentStatus
@@ -33,54 +31,30 @@ from callboard_core.audit import service as audit
 from callboard_core.errors import Conflict, NotFound, ValidationFailed
 from callboard_core.principals import Actor
 
-BlockerProvider = Callable[[AsyncSession, str], Awaitable[list[agent_schemas.LifecycleBlocker]]]
-HistoryProvider = Callable[[AsyncSession, str], Awaitable[bool]]
 
-_blocker_providers: list[BlockerProvider] = []
-_history_providers: list[HistoryProvider] = []
+@dataclass(frozen=True)
+class BlockersOf(bus.Question[list[agent_schemas.LifecycleBlocker]]):
+    """What blocks archiving or deleting the agent: work or money in flight (an empty list: nothing)."""
 
-
-# --- the registry --------------------------------------------------------------------------------
+    agent_id: str
 
 
-def register_blocker_provider(provider: BlockerProvider) -> BlockerProvider:
-    """Add a source of lifecycle blockers (work or money in flight). Usable as a decorator."""
-    if provider not in _blocker_providers:
-        _blocker_providers.append(provider)
-    return provider
+@dataclass(frozen=True)
+class HasHistory(bus.Question[bool]):
+    """Whether the agent has marketplace history (any True makes a delete SOFT)."""
 
-
-def unregister_blocker_provider(provider: BlockerProvider) -> None:
-    if provider in _blocker_providers:
-        _blocker_providers.remove(provider)
-
-
-def register_history_provider(provider: HistoryProvider) -> HistoryProvider:
-    """Add a source of marketplace history (any True makes a delete SOFT). Usable as a decorator."""
-    if provider not in _history_providers:
-        _history_providers.append(provider)
-    return provider
-
-
-def unregister_history_provider(provider: HistoryProvider) -> None:
-    if provider in _history_providers:
-        _history_providers.remove(provider)
+    agent_id: str
 
 
 async def find_blockers(session: AsyncSession, agent_id: str) -> list[agent_schemas.LifecycleBlocker]:
-    found: list[agent_schemas.LifecycleBlocker] = []
-    for provider in list(_blocker_providers):
-        found.extend(await provider(session, agent_id))
-    return found
+    return [blocker for answer in await bus.ask(session, BlockersOf(agent_id)) for blocker in answer]
 
 
 async def has_history(session: AsyncSession, agent_id: str) -> bool:
     if await _recorded_history(session, agent_id):
         return True
-    for provider in list(_history_providers):
-        if await provider(session, agent_id):
-            return True
-    return False
+    answers: list[bool] = await bus.ask(session, HasHistory(agent_id))
+    return any(answers)
 
 
 async def _recorded_history(session: AsyncSession, agent_id: str) -> bool:

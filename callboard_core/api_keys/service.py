@@ -14,8 +14,8 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from callboard_core import clock
 from callboard_core.api_keys.models import ApiKey
-from callboard_core.db import Database
 from callboard_core.db.readcache import MISSING, ReadCache
+from callboard_core.db.uow import UnitsOfWork
 from callboard_core.errors import Forbidden, NotFound, Unauthenticated, ValidationFailed
 from callboard_core.guidance import Act, step
 from callboard_core.principals import KeyPrincipal
@@ -111,11 +111,11 @@ async def authenticate(
     return state.principal, state.touch_due_at is None or now >= state.touch_due_at
 
 
-async def touch(db: Database, key_id: str) -> None:
-    """Record use, in its own short write transaction (authentication itself only reads)."""
+async def touch(uows: UnitsOfWork, key_id: str) -> None:
+    """Record use, in a unit of work of its own (authentication itself only reads)."""
     now = clock.now()
-    async with db.session(write=True) as session, session.begin():
-        await session.execute(
+    async with uows.uow() as write:
+        await write.session.execute(
             update(ApiKey)
             .where(
                 ApiKey.id == key_id,

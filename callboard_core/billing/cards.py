@@ -2,10 +2,10 @@
 
 Other packages call two functions, both from an action's `prepare` step or after commit (never while a
 write transaction is held: the processor, the sandbox included, writes in its own transaction):
-- `ensure_customer(processor, db, user_id) -> str`: the owner's processor customer, created once with the
+- `ensure_customer(processor, uows, user_id) -> str`: the owner's processor customer, created once with the
   idempotency key `customer:<user id>` (anyone creating it with that key gets the same customer) and stored
   on `BuyerProfile.processor_customer_id` in a short write transaction of its own.
-- `begin_card_setup(processor, db, settings, user_id, *, return_url=None) -> CardSetup`: a hosted card form
+- `begin_card_setup(processor, uows, settings, user_id, *, return_url=None) -> CardSetup`: a hosted card form
   for the owner (url, client secret).
 
 The mirror follows the processor: `payment_method.attached` and `setup_intent.succeeded` add the card (the
@@ -17,7 +17,6 @@ they converge whatever their order. A removed card's row is deleted (the process
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 from sqlalchemy import or_, select, update
 from sqlalchemy.exc import IntegrityError
@@ -33,11 +32,12 @@ from callboard_core.billing.schemas import (
     RequesterPaymentMethod,
 )
 from callboard_core.config import Settings
-from callboard_core.db import Database
+from callboard_core.db.uow import UnitsOfWork
 from callboard_core.errors import CallboardError, NotFound
 from callboard_core.ids import new_id
 from callboard_core.principals import Actor
-from callboard_core.processor.port import CardSetup, PaymentMethodInfo, PaymentProcessor, ProcessorEvent
+from callboard_core.processor.events import CardAttached, CardDetached, CardSetupSucceeded
+from callboard_core.processor.port import CardSetup, PaymentMethodInfo, PaymentProcessor
 from callboard_core.security.site_urls import return_url_or_default
 from callboard_core.users.models import User
 
@@ -59,9 +59,11 @@ def card_not_found(pm_id: str) -> NotFound:
 # --- the processor customer and card setups (no write transaction held) ---------------------------------
 
 
-async def ensure_customer(processor: PaymentProcessor, db: Database, user_id: str) -> str:
-    """The owner's processor customer id, created (key `customer:<user id>`) and stored if missing."""
-    async with db.session(write=False) as session:
+async def ensure_customer(processor: PaymentProcessor, uows: UnitsOfWork, user_id: str) -> str:
+    """The owner's processor customer id, created (key `customer:<user id>`) and stored if missing (in a
+    unit of work of its own: a prepare step holds no write transaction across the processor call)."""
+    async with uows.uow(write=False) as read:
+        session = read.session
         profile = await billing.find(session, user_id)
         if profile is not None and profile.processor_customer_id:
             return profile.processor_customer_id
@@ -69,7 +71,8 @@ async def ensure_customer(processor: PaymentProcessor, db: Database, user_id: st
     if email is None:
         raise NotFound("No such user.", code="user_not_found")
     customer_id = await processor.create_customer(user_id, email, idempotency_key=customer_key(user_id))
-    async with db.session(write=True) as session, session.begin():
+    async with uows.uow() as write:
+        session = write.session
         profile = await billing.ensure(session, user_id)
         await session.execute(
             update(BuyerProfile)
@@ -81,7 +84,7 @@ async def ensure_customer(processor: PaymentProcessor, db: Database, user_id: st
 
 async def begin_card_setup(
     processor: PaymentProcessor,
-    db: Database,
+    uows: UnitsOfWork,
     settings: Settings,
     user_id: str,
     *,
@@ -89,7 +92,7 @@ async def begin_card_setup(
 ) -> CardSetup:
     """A new hosted card form for the owner (each call a new one: a completed form cannot be reused; the
     idempotency key is a fresh id of ours, and a retried request replays its stored answer)."""
-    customer_id = await ensure_customer(processor, db, user_id)
+    customer_id = await ensure_customer(processor, uows, user_id)
     return await _card_setup(processor, settings, customer_id, return_url)
 
 
@@ -103,10 +106,10 @@ async def _card_setup(
 
 
 async def start_setup(
-    processor: PaymentProcessor, db: Database, settings: Settings, actor: Actor, return_url: str | None
+    processor: PaymentProcessor, uows: UnitsOfWork, settings: Settings, actor: Actor, return_url: str | None
 ) -> CardSetupStarted:
     """The add-a-card answer (run in a route's prepare step)."""
-    customer_id = await ensure_customer(processor, db, actor.require_user())
+    customer_id = await ensure_customer(processor, uows, actor.require_user())
     setup = await _card_setup(processor, settings, customer_id, return_url)
     return CardSetupStarted(
         client_secret=setup.client_secret, customer_id=customer_id, url=setup.url, setup_id=setup.id
@@ -191,35 +194,22 @@ async def forget(session: AsyncSession, user_id: str, pm_id: str) -> None:
     await session.flush()
 
 
-async def profile_by_customer(session: AsyncSession, customer_id: Any) -> BuyerProfile | None:
-    if not isinstance(customer_id, str) or not customer_id:
+async def profile_by_customer(session: AsyncSession, customer_id: str | None) -> BuyerProfile | None:
+    if not customer_id:
         return None
     return await session.scalar(select(BuyerProfile).where(BuyerProfile.processor_customer_id == customer_id))
-
-
-def info_from_object(obj: dict[str, Any]) -> PaymentMethodInfo:
-    card = obj.get("card") or {}
-    return PaymentMethodInfo(
-        id=str(obj["id"]),
-        type=str(obj.get("type") or "card"),
-        brand=card.get("brand"),
-        last4=card.get("last4"),
-        exp_month=card.get("exp_month"),
-        exp_year=card.get("exp_year"),
-        customer_id=obj.get("customer"),
-    )
 
 
 # --- the owner's routes -------------------------------------------------------------------------------------
 
 
 async def check_confirmable(
-    processor: PaymentProcessor, db: Database, actor: Actor, pm_id: str
+    processor: PaymentProcessor, uows: UnitsOfWork, actor: Actor, pm_id: str
 ) -> PaymentMethodInfo:
     """The card at the processor, if it is attached to the owner's customer (else 404). Prepare step."""
     user_id = actor.require_user()
-    async with db.session(write=False) as session:
-        profile = await billing.find(session, user_id)
+    async with uows.uow(write=False) as read:
+        profile = await billing.find(read.session, user_id)
     customer_id = profile.processor_customer_id if profile else None
     try:
         info = await processor.payment_method(pm_id)
@@ -254,12 +244,12 @@ async def set_default(session: AsyncSession, actor: Actor, pm_id: str) -> Defaul
     return DefaultPaymentMethodUpdated(profile=await billing.render(session, profile))
 
 
-async def detach(processor: PaymentProcessor, db: Database, actor: Actor, pm_id: str) -> str:
+async def detach(processor: PaymentProcessor, uows: UnitsOfWork, actor: Actor, pm_id: str) -> str:
     """Detach the owner's card at the processor (prepare step of the delete; a card already detached there
     is fine). Returns the processor's id of the card; 404 if it is not the owner's."""
     user_id = actor.require_user()
-    async with db.session(write=False) as session:
-        card = await _find(session, user_id, pm_id)
+    async with uows.uow(write=False) as read:
+        card = await _find(read.session, user_id, pm_id)
         processor_id = card.processor_payment_method_id if card else None
     if processor_id is None:
         raise card_not_found(pm_id)
@@ -277,9 +267,9 @@ async def delete(session: AsyncSession, actor: Actor, processor_id: str) -> Paym
     return PaymentMethodDeleted()
 
 
-async def requester_status(session: AsyncSession, db: Database, actor: Actor) -> RequesterPaymentMethod:
+async def requester_status(session: AsyncSession, actor: Actor) -> RequesterPaymentMethod:
     """The owner's card readiness for paid jobs: the default saved card, if any."""
-    profile = await billing.load(session, db, actor.require_user())
+    profile = await billing.load(session, actor.require_user())
     balance = await billing.render(session, profile)
     default = next((card for card in balance.payment_methods if card.is_default), None)
     return RequesterPaymentMethod(
@@ -294,27 +284,24 @@ async def requester_status(session: AsyncSession, db: Database, actor: Actor) ->
 # --- processor events ---------------------------------------------------------------------------------------
 
 
-async def on_payment_method_attached(session: AsyncSession, event: ProcessorEvent) -> None:
-    profile = await profile_by_customer(session, event.data.get("customer"))
+async def on_card_attached(session: AsyncSession, event: CardAttached) -> None:
+    profile = await profile_by_customer(session, event.customer_id)
     if profile is not None:
-        await mirror(session, profile.user_id, info_from_object(event.data))
+        await mirror(session, profile.user_id, event.card)
 
 
-async def on_setup_intent_succeeded(session: AsyncSession, event: ProcessorEvent) -> None:
-    pm = event.data.get("payment_method")
-    pm_id = pm.get("id") if isinstance(pm, dict) else pm
-    profile = await profile_by_customer(session, event.data.get("customer"))
-    if profile is None or not isinstance(pm_id, str):
+async def on_card_setup_succeeded(session: AsyncSession, event: CardSetupSucceeded) -> None:
+    profile = await profile_by_customer(session, event.customer_id)
+    if profile is None or event.payment_method_id is None:
         return
-    if isinstance(pm, dict):
-        info = info_from_object(pm)
-    else:  # the id only: the card's details come with payment_method.attached (the upsert keeps them)
-        info = PaymentMethodInfo(id=pm_id, type="card", brand=None, last4=None, exp_month=None, exp_year=None)
+    # The id only: the card's details come with CardAttached (the upsert keeps them).
+    info = event.card or PaymentMethodInfo(
+        id=event.payment_method_id, type="card", brand=None, last4=None, exp_month=None, exp_year=None
+    )
     await mirror(session, profile.user_id, info)
 
 
-async def on_payment_method_detached(session: AsyncSession, event: ProcessorEvent) -> None:
-    customer = event.previous_attributes.get("customer") or event.data.get("customer")
-    profile = await profile_by_customer(session, customer)
+async def on_card_detached(session: AsyncSession, event: CardDetached) -> None:
+    profile = await profile_by_customer(session, event.customer_id)
     if profile is not None:
-        await forget(session, profile.user_id, str(event.data["id"]))
+        await forget(session, profile.user_id, event.payment_method_id)

@@ -4,10 +4,10 @@ Whose profile: always the acting owner's own. A signed-in owner acts for themsel
 its owner (an agent's key: the agent's owner; an owner-level key: that owner). A provisional agent has no
 owner yet, so it has no balance to show: 403 `agent_not_claimed`. No function takes another user's id.
 
-The profile row is created on first use. A write creates it in its own unit of work; a read runs in a
-read-only unit of work, so when the row is missing it is created in a short write transaction of its own
-(as `api_keys.touch` records key use) and only that first read pays for it. Both paths are race-safe: the
-insert runs in a savepoint and the loser of the unique user_id index reads the winner's row.
+The profile row is created on first write (race-safe: the insert runs in a savepoint and the loser of the
+unique user_id index reads the winner's row). A read never writes: an owner with no row yet reads the
+defaults, under the id the row will get (`profile_id`, derived from the user's), so the id a client saw
+before the first write is the one it keeps.
 
 Limits and auto top-up are the owner's own settings: no audit row (as for the owner's other settings).
 """
@@ -26,7 +26,6 @@ from callboard_core.billing.schemas import (
     LimitsUpdate,
     PaymentMethod,
 )
-from callboard_core.db import Database
 from callboard_core.errors import Conflict, Forbidden, ValidationFailed
 from callboard_core.guidance import Act, step
 from callboard_core.ledger import service as ledger
@@ -60,7 +59,7 @@ async def ensure(session: AsyncSession, user_id: str) -> BuyerProfile:
     existing = await find(session, user_id)
     if existing is not None:
         return existing
-    profile = BuyerProfile(user_id=user_id, currency=Currency.USD, autotopup_enabled=False)
+    profile = _defaults(user_id)
     await session.flush()  # the caller's pending rows must not ride in (and roll back with) our savepoint
     try:
         async with session.begin_nested():
@@ -74,16 +73,22 @@ async def ensure(session: AsyncSession, user_id: str) -> BuyerProfile:
     return profile
 
 
-async def load(session: AsyncSession, db: Database, user_id: str) -> BuyerProfile:
-    """The user's profile for a read: from the session, else created in a write transaction of its own when
-    the session is read-only (the request's read unit of work never writes)."""
-    existing = await find(session, user_id)
-    if existing is not None:
-        return existing
-    if not session.info.get("readonly"):
-        return await ensure(session, user_id)
-    async with db.session(write=True) as writer, writer.begin():
-        return await ensure(writer, user_id)
+def profile_id(user_id: str) -> str:
+    """The id of the user's profile row: derived from the user's id, so a read before the row exists shows
+    the id the first write gives it."""
+    return "bpf_" + (user_id.partition("_")[2] or user_id)
+
+
+def _defaults(user_id: str) -> BuyerProfile:
+    return BuyerProfile(
+        id=profile_id(user_id), user_id=user_id, currency=Currency.USD, autotopup_enabled=False
+    )
+
+
+async def load(session: AsyncSession, user_id: str) -> BuyerProfile:
+    """The user's profile for a read: the row, else the defaults it will be created with (never added to
+    the session: a read writes nothing)."""
+    return await find(session, user_id) or _defaults(user_id)
 
 
 def card_view(card: SavedCard, default_id: str | None) -> PaymentMethod:
@@ -133,18 +138,18 @@ async def render(session: AsyncSession, profile: BuyerProfile) -> BuyerBalance:
 # --- reads -----------------------------------------------------------------------------------------------
 
 
-async def balance(session: AsyncSession, db: Database, actor: Actor) -> BuyerBalance:
+async def balance(session: AsyncSession, actor: Actor) -> BuyerBalance:
     """The acting owner's balance and settings (see the module docstring for whose)."""
     user_id = owner_of(actor)
-    return await render(session, await load(session, db, user_id))
+    return await render(session, await load(session, user_id))
 
 
 async def statement(
-    session: AsyncSession, db: Database, actor: Actor, *, cursor: str | None = None, limit: int = 50
+    session: AsyncSession, actor: Actor, *, cursor: str | None = None, limit: int = 50
 ) -> BillingStatement:
     """The acting owner's profile and one page of their ledger entries, newest first."""
     user_id = owner_of(actor)
-    profile = await render(session, await load(session, db, user_id))
+    profile = await render(session, await load(session, user_id))
     page = await ledger.statement(session, user_id, cursor=cursor, limit=limit)
     return BillingStatement(profile=profile, entries=page.entries, next_cursor=page.next_cursor)
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from typing import Any
+from collections.abc import Mapping
 
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
@@ -28,15 +28,16 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from callboard_core import states
 from callboard_core.billing import service as billing
 from callboard_core.billing.cards import ensure_customer
-from callboard_core.billing.models import TOPUP_MOVES, TopUp, TopUpStatus
+from callboard_core.billing.models import TOPUP_MOVES, BuyerProfile, TopUp, TopUpStatus
 from callboard_core.billing.schemas import TopUpBody, TopUpStarted
 from callboard_core.config import Settings
-from callboard_core.db import Database
+from callboard_core.db.uow import UnitsOfWork
 from callboard_core.errors import Conflict
 from callboard_core.ledger import service as ledger
 from callboard_core.ledger.models import Currency
 from callboard_core.principals import Actor
-from callboard_core.processor.port import Checkout, PaymentProcessor, ProcessorEvent
+from callboard_core.processor.events import CheckoutCompleted, PaymentFailed, PaymentSucceeded
+from callboard_core.processor.port import Checkout, PaymentProcessor
 from callboard_core.security.site_urls import return_url_or_default
 
 log = logging.getLogger("callboard.billing")
@@ -51,7 +52,7 @@ def _request_key(user_id: str, idempotency_key: str | None) -> str | None:
     return hashlib.sha256(f"{user_id}\n{idempotency_key}".encode()).hexdigest()
 
 
-async def _topup_row(db: Database, user_id: str, amount_cents: int, request_key: str | None) -> TopUp:
+async def _topup_row(uows: UnitsOfWork, user_id: str, amount_cents: int, request_key: str | None) -> TopUp:
     """The top-up row of this request: the one made by an earlier attempt with the same Idempotency-Key,
     else a new PENDING one (its own short transaction; race-safe on the unique request key)."""
 
@@ -60,7 +61,8 @@ async def _topup_row(db: Database, user_id: str, amount_cents: int, request_key:
             return None
         return await session.scalar(select(TopUp).where(TopUp.request_key == request_key))
 
-    async with db.session(write=True) as session, session.begin():
+    async with uows.uow() as write:
+        session = write.session
         row = await existing(session)
         if row is None:
             row = TopUp(
@@ -88,7 +90,7 @@ async def _topup_row(db: Database, user_id: str, amount_cents: int, request_key:
 
 async def prepare_topup(
     processor: PaymentProcessor,
-    db: Database,
+    uows: UnitsOfWork,
     settings: Settings,
     actor: Actor,
     body: TopUpBody,
@@ -97,8 +99,8 @@ async def prepare_topup(
     """The prepare step of a top-up: the row, then the processor's checkout (key `topup:<topup id>`)."""
     user_id = actor.require_user()
     return_url = return_url_or_default(settings, body.return_url)
-    customer_id = await ensure_customer(processor, db, user_id)
-    row = await _topup_row(db, user_id, body.amount_cents, _request_key(user_id, idempotency_key))
+    customer_id = await ensure_customer(processor, uows, user_id)
+    row = await _topup_row(uows, user_id, body.amount_cents, _request_key(user_id, idempotency_key))
     checkout = await processor.create_checkout(
         customer_id,
         row.amount_cents,
@@ -123,12 +125,16 @@ async def record_checkout(session: AsyncSession, topup_id: str, checkout: Checko
 
 
 async def _credit_topup(
-    session: AsyncSession, topup_id: Any, payment_intent_id: str, paid_cents: int, customer_id: Any
+    session: AsyncSession,
+    topup_id: str | None,
+    payment_intent_id: str,
+    paid_cents: int,
+    customer_id: str | None,
 ) -> None:
     """Credit a top-up once: the row moves to SUCCEEDED by compare-and-set first, and only the move's winner
     posts the credit, keyed on the top-up (`topup:<topup id>`). A payment from another customer than the
     top-up owner's, or a second payment naming a credited top-up, credits nothing."""
-    row = await session.get(TopUp, topup_id) if isinstance(topup_id, str) else None
+    row = await session.get(TopUp, topup_id) if topup_id else None
     if row is None:
         log.warning("payment %s names an unknown top-up %r; ignored", payment_intent_id, topup_id)
         return
@@ -178,70 +184,72 @@ async def _credit_topup(
     await session.flush()
 
 
-async def _credit_autotopup(session: AsyncSession, pi: dict[str, Any]) -> None:
-    profile = await _autotopup_profile(session, pi)
+async def _credit_autotopup(session: AsyncSession, event: PaymentSucceeded) -> None:
+    profile = await _autotopup_profile(session, event.payment_intent_id, event.customer_id, event.metadata)
     if profile is None:
         return
     await ledger.top_up(
         session,
         user_id=profile.user_id,
-        amount_cents=int(pi.get("amount_received") or pi["amount"]),
-        processor_ref=str(pi["id"]),
-        key=f"topup:{pi['id']}",
+        amount_cents=event.amount_cents,
+        processor_ref=event.payment_intent_id,
+        key=f"topup:{event.payment_intent_id}",
     )
 
 
-async def _autotopup_profile(session: AsyncSession, pi: dict[str, Any]) -> Any:
+async def _autotopup_profile(
+    session: AsyncSession, payment_intent_id: str, customer_id: str | None, metadata: Mapping[str, str]
+) -> BuyerProfile | None:
     """The owner an auto top-up payment is for: metadata `userId`, whose customer must be the payment's."""
-    user_id = (pi.get("metadata") or {}).get("userId")
-    profile = await billing.find(session, user_id) if isinstance(user_id, str) else None
-    if profile is None or profile.processor_customer_id != pi.get("customer"):
-        log.warning("auto top-up payment %s does not match an owner; ignored", pi.get("id"))
+    user_id = metadata.get("userId")
+    profile = await billing.find(session, user_id) if user_id else None
+    if profile is None or profile.processor_customer_id != customer_id:
+        log.warning("auto top-up payment %s does not match an owner; ignored", payment_intent_id)
         return None
     return profile
 
 
-async def on_checkout_completed(session: AsyncSession, event: ProcessorEvent) -> None:
+async def on_checkout_completed(session: AsyncSession, event: CheckoutCompleted) -> None:
     """A paid top-up checkout credits the balance. (Setup mode: the card itself is mirrored from
-    `payment_method.attached` / `setup_intent.succeeded`, which carry it; the session names only its
-    SetupIntent, so there is nothing more to record.)"""
-    cs = event.data
-    metadata = cs.get("metadata") or {}
-    if cs.get("mode") != "payment" or metadata.get("purpose") != PURPOSE_TOPUP:
+    `CardAttached` / `CardSetupSucceeded`, which carry it; the checkout names only its setup, so there is
+    nothing more to record.)"""
+    if event.mode != "payment" or event.metadata.get("purpose") != PURPOSE_TOPUP:
         return
-    if cs.get("payment_status") != "paid" or not cs.get("payment_intent"):
+    if not event.paid or not event.payment_intent_id:
         return
-    pi = cs["payment_intent"]
-    pi_id = pi["id"] if isinstance(pi, dict) else str(pi)
-    paid = int(cs.get("amount_total") or 0)
-    await _credit_topup(session, metadata.get("topupId"), pi_id, paid, cs.get("customer"))
+    await _credit_topup(
+        session, event.metadata.get("topupId"), event.payment_intent_id, event.amount_cents, event.customer_id
+    )
 
 
-async def on_payment_succeeded(session: AsyncSession, event: ProcessorEvent) -> None:
-    pi = event.data
-    metadata = pi.get("metadata") or {}
-    if metadata.get("purpose") == PURPOSE_TOPUP:
-        paid = int(pi.get("amount_received") or pi.get("amount") or 0)
-        await _credit_topup(session, metadata.get("topupId"), str(pi["id"]), paid, pi.get("customer"))
-    elif metadata.get("purpose") == PURPOSE_AUTOTOPUP:
-        await _credit_autotopup(session, pi)
+async def on_payment_succeeded(session: AsyncSession, event: PaymentSucceeded) -> None:
+    purpose = event.metadata.get("purpose")
+    if purpose == PURPOSE_TOPUP:
+        await _credit_topup(
+            session,
+            event.metadata.get("topupId"),
+            event.payment_intent_id,
+            event.amount_cents,
+            event.customer_id,
+        )
+    elif purpose == PURPOSE_AUTOTOPUP:
+        await _credit_autotopup(session, event)
 
 
-async def on_payment_failed(session: AsyncSession, event: ProcessorEvent) -> None:
-    pi = event.data
-    metadata = pi.get("metadata") or {}
-    failure = (pi.get("last_payment_error") or {}).get("code") or "payment_failed"
-    if metadata.get("purpose") == PURPOSE_TOPUP and isinstance(metadata.get("topupId"), str):
+async def on_payment_failed(session: AsyncSession, event: PaymentFailed) -> None:
+    metadata = event.metadata
+    failure = event.failure_code
+    if metadata.get("purpose") == PURPOSE_TOPUP and metadata.get("topupId"):
         await states.compare_and_set(
             session,
             TopUp,
             metadata["topupId"],
             TOPUP_MOVES,
             TopUpStatus.FAILED,
-            failure_code=str(failure)[:80],
+            failure_code=failure[:80],
         )
     elif metadata.get("purpose") == PURPOSE_AUTOTOPUP:
-        profile = await _autotopup_profile(session, pi)
+        profile = await _autotopup_profile(session, event.payment_intent_id, event.customer_id, metadata)
         if profile is not None:
             await billing.turn_off_autotopup(
                 session,

@@ -13,14 +13,15 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
-from typing import Any, Protocol
+from dataclasses import dataclass
+from typing import Any
 
 from sqlalchemy import func, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import selectinload
 
-from callboard_core import clock, states
+from callboard_core import bus, clock, states
 from callboard_core.audit import service as audit
 from callboard_core.capabilities import schemas as capability_schemas
 from callboard_core.capabilities.models import (
@@ -43,34 +44,33 @@ _SEPARATORS = re.compile(r"[\s\-_]+")
 # --- the holders of tags (agents) -------------------------------------------------------------------
 
 
-class TagHolders(Protocol):
-    """What the taxonomy needs of whoever holds tags; the agents package provides it."""
-
-    async def check_owned_agent(self, session: AsyncSession, agent_id: str, user_id: str) -> None:
-        """A tag request's agent must be the requester's (404 otherwise)."""
-
-    async def tag_renamed(self, session: AsyncSession, tag_id: str, slug: str) -> None:
-        """The holders' copy of the tag's slug follows a rename."""
-
-    async def tag_merged(self, session: AsyncSession, tag_id: str, into_tag_id: str, into_slug: str) -> int:
-        """The holders of a merged tag hold its target instead; returns how many were re-pointed."""
-        ...
+# The taxonomy never imports agents: it asks and tells the tags' holders through the bus (the agents'
+# answers are in agents/capability_links.py, wired by callboard_core/handlers.py).
 
 
-_tag_holders: TagHolders | None = None
+@dataclass(frozen=True)
+class AgentOfRequester(bus.Question[None]):
+    """A tag request's agent must be the requester's: the answer raises 404 otherwise."""
+
+    agent_id: str
+    user_id: str
 
 
-def register_tag_holders(holders: TagHolders) -> None:
-    global _tag_holders
-    _tag_holders = holders
+@dataclass(frozen=True)
+class TagRenamed(bus.Event):
+    """The holders' copy of the tag's slug follows a rename (in the rename's transaction)."""
+
+    tag_id: str
+    slug: str
 
 
-def _holders() -> TagHolders:
-    if _tag_holders is None:  # Core.build registers them (agents/capability_links.py)
-        raise RuntimeError(
-            "No TagHolders registered: build the Core (Core.build) before the taxonomy is edited."
-        )
-    return _tag_holders
+@dataclass(frozen=True)
+class HoldersRepointed(bus.Question[int]):
+    """The holders of a merged tag hold its target instead: how many were re-pointed."""
+
+    tag_id: str
+    into_tag_id: str
+    into_slug: str
 
 
 # --- text helpers --------------------------------------------------------------------------------
@@ -344,7 +344,7 @@ async def request_tag(
     if body.suggested_category_id is not None:
         await get_category(session, body.suggested_category_id, active_only=True)
     if body.agent_id is not None:
-        await _holders().check_owned_agent(session, body.agent_id, user_id)
+        await bus.ask_one(session, AgentOfRequester(body.agent_id, user_id))
     # Asking twice for the same thing returns the request already waiting.
     mine = (
         await session.execute(
@@ -631,7 +631,7 @@ async def update_tag(
     )
     if new_slug != before.get("slug", new_slug):
         # Agents keep the tag; their denormalized slug follows it.
-        await _holders().tag_renamed(session, tag.id, new_slug)
+        await bus.publish(session, TagRenamed(tag.id, new_slug))
     _record(
         session,
         actor,
@@ -680,7 +680,7 @@ async def merge_tag(
     target.aliases = _clean_aliases([*(target.aliases or []), *moved], exclude=[target.slug])
     target.updated_at = clock.now()
     await session.flush()
-    repointed = await _holders().tag_merged(session, tag.id, target.id, target.slug)
+    repointed = await bus.ask_one(session, HoldersRepointed(tag.id, target.id, target.slug))
     _record(
         session,
         actor,

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from types import TracebackType
-from typing import Any, Protocol, cast
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from callboard_core.db.engine import Database
+
+if TYPE_CHECKING:
+    from callboard_core.bus import MessageBus
 
 AfterCommit = Callable[[], Awaitable[None]]
 
@@ -34,9 +37,10 @@ class UnitsOfWork(Protocol):
 
 
 class UnitOfWork:
-    def __init__(self, db: Database, *, write: bool = True) -> None:
+    def __init__(self, db: Database, *, write: bool = True, bus: MessageBus | None = None) -> None:
         self.db = db
         self.write = write
+        self.bus = bus  # what the work publishes reaches the core's handlers (callboard_core/bus.py)
         self._after_commit: list[AfterCommit] = []
         self._session: AsyncSession | None = None
         self.session = cast(AsyncSession, _LazySession(self))

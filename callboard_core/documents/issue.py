@@ -1,7 +1,8 @@
 """Issuing documents from the ledger: each new posting of a kind below issues its documents in the posting's
-own database transaction (a `ledger.hooks.on_posted` hook), so a document exists exactly when its money
-moved. An idempotent replay of a posting runs no hook (and the unique (transaction, kind) index would refuse
-a second document anyway).
+own database transaction (`on_posted`, an in-transaction handler of `LedgerPosted`), so a document exists
+exactly when its money moved. An idempotent replay of a posting publishes nothing (and the unique
+(transaction, kind) index would refuse a second document anyway). What was issued is published as
+`DocumentsIssued` (owner notifications listen).
 
     TOPUP       RECEIPT to the owner: money received (processorRef: the payment intent), PAID.
     CAPTURE     INVOICE to the requester's owner for the platform fee (the service the platform sold; tax 0,
@@ -18,14 +19,15 @@ Each document links the ledger transaction and the owner's entry in it; amounts 
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from callboard_core import clock
+from callboard_core import bus, clock
+from callboard_core.documents.events import DocumentsIssued
 from callboard_core.documents.models import (
     CommercialDocument,
     DocumentKind,
@@ -36,8 +38,7 @@ from callboard_core.documents.models import (
 )
 from callboard_core.documents.numbering import next_number
 from callboard_core.jobs.models import Job
-from callboard_core.ledger import hooks
-from callboard_core.ledger import service as ledger
+from callboard_core.ledger.events import LedgerPosted
 from callboard_core.ledger.models import (
     AccountKind,
     LedgerAccount,
@@ -73,15 +74,17 @@ def _line(kind: str, description: str, cents: int) -> dict[str, Any]:
     }
 
 
+Written = Sequence[tuple[LedgerAccount, LedgerEntry]]
+
+
 async def _owner_entry(
-    session: AsyncSession, txn: LedgerTransaction, account: AccountKind
+    session: AsyncSession, txn: LedgerTransaction, account: AccountKind, written: Written | None
 ) -> tuple[str, int] | None:
     """(entry id, signed amount) of the owner's entry on `account` in the transaction; None when the posting
     moved no such account of its owner (a hand-made posting of the kind: nothing to document)."""
     if txn.user_id is None:
         return None
-    written = ledger.posted_entries(txn)
-    if written is not None:  # the hook of the posting that just wrote them: no query
+    if written is not None:  # the posting that just wrote them: no query
         for acct, entry in written:
             if acct.kind == account and acct.holder_id == txn.user_id:
                 return entry.id, entry.amount_cents
@@ -257,11 +260,14 @@ PLANS: dict[TransactionKind, tuple[AccountKind, Plan]] = {
 }
 
 
-async def issue_for(session: AsyncSession, txn: LedgerTransaction) -> list[CommercialDocument]:
-    """The documents of a new ledger transaction, issued in the caller's database transaction (the hook).
-    A receipt issued with an invoice in the same transaction names it (`metadata.invoiceNumber`)."""
+async def issue_for(
+    session: AsyncSession, txn: LedgerTransaction, written: Written | None = None
+) -> list[CommercialDocument]:
+    """The documents of a new ledger transaction, issued in the caller's database transaction (`written`:
+    the entries the posting wrote, when the caller has them). A receipt issued with an invoice in the same
+    transaction names it (`metadata.invoiceNumber`)."""
     account, plan = PLANS[TransactionKind(txn.kind)]
-    found = await _owner_entry(session, txn, account)
+    found = await _owner_entry(session, txn, account, written)
     if found is None:
         return []
     entry_id, amount = found
@@ -276,23 +282,10 @@ async def issue_for(session: AsyncSession, txn: LedgerTransaction) -> list[Comme
     return issued
 
 
-IssuedHook = Callable[[AsyncSession, list[CommercialDocument]], Awaitable[None]]
-_issued_hooks: list[IssuedHook] = []
-
-
-def on_issued(hook: IssuedHook) -> None:
-    """Call `hook(session, documents)` in the transaction that issued them (owner notifications)."""
-    if hook not in _issued_hooks:
-        _issued_hooks.append(hook)
-
-
-async def _hook(session: AsyncSession, txn: LedgerTransaction) -> None:
-    issued = await issue_for(session, txn)
-    for hook in list(_issued_hooks) if issued else []:
-        await hook(session, issued)
-
-
-def register() -> None:
-    """Issue documents for new ledger postings (idempotent: `on_posted` ignores a hook registered twice)."""
-    for kind in PLANS:
-        hooks.on_posted(kind, _hook)
+async def on_posted(session: AsyncSession, event: LedgerPosted) -> None:
+    """`LedgerPosted`: a posting of a documented kind issues its documents (other kinds issue none)."""
+    if event.kind not in PLANS:
+        return
+    issued = await issue_for(session, event.transaction, event.entries)
+    if issued:
+        await bus.publish(session, DocumentsIssued(tuple(issued)))

@@ -21,7 +21,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from callboard_core import clock
-from callboard_core.db import Database
+from callboard_core.db.uow import UnitsOfWork
 from callboard_core.errors import Conflict, ValidationFailed
 from callboard_core.idempotency.models import IdempotencyRecord
 
@@ -83,12 +83,13 @@ def check_key(key: str) -> str:
 
 
 async def reserve(
-    db: Database, sealer: Sealer, *, scope: str, key: str, method: str, path: str, fingerprint: str
+    uows: UnitsOfWork, sealer: Sealer, *, scope: str, key: str, method: str, path: str, fingerprint: str
 ) -> Reservation:
     key = check_key(key)
     path = path[:MAX_PATH_LENGTH]  # kept for operators only; the fingerprint covers the full path
     now = clock.now()
-    async with db.session(write=True) as session, session.begin():
+    async with uows.uow() as write:
+        session = write.session
         record = (
             await session.execute(
                 select(IdempotencyRecord).where(
@@ -186,9 +187,9 @@ async def complete(session: AsyncSession, sealer: Sealer, record_id: str, respon
     )
 
 
-async def release(db: Database, record_id: str) -> None:
-    async with db.session(write=True) as session, session.begin():
-        await session.execute(
+async def release(uows: UnitsOfWork, record_id: str) -> None:
+    async with uows.uow() as write:
+        await write.session.execute(
             delete(IdempotencyRecord).where(
                 IdempotencyRecord.id == record_id, IdempotencyRecord.state == "IN_PROGRESS"
             )

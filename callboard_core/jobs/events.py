@@ -1,14 +1,16 @@
-"""The job's history: every transition and action appends one event; some also notify agents."""
+"""The job's history: every transition and action appends one event; some also notify agents. Each is
+published as `JobEventRecorded` (owner notifications listen), in the event's transaction."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from callboard_core import clock
+from callboard_core import bus, clock
 from callboard_core.agent_notifications import service as notifications
 from callboard_core.jobs import schemas as job_schemas
 from callboard_core.jobs.models import JobEvent
@@ -16,16 +18,14 @@ from callboard_core.principals import Actor
 
 _last_seq = 0
 
-# What other packages hear of the job's history (owner notifications), in the event's transaction;
-# registered from Core.build.
-Listener = Callable[[AsyncSession, str, str, dict[str, Any]], Awaitable[None]]
-_listeners: list[Listener] = []
 
+@dataclass(frozen=True)
+class JobEventRecorded(bus.Event):
+    """One event of a job's history (its `kind`: "published", "awarded", ...) and its data."""
 
-def on_event(listener: Listener) -> None:
-    """Call `listener(session, job_id, kind, data)` for every event recorded (registering twice is a no-op)."""
-    if listener not in _listeners:
-        _listeners.append(listener)
+    job_id: str
+    kind: str
+    data: Mapping[str, Any] = field(default_factory=dict)
 
 
 def _seq() -> int:
@@ -63,8 +63,7 @@ async def record(
         await notifications.notify(
             session, notify, kind, title or kind.replace("_", " "), body=body, job_id=job_id, data=data
         )
-    for listener in list(_listeners):
-        await listener(session, job_id, kind, data or {})
+    await bus.publish(session, JobEventRecorded(job_id, kind, data or {}))
 
 
 async def list_for(session: AsyncSession, job_id: str) -> job_schemas.EventList:

@@ -1,5 +1,5 @@
 """What the job lifecycle tells the agent lifecycle: work in flight blocks archive and delete, and any
-marketplace history makes a delete SOFT."""
+marketplace history makes a delete SOFT (answers to the agent lifecycle's questions on the bus)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ from callboard_core.jobs.models import Job, JobApplication, JobInvitation, Parti
 from callboard_core.jobs.states import ACTIVE_JOBS, LIVE_SLOTS, OPEN_APPLICATIONS, InvitationStatus, JobStatus
 
 
-async def job_blockers(session: AsyncSession, agent_id: str) -> list[LifecycleBlocker]:
+async def job_blockers(session: AsyncSession, question: lifecycle.BlockersOf) -> list[LifecycleBlocker]:
+    agent_id = question.agent_id
     found: list[LifecycleBlocker] = []
     jobs = (
         await session.scalars(
@@ -80,7 +81,8 @@ async def job_blockers(session: AsyncSession, agent_id: str) -> list[LifecycleBl
     return found
 
 
-async def job_history(session: AsyncSession, agent_id: str) -> bool:
+async def job_history(session: AsyncSession, question: lifecycle.HasHistory) -> bool:
+    agent_id = question.agent_id
     worked = (
         await session.scalars(
             select(JobApplication.id).where(JobApplication.worker_agent_id == agent_id).limit(1)
@@ -99,17 +101,3 @@ async def job_history(session: AsyncSession, agent_id: str) -> bool:
         )
     ).first()
     return requested is not None
-
-
-_registered = False
-
-
-def register() -> None:
-    """Plug the job lifecycle into the agent lifecycle. Called by `Core.build`; idempotent, so building
-    several Cores in one process never registers (and so reports) a blocker twice."""
-    global _registered
-    if _registered:
-        return
-    lifecycle.register_blocker_provider(job_blockers)
-    lifecycle.register_history_provider(job_history)
-    _registered = True

@@ -18,7 +18,7 @@ from callboard_core.agents.models import Agent
 from callboard_core.blobs import BlobStore
 from callboard_core.capabilities.models import CapabilityTag, TaxonomyStatus
 from callboard_core.config import Settings
-from callboard_core.db import Database
+from callboard_core.db.uow import UnitsOfWork
 from callboard_core.directory import service as directory
 from callboard_core.errors import Conflict, NotFound, ValidationFailed, field_error
 from callboard_core.files import service as files
@@ -445,7 +445,7 @@ class PublishPrep:
 async def prepare_publish(
     session: AsyncSession,
     blobs: BlobStore,
-    db: Database,
+    uows: UnitsOfWork,
     processor: PaymentProcessor,
     settings: Settings,
     actor: Actor,
@@ -463,7 +463,7 @@ async def prepare_publish(
     require_can_work(requester, role="requester")
     _check_schedule(job, clock.now(), publishing=True)
     payments.check_reward(job, settings.min_paid_reward_cents)
-    funding = await payments.prepare(session, db, processor, settings.platform_fee_bps, actor, job)
+    funding = await payments.prepare(session, uows, processor, settings.platform_fee_bps, actor, job)
     return PublishPrep(hashed, funding)
 
 

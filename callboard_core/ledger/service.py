@@ -54,17 +54,17 @@ from collections import Counter
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, cast
-from weakref import WeakKeyDictionary
 
 from sqlalchemy import Table, and_, func, or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm.attributes import set_committed_value
 
-from callboard_core import clock
+from callboard_core import bus, clock
 from callboard_core.errors import Conflict, ValidationFailed
 from callboard_core.ids import new_id
-from callboard_core.ledger import accounts, hooks
+from callboard_core.ledger import accounts
+from callboard_core.ledger.events import LedgerPosted
 from callboard_core.ledger.models import (
     OWNER_KINDS,
     AccountKind,
@@ -78,8 +78,6 @@ from callboard_core.ledger.schemas import Balance, StatementEntry, StatementPage
 from callboard_core.pagination import decode_cursor, encode_cursor
 
 Leg = tuple[LedgerAccount, int]
-# The entries of each transaction this process posted, while its object lives (for the hooks).
-_posted: WeakKeyDictionary[LedgerTransaction, list[tuple[LedgerAccount, LedgerEntry]]] = WeakKeyDictionary()
 
 MAX_KEY_LENGTH = 200
 MAX_AMOUNT_CENTS = 10**13  # far above any real movement; keeps sums well inside BIGINT
@@ -262,15 +260,8 @@ async def post(
     for account, (balance, version) in balances:
         set_committed_value(account, "balance_cents", balance)
         set_committed_value(account, "version", version)
-    _posted[txn] = written
-    await hooks.run(session, txn)
+    await bus.publish(session, LedgerPosted(txn, tuple(written)))
     return txn
-
-
-def posted_entries(txn: LedgerTransaction) -> list[tuple[LedgerAccount, LedgerEntry]] | None:
-    """The (account, entry) pairs `post` just wrote for `txn` (what its hooks read without a query), or
-    None for a transaction this process did not post."""
-    return _posted.get(txn)
 
 
 async def entries_of(session: AsyncSession, transaction_id: str) -> list[LedgerEntry]:

@@ -15,10 +15,10 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from callboard_core import clock, metrics
 from callboard_core.config import Settings
-from callboard_core.db import Database
+from callboard_core.db.uow import UnitsOfWork
 from callboard_core.mail.service import DeliveryFailed, Mail, Mailer
 from callboard_core.owner_notifications.models import OwnerNotification
-from callboard_core.owner_notifications.service import register_deliverer, unsubscribe_token
+from callboard_core.owner_notifications.service import unsubscribe_token
 from callboard_core.owner_notifications.states import (
     MAX_ATTEMPTS,
     RETRY_BASE,
@@ -81,10 +81,12 @@ async def _claim(session: AsyncSession, notification_id: str, now: datetime) -> 
     return (await session.execute(statement)).scalar_one_or_none()
 
 
-async def deliver(db: Database, mailer: Mailer, settings: Settings, notification_id: str) -> str | None:
-    """One attempt at one email notification; its status after, or None when it was not ours to send."""
+async def deliver(uows: UnitsOfWork, mailer: Mailer, settings: Settings, notification_id: str) -> str | None:
+    """One attempt at one email notification; its status after, or None when it was not ours to send. The
+    claim and the outcome commit in units of work of their own, around the mail server's answer."""
     now = clock.now()
-    async with db.session(write=True) as session, session.begin():
+    async with uows.uow() as claim:
+        session = claim.session
         row = await _claim(session, notification_id, now)
         if row is None:
             return None
@@ -115,8 +117,8 @@ async def deliver(db: Database, mailer: Mailer, settings: Settings, notification
     else:
         retry = done + RETRY_BASE * 2 ** (attempts - 1) if attempts < MAX_ATTEMPTS else None
         values = {"status": S.FAILED, "error": error[:1000], "next_attempt_at": retry}
-    async with db.session(write=True) as session, session.begin():
-        await session.execute(
+    async with uows.uow() as outcome:
+        await outcome.session.execute(
             update(OwnerNotification)
             .where(
                 OwnerNotification.id == notification_id,
@@ -128,12 +130,12 @@ async def deliver(db: Database, mailer: Mailer, settings: Settings, notification
     return str(values["status"])
 
 
-async def deliver_due(db: Database, mailer: Mailer, settings: Settings, limit: int = 100) -> int:
+async def deliver_due(uows: UnitsOfWork, mailer: Mailer, settings: Settings, limit: int = 100) -> int:
     """The worker's pass: every email notification whose (first or next) attempt is due."""
     now = clock.now()
-    async with db.session(write=False) as session, session.begin():
+    async with uows.uow(write=False) as read:
         due = (
-            await session.scalars(
+            await read.session.scalars(
                 select(OwnerNotification.id)
                 .where(*_claimable(now, include_new=False))
                 .order_by(OwnerNotification.created_at)
@@ -142,11 +144,6 @@ async def deliver_due(db: Database, mailer: Mailer, settings: Settings, limit: i
         ).all()
     sent = 0
     for notification_id in due:
-        if await deliver(db, mailer, settings, notification_id) is not None:
+        if await deliver(uows, mailer, settings, notification_id) is not None:
             sent += 1
     return sent
-
-
-def install(db: Database, mailer: Mailer, settings: Settings) -> None:
-    """Deliver this database's new email notifications right after the commit that raised them."""
-    register_deliverer(db, lambda notification_id: deliver(db, mailer, settings, notification_id))

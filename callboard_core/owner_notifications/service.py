@@ -6,12 +6,11 @@ commit (delivery.py); the worker retries what failed."""
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import hashlib
 import hmac
-import weakref
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import and_, or_, select, update
@@ -19,9 +18,7 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from callboard_core import clock
-from callboard_core.db import Database
-from callboard_core.db.uow import after_commit
+from callboard_core import bus, clock
 from callboard_core.errors import NotFound, ValidationFailed
 from callboard_core.ids import new_id
 from callboard_core.owner_notifications.models import OwnerNotification, OwnerNotificationPreference
@@ -40,37 +37,13 @@ from callboard_core.users.models import User
 # web console lands (its pages go here, this one table); a document's own printable page.
 ACTION_PATHS: dict[OwnerNotificationType, str] = {t: "/" for t in OwnerNotificationType}
 
-# Per database (so two cores in one process never cross): what delivers an email row after commit, set by
-# Core.build through delivery.install. Without one the worker's pass delivers it.
-_deliverers: weakref.WeakKeyDictionary[Database, Callable[[str], Awaitable[object]]] = (
-    weakref.WeakKeyDictionary()
-)
-_pending: set[asyncio.Task[object]] = set()
 
+@dataclass(frozen=True)
+class EmailNotificationQueued(bus.Event):
+    """An email notification row was written: delivered right after the commit (an `AfterCommit` handler
+    in the bus's table), else by the worker's pass."""
 
-def register_deliverer(db: Database, deliver: Callable[[str], Awaitable[object]]) -> None:
-    _deliverers[db] = deliver
-
-
-def _deliver_after_commit(session: AsyncSession, notification_id: str) -> None:
-    uow = session.info.get("uow")
-    deliver = _deliverers.get(uow.db) if uow is not None else None
-    if deliver is None:
-        return
-
-    async def start() -> None:
-        # In the background: the request that raised it does not wait for a mail server.
-        task = asyncio.ensure_future(deliver(notification_id))
-        _pending.add(task)
-        task.add_done_callback(_pending.discard)
-
-    after_commit(session, start)
-
-
-async def drain() -> None:
-    """Wait for after-commit deliveries under way (shutdown, tests)."""
-    while _pending:
-        await asyncio.gather(*list(_pending), return_exceptions=True)
+    notification_id: str
 
 
 async def preference(session: AsyncSession, owner_id: str, type_: str) -> Preference:
@@ -129,7 +102,7 @@ async def notify(
             continue
         written.append(row_id)
         if not in_app:
-            _deliver_after_commit(session, row_id)
+            await bus.publish(session, EmailNotificationQueued(row_id))
     return written
 
 

@@ -1,20 +1,22 @@
 """What raises each owner notification, in the transaction of the event that names it.
 
-- the job's history (jobs.events listener): review started -> BOUNTY_SUBMISSIONS_READY to the requester's
+- the job's history (`JobEventRecorded`): review started -> BOUNTY_SUBMISSIONS_READY to the requester's
   owner; an award -> BOUNTY_AWARDED (and FIRST_AWARD_GIVEN the first time) to the requester's owner,
   BOUNTY_AWARD_WON (and FIRST_AWARD_WON) to the worker's owner; a close without award -> BOUNTY_NO_AWARD to
   the requester's owner and to the owners of the workers who submitted. Starter jobs raise nothing.
-- documents (documents.issue hook): RECEIPT_READY, INVOICE_READY, CREDIT_NOTE_READY.
-- payouts (payouts.hooks): a failed payout, or a failed bank payout of a payout account -> BOUNTY_PAYOUT_FAILED.
+- documents (`DocumentsIssued`): RECEIPT_READY, INVOICE_READY, CREDIT_NOTE_READY.
+- payouts (`PayoutFailed`, `BankPayoutFailed`): a failed payout, or a failed bank payout of a payout account -> BOUNTY_PAYOUT_FAILED.
 - paid publishing (payments.service calls `payment_action_required` and `payment_failed`).
 - disputes: `dispute_opened` and `dispute_resolved` are the entry points the disputes issue calls.
 - the weekly digest: `weekly_digests`, from the worker.
+The bus's table (callboard_core/handlers.py) runs the handlers here in the publishing transaction.
 Each event key names the event, so a replay (a retried request, a webhook delivered twice) notifies once.
 """
 
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -23,15 +25,14 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from callboard_core import clock
 from callboard_core.agents.models import Agent
-from callboard_core.documents import issue as documents_issue
-from callboard_core.documents.models import CommercialDocument, DocumentKind
-from callboard_core.jobs import events
+from callboard_core.documents.events import DocumentsIssued
+from callboard_core.documents.models import DocumentKind
+from callboard_core.jobs.events import JobEventRecorded
 from callboard_core.jobs.models import Award, Job, Submission
 from callboard_core.owner_notifications.models import OwnerNotification
 from callboard_core.owner_notifications.service import notify, type_label
 from callboard_core.owner_notifications.states import Channel, OwnerNotificationType
-from callboard_core.payouts import hooks as payout_hooks
-from callboard_core.payouts.models import Payout, PayoutAccount
+from callboard_core.payouts.events import BankPayoutFailed, PayoutFailed
 
 T = OwnerNotificationType
 
@@ -48,7 +49,8 @@ async def _owner_of_agent(session: AsyncSession, agent_id: str | None) -> str | 
 # --- the job's history --------------------------------------------------------------------------------
 
 
-async def on_job_event(session: AsyncSession, job_id: str, kind: str, data: dict[str, Any]) -> None:
+async def on_job_event(session: AsyncSession, event: JobEventRecorded) -> None:
+    job_id, kind, data = event.job_id, event.kind, event.data
     if kind not in ("review_started", "awarded", "closed_no_award"):
         return
     job = await session.get(Job, job_id)
@@ -72,7 +74,7 @@ async def on_job_event(session: AsyncSession, job_id: str, kind: str, data: dict
         await _no_award(session, job, data)
 
 
-async def _awarded(session: AsyncSession, job: Job, data: dict[str, Any]) -> None:
+async def _awarded(session: AsyncSession, job: Job, data: Mapping[str, Any]) -> None:
     award_id = str(data.get("awardId"))
     pay = (
         f" The worker's owner is paid {_cents(job.reward_amount_cents, job.currency)}."
@@ -141,7 +143,7 @@ async def _awarded(session: AsyncSession, job: Job, data: dict[str, Any]) -> Non
         )
 
 
-async def _no_award(session: AsyncSession, job: Job, data: dict[str, Any]) -> None:
+async def _no_award(session: AsyncSession, job: Job, data: Mapping[str, Any]) -> None:
     reason = data.get("reasonCode") or "no reason given"
     refund = " The reserved reward went back to your balance." if job.reward_amount_cents else ""
     await notify(
@@ -178,8 +180,8 @@ DOCUMENT_TYPES = {
 }
 
 
-async def on_documents(session: AsyncSession, issued: list[CommercialDocument]) -> None:
-    for document in issued:
+async def on_documents(session: AsyncSession, event: DocumentsIssued) -> None:
+    for document in event.documents:
         type_ = DOCUMENT_TYPES.get(DocumentKind(document.kind))
         if type_ is None:
             continue
@@ -200,7 +202,8 @@ async def on_documents(session: AsyncSession, issued: list[CommercialDocument]) 
         )
 
 
-async def on_payout_failed(session: AsyncSession, payout: Payout, reason: str) -> None:
+async def on_payout_failed(session: AsyncSession, event: PayoutFailed) -> None:
+    payout, reason = event.payout, event.reason
     await notify(
         session,
         payout.user_id,
@@ -213,7 +216,8 @@ async def on_payout_failed(session: AsyncSession, payout: Payout, reason: str) -
     )
 
 
-async def on_bank_payout_failed(session: AsyncSession, account: PayoutAccount, reason: str) -> None:
+async def on_bank_payout_failed(session: AsyncSession, event: BankPayoutFailed) -> None:
+    account, reason = event.account, event.reason
     at = account.bank_payout_failed_at or clock.now()
     await notify(
         session,
@@ -341,11 +345,3 @@ async def weekly_digests(session: AsyncSession, now: datetime | None = None, lim
         )
         written += bool(ids)
     return written
-
-
-def register() -> None:
-    """Hear the events that raise owner notifications (from Core.build; registering twice is a no-op)."""
-    events.on_event(on_job_event)
-    documents_issue.on_issued(on_documents)
-    payout_hooks.on_payout_failed(on_payout_failed)
-    payout_hooks.on_bank_payout_failed(on_bank_payout_failed)

@@ -33,7 +33,7 @@ from callboard_core import clock, states
 from callboard_core.agents.models import Agent
 from callboard_core.billing import service as billing
 from callboard_core.billing.models import BuyerProfile
-from callboard_core.db import Database
+from callboard_core.db.uow import UnitsOfWork
 from callboard_core.errors import Conflict, NotFound, PaymentNotReady, field_error
 from callboard_core.guidance import Act, step
 from callboard_core.ids import new_id
@@ -374,17 +374,23 @@ class Funding:
     amount_cents: int = 0
 
 
-async def _short_write(db: Database, job_id: str, fee_bps: int, step: Any) -> Any:
-    """Run `step(session, payment)` in a write transaction of its own (committed on return), the job row
-    locked first so two publishes of one draft create or update its payment one after the other."""
-    async with db.session(write=True) as writer, writer.begin():
+async def _short_write(uows: UnitsOfWork, job_id: str, fee_bps: int, step: Any) -> Any:
+    """Run `step(session, payment)` in a unit of work of its own (committed on return), the job row locked
+    first so two publishes of one draft create or update its payment one after the other."""
+    async with uows.uow() as write:
+        writer = write.session
         job = await writer.scalar(select(Job).where(Job.id == job_id).with_for_update())
         assert job is not None
         return await step(writer, await _open_row(writer, job, fee_bps))
 
 
 async def prepare(
-    session: AsyncSession, db: Database, processor: PaymentProcessor, fee_bps: int, actor: Actor, job: Job
+    session: AsyncSession,
+    uows: UnitsOfWork,
+    processor: PaymentProcessor,
+    fee_bps: int,
+    actor: Actor,
+    job: Job,
 ) -> Funding | None:
     """The publish's step before its write transaction (the job is the actor's draft): record the waiting
     payment and what it lacks; charge the default card off-session when only money is short and auto
@@ -429,7 +435,7 @@ async def prepare(
             payment.updated_at = clock.now()
         return payment.id, payment.autotopup_attempt, payment.autotopup_pending_cents or 0
 
-    payment_id, attempt, amount = await _short_write(db, job.id, fee_bps, record)
+    payment_id, attempt, amount = await _short_write(uows, job.id, fee_bps, record)
     if not charge_amount or not amount:
         return None
     profile = s.profile
@@ -477,7 +483,7 @@ async def prepare(
                 )
         await w.flush()
 
-    await _short_write(db, job.id, fee_bps, outcome)
+    await _short_write(uows, job.id, fee_bps, outcome)
     return Funding(charge=charge, amount_cents=amount)
 
 

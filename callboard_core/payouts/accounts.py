@@ -8,8 +8,9 @@ is that agent's own account, named by the agent itself (its key may name only it
 Processor calls never run inside a write transaction: the onboarding link's account and link are made in
 the action's `prepare` step (the account's row, when missing, is created first in a short write
 transaction of its own so its id can key the processor call `connect:<row id>`); the write step records
-the account id. A status read asks the processor outside any write and persists what changed in a short
-write transaction of its own (as `billing.load` does).
+the account id. A status read asks the processor outside any write and persists what changed in a unit of
+work of its own (the spec's status route "refreshes persisted state"; the `account.updated` webhook would
+bring the same flags later).
 """
 
 from __future__ import annotations
@@ -22,13 +23,13 @@ from sqlalchemy import or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from callboard_core import clock, states
+from callboard_core import bus, clock, states
 from callboard_core.agents import service as agents
 from callboard_core.agents.models import Agent
 from callboard_core.config import Settings
-from callboard_core.db import Database
+from callboard_core.db.uow import UnitsOfWork
 from callboard_core.errors import Forbidden, NotFound
-from callboard_core.payouts import hooks
+from callboard_core.payouts.events import BankPayoutFailed
 from callboard_core.payouts.models import Payout, PayoutAccount, holder_key
 from callboard_core.payouts.schemas import (
     OnboardingLink,
@@ -38,7 +39,8 @@ from callboard_core.payouts.schemas import (
 )
 from callboard_core.payouts.states import PAYOUT_MOVES, PayoutStatus
 from callboard_core.principals import Actor
-from callboard_core.processor import AccountStatus, PaymentProcessor, ProcessorEvent
+from callboard_core.processor import AccountStatus, PaymentProcessor
+from callboard_core.processor.events import AccountPayoutFailed, AccountPayoutPaid, AccountUpdated
 from callboard_core.security.site_urls import return_url_or_default
 from callboard_core.users import service as users
 
@@ -202,55 +204,52 @@ async def _mirror_on_agent(
     )
 
 
-def _event_status(event: ProcessorEvent) -> AccountStatus:
-    data = event.data
-    return AccountStatus(
-        details_submitted=bool(data.get("details_submitted")),
-        charges_enabled=bool(data.get("charges_enabled")),
-        payouts_enabled=bool(data.get("payouts_enabled")),
-    )
-
-
-async def account_of_event(session: AsyncSession, event: ProcessorEvent) -> PayoutAccount | None:
+async def account_of_event(session: AsyncSession, event: AccountUpdated) -> PayoutAccount | None:
     """Our row for an account event: by the processor account id, else by the row id we gave the
     processor as `owner_ref` (an account whose creation the write step never recorded)."""
-    row = await find_by_processor_id(session, str(event.data.get("id") or event.account or ""))
+    row = await find_by_processor_id(session, event.account_id)
     if row is None:
-        owner_ref = (event.data.get("metadata") or {}).get("owner_ref")
+        owner_ref = event.metadata.get("owner_ref")
         if owner_ref:
-            row = await session.get(PayoutAccount, str(owner_ref))
+            row = await session.get(PayoutAccount, owner_ref)
     return row
 
 
-async def on_account_updated(session: AsyncSession, event: ProcessorEvent) -> None:
-    """`account.updated`: persist the flags (a repeat or an older event changes nothing)."""
+async def on_account_updated(session: AsyncSession, event: AccountUpdated) -> None:
+    """`AccountUpdated`: persist the flags (a repeat or an older event changes nothing)."""
     row = await account_of_event(session, event)
     if row is None:
         return
-    await apply_status(
-        session, row.id, str(event.data.get("id") or event.account), _event_status(event), event.created
-    )
+    await apply_status(session, row.id, event.account_id, event.status, event.created)
 
 
-async def on_bank_payout(session: AsyncSession, event: ProcessorEvent) -> None:
-    """`payout.failed` / `payout.paid` on a connected account: its bank payout failed (or a later one
-    landed). The money left the platform with the transfer, so no ledger movement: the account remembers the
-    failure for its holder to see in the status, and the BOUNTY_PAYOUT_FAILED hooks hear of it. An event
-    older than the failure on record changes nothing."""
-    if not event.account:
-        return
-    row = await find_by_processor_id(session, event.account)
-    if row is None or (row.bank_payout_failed_at is not None and event.created < row.bank_payout_failed_at):
-        return
-    if event.type == "payout.paid":
+async def _bank_payout_row(session: AsyncSession, account_id: str, created: datetime) -> PayoutAccount | None:
+    """The account a bank payout event concerns, unless the event is older than the failure on record."""
+    row = await find_by_processor_id(session, account_id)
+    if row is None or (row.bank_payout_failed_at is not None and created < row.bank_payout_failed_at):
+        return None
+    return row
+
+
+async def on_bank_payout_paid(session: AsyncSession, event: AccountPayoutPaid) -> None:
+    """A later bank payout landed: the failure on record is cleared."""
+    row = await _bank_payout_row(session, event.account_id, event.created)
+    if row is not None:
         row.bank_payout_error, row.bank_payout_failed_at = None, None
         await session.flush()
+
+
+async def on_bank_payout_failed(session: AsyncSession, event: AccountPayoutFailed) -> None:
+    """A connected account's bank payout failed. The money left the platform with the transfer, so no
+    ledger movement: the account remembers the failure for its holder to see in the status, and
+    `BankPayoutFailed` is published."""
+    row = await _bank_payout_row(session, event.account_id, event.created)
+    if row is None:
         return
-    data = event.data
-    reason = str(data.get("failure_message") or data.get("failure_code") or "the bank payout failed")[:500]
+    reason = event.reason
     row.bank_payout_error, row.bank_payout_failed_at = reason, event.created
     await session.flush()
-    await hooks.run_bank_payout_failed(session, row, reason)
+    await bus.publish(session, BankPayoutFailed(row, reason))
 
 
 # --- onboarding links ------------------------------------------------------------------------------
@@ -268,15 +267,15 @@ class PreparedLink:
 
 
 async def processor_account(
-    session: AsyncSession, db: Database, processor: PaymentProcessor, holder: Holder
+    session: AsyncSession, uows: UnitsOfWork, processor: PaymentProcessor, holder: Holder
 ) -> tuple[str, str]:
     """(row id, processor account id) of the holder's account, creating the row (in a short write
     transaction of its own) and the Connect account (`connect:<row id>`) when missing. Runs outside any
     write transaction: call it from a prepare step."""
     row = await find(session, holder)
     if row is None:
-        async with db.session(write=True) as writer, writer.begin():
-            row = await ensure(writer, holder)
+        async with uows.uow() as write:
+            row = await ensure(write.session, holder)
     if row.processor_account_id:
         return row.id, row.processor_account_id
     email = (await users.get(session, holder.user_id)).email
@@ -286,7 +285,7 @@ async def processor_account(
 
 async def prepare_link(
     session: AsyncSession,
-    db: Database,
+    uows: UnitsOfWork,
     processor: PaymentProcessor,
     settings: Settings,
     actor: Actor,
@@ -300,7 +299,7 @@ async def prepare_link(
     holder = await holder_for(session, actor, agent_id)
     return_url = return_url_or_default(settings, body.return_url if body else None, "returnUrl")
     refresh_url = return_url_or_default(settings, body.refresh_url if body else None, "refreshUrl")
-    row_id, account_id = await processor_account(session, db, processor, holder)
+    row_id, account_id = await processor_account(session, uows, processor, holder)
     if actor.user_id is None:
         return PreparedLink(row_id, account_id, None, None)
     link = await processor.create_account_link(account_id, return_url, refresh_url)
@@ -372,13 +371,13 @@ async def recent_payouts(session: AsyncSession, holder: Holder) -> list[PayoutVi
 
 async def status(
     session: AsyncSession,
-    db: Database,
+    uows: UnitsOfWork,
     processor: PaymentProcessor,
     actor: Actor,
     agent_id: str | None = None,
 ) -> PayoutAccountStatus:
-    """The account's flags, refreshed from the processor and persisted when they changed (in a short write
-    transaction when the session is read-only); no account yet: nulls and false."""
+    """The account's flags, refreshed from the processor and persisted when they changed (in a unit of work
+    of its own: the read's session never writes); no account yet: nulls and false."""
     holder = await holder_for(session, actor, agent_id)
     row = await find(session, holder)
     flags = AccountStatus(False, False, False)
@@ -387,11 +386,8 @@ async def status(
         flags = await processor.account_status(account_id)
         current = AccountStatus(row.details_submitted, row.charges_enabled, row.payouts_enabled)
         if flags != current:
-            if session.info.get("readonly"):
-                async with db.session(write=True) as writer, writer.begin():
-                    await apply_status(writer, row.id, account_id, flags, clock.now())
-            else:
-                await apply_status(session, row.id, account_id, flags, clock.now())
+            async with uows.uow() as write:
+                await apply_status(write.session, row.id, account_id, flags, clock.now())
     return PayoutAccountStatus(
         agent_id=holder.agent_id,
         processor_account_id=account_id,

@@ -20,7 +20,7 @@ A crash between (a) and (c) is the SENDING case: exactly one transfer and one se
 
 A transfer reversed later (`transfer.reversed`): an attempt not settled yet fails as above; a settled one
 is REVERSED (`ledger.payout_reversed`: the money is payable again) and the payout FAILED for a retry.
-Every failure runs the `hooks.on_payout_failed` listeners and notifies the worker agent
+Every failure publishes `PayoutFailed` and notifies the worker agent
 (BOUNTY_PAYOUT_FAILED).
 """
 
@@ -34,16 +34,19 @@ from typing import Any, Protocol
 from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from callboard_core import clock, states
+from callboard_core import bus, clock, states
 from callboard_core.agent_notifications import service as agent_notifications
 from callboard_core.db.uow import UnitsOfWork
 from callboard_core.errors import Conflict, NotFound
 from callboard_core.ledger import service as ledger
-from callboard_core.ledger.models import LedgerTransaction
-from callboard_core.payouts import accounts, hooks
+from callboard_core.ledger.events import LedgerPosted
+from callboard_core.ledger.models import LedgerTransaction, TransactionKind
+from callboard_core.payouts import accounts
+from callboard_core.payouts.events import PAYOUT_FAILED, PayoutFailed
 from callboard_core.payouts.models import Payout, PayoutAttempt
 from callboard_core.payouts.states import ATTEMPT_MOVES, DUE, PAYOUT_MOVES, AttemptStatus, PayoutStatus
-from callboard_core.processor import PaymentProcessor, ProcessorEvent, ProcessorUnavailable, Transfer
+from callboard_core.processor import PaymentProcessor, ProcessorUnavailable, Transfer
+from callboard_core.processor.events import TransferReversed
 
 log = logging.getLogger("callboard.payouts")
 
@@ -63,8 +66,14 @@ def backoff(attempts: int) -> timedelta | None:
 # --- queue -----------------------------------------------------------------------------------------
 
 
+async def on_posted(session: AsyncSession, event: LedgerPosted) -> None:
+    """`LedgerPosted`: a new CAPTURE queues one payout for the award's pay."""
+    if event.kind is TransactionKind.CAPTURE:
+        await queue_for_capture(session, event.transaction)
+
+
 async def queue_for_capture(session: AsyncSession, txn: LedgerTransaction) -> None:
-    """The ledger's CAPTURE hook: one payout for the award's pay (runs once per new capture)."""
+    """One payout for the award's pay (once per new capture, in its transaction)."""
     meta: dict[str, Any] = txn.meta or {}
     user_id, pay = meta.get("workerOwnerId"), meta.get("payCents")
     if not user_id or not isinstance(pay, int) or pay <= 0:
@@ -309,7 +318,7 @@ async def _retry_later(session: AsyncSession, payout: Payout, attempt_id: str, r
     if moved is None:
         return
     payout = moved
-    await hooks.run(session, payout, reason)
+    await bus.publish(session, PayoutFailed(payout, reason))
     if payout.worker_agent_id:
         retry = (
             f" It is retried at {payout.next_attempt_at:%Y-%m-%d %H:%M} UTC."
@@ -319,7 +328,7 @@ async def _retry_later(session: AsyncSession, payout: Payout, attempt_id: str, r
         await agent_notifications.notify(
             session,
             [payout.worker_agent_id],
-            hooks.PAYOUT_FAILED,
+            PAYOUT_FAILED,
             "A payout of your earnings failed",
             body=f"{reason}.{retry}",
             # The job by reference only: payouts outlive (and never depend on) the job's row.
@@ -351,11 +360,11 @@ async def _attempt(session: AsyncSession, attempt_id: str) -> PayoutAttempt:
 # --- processor events ------------------------------------------------------------------------------
 
 
-async def on_transfer_reversed(session: AsyncSession, event: ProcessorEvent) -> None:
-    """`transfer.reversed`: the attempt it paid fails (not settled yet) or is reversed (settled)."""
-    transfer_id = str(event.data.get("id") or "")
-    attempt_id = (event.data.get("metadata") or {}).get("attemptId")
-    attempt = await session.get(PayoutAttempt, str(attempt_id)) if attempt_id else None
+async def on_transfer_reversed(session: AsyncSession, event: TransferReversed) -> None:
+    """`TransferReversed`: the attempt it paid fails (not settled yet) or is reversed (settled)."""
+    transfer_id = event.transfer_id
+    attempt_id = event.metadata.get("attemptId")
+    attempt = await session.get(PayoutAttempt, attempt_id) if attempt_id else None
     if attempt is None:
         attempt = await session.scalar(
             select(PayoutAttempt).where(PayoutAttempt.processor_transfer_id == transfer_id)

@@ -1,4 +1,5 @@
-"""Webhook intake: verify a processor event, record it once, run its handlers in the same transaction.
+"""Webhook intake: verify a processor event, record it once, publish it as our own fact (processor/events.py)
+on the bus, whose handlers run in the same transaction.
 
 The event id is unique in `processor_events`, and the row is inserted in the unit of work that runs the
 handlers, so an event is handled exactly once: a repeated delivery finds the row (or, delivered
@@ -14,11 +15,11 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from callboard_core import clock
+from callboard_core import bus, clock
 from callboard_core.errors import CallboardError, Unavailable
-from callboard_core.processor import dispatch
 from callboard_core.processor.models import ProcessorEventRecord
 from callboard_core.processor.port import PaymentProcessor
+from callboard_core.processor.translate import fact_of
 from callboard_core.schemas import ApiModel
 
 log = logging.getLogger("callboard.webhooks")
@@ -67,7 +68,8 @@ async def receive(
     if row is None:
         return WebhookAck(received=True, event_id=event.id, type=event.type, duplicate=True, handled=False)
     try:
-        ran = await dispatch.dispatch(session, event)
+        fact = fact_of(event)
+        ran = await bus.publish(session, fact) if fact is not None else 0
     except Exception as exc:
         log.exception("handling processor event %s (%s) failed", event.id, event.type)
         reason = exc.code if isinstance(exc, CallboardError) else type(exc).__name__

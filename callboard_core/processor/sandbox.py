@@ -54,6 +54,7 @@ from callboard_core.processor.port import (
     object_missing,
     refused,
 )
+from callboard_core.processor.translate import account_status, card_info
 
 CARD_OK = "4242424242424242"
 CARD_DECLINED = "4000000000000002"
@@ -342,7 +343,7 @@ class SandboxProcessor:
 
     async def payment_method(self, pm_id: str) -> PaymentMethodInfo:
         pm = await self._read(lambda s: self._get(s, "payment_method", pm_id))
-        return _pm_info(pm)
+        return card_info(pm)
 
     async def detach_payment_method(self, pm_id: str) -> None:
         async def work(session: AsyncSession) -> None:
@@ -714,10 +715,10 @@ class SandboxProcessor:
         )
         await self._put(session, account)
         await self._emit(session, "account.updated", account, account=account_id, previous=previous)
-        return _account_status(account)
+        return account_status(account)
 
     async def account_status(self, account_id: str) -> AccountStatus:
-        return _account_status(await self._read(lambda s: self._get(s, "account", account_id)))
+        return account_status(await self._read(lambda s: self._get(s, "account", account_id)))
 
     async def transfer(
         self,
@@ -838,24 +839,3 @@ def _outcome(pi: dict[str, Any]) -> PageOutcome:
     if pi["status"] == "requires_action":
         return PageOutcome("requires_action", error.get("code"), pi["id"], pi["payment_method"])
     return PageOutcome("failed", error.get("code"), pi["id"], pi["payment_method"])
-
-
-def _pm_info(pm: dict[str, Any]) -> PaymentMethodInfo:
-    card = pm.get("card") or {}
-    return PaymentMethodInfo(
-        id=pm["id"],
-        type=pm["type"],
-        brand=card.get("brand"),
-        last4=card.get("last4"),
-        exp_month=card.get("exp_month"),
-        exp_year=card.get("exp_year"),
-        customer_id=pm.get("customer"),
-    )
-
-
-def _account_status(account: dict[str, Any]) -> AccountStatus:
-    return AccountStatus(
-        details_submitted=bool(account["details_submitted"]),
-        charges_enabled=bool(account["charges_enabled"]),
-        payouts_enabled=bool(account["payouts_enabled"]),
-    )

@@ -22,12 +22,13 @@ from callboard_core.agents import service as agents
 from callboard_core.agents.models import Agent
 from callboard_core.billing import cards
 from callboard_core.config import Settings
-from callboard_core.db import Database
+from callboard_core.db.uow import UnitsOfWork
 from callboard_core.errors import Forbidden, Gone, NotFound
 from callboard_core.payouts import accounts as payout_accounts
 from callboard_core.payouts.schemas import OnboardingLink
 from callboard_core.principals import Actor
-from callboard_core.processor import PaymentProcessor, ProcessorEvent
+from callboard_core.processor import PaymentProcessor
+from callboard_core.processor.events import AccountUpdated, CardSetupSucceeded, CheckoutCompleted
 from callboard_core.security import tokens
 from callboard_core.setup_links.models import SetupLink, SetupLinkStart
 from callboard_core.setup_links.schemas import (
@@ -172,7 +173,7 @@ class PreparedStart:
 
 async def prepare_start(
     session: AsyncSession,
-    db: Database,
+    uows: UnitsOfWork,
     processor: PaymentProcessor,
     settings: Settings,
     actor: Actor,
@@ -192,10 +193,10 @@ async def prepare_start(
             row_id, account_id = named.id, str(link.processor_account_id)
         else:
             holder = payout_accounts.Holder(link.user_id)
-            row_id, account_id = await payout_accounts.processor_account(session, db, processor, holder)
+            row_id, account_id = await payout_accounts.processor_account(session, uows, processor, holder)
         account_link = await processor.create_account_link(account_id, home, home)
         return PreparedStart(link.id, number, account_link.url, account_id, payout_account_row_id=row_id)
-    setup = await cards.begin_card_setup(processor, db, settings, link.user_id, return_url=home)
+    setup = await cards.begin_card_setup(processor, uows, settings, link.user_id, return_url=home)
     intent = setup.client_secret.split("_secret_")[0] if setup.client_secret else None
     return PreparedStart(link.id, number, setup.url, setup.id, setup_intent_id=intent)
 
@@ -242,33 +243,30 @@ async def _complete(session: AsyncSession, link_ids: list[str]) -> None:
         )
 
 
-async def on_account_updated(session: AsyncSession, event: ProcessorEvent) -> None:
+async def on_account_updated(session: AsyncSession, event: AccountUpdated) -> None:
     """A PAYOUT link is complete once its account has its details submitted and payouts enabled."""
-    data = event.data
-    if not (data.get("details_submitted") and data.get("payouts_enabled")):
+    if not (event.status.details_submitted and event.status.payouts_enabled):
         return
-    account_id = str(data.get("id") or event.account or "")
     ids = await session.scalars(
         select(SetupLink.id).where(
-            SetupLink.processor_account_id == account_id, SetupLink.kind == SetupLinkKind.PAYOUT
+            SetupLink.processor_account_id == event.account_id, SetupLink.kind == SetupLinkKind.PAYOUT
         )
     )
     await _complete(session, list(ids))
 
 
-async def on_setup_succeeded(session: AsyncSession, event: ProcessorEvent) -> None:
-    """A CARD link is complete when a card setup it started succeeded (`setup_intent.succeeded`, or
-    `checkout.session.completed` in setup mode)."""
-    data = event.data
-    object_id = str(data.get("id") or "")
-    if event.type == "checkout.session.completed":
-        if data.get("mode") != "setup":
-            return
-        match = SetupLinkStart.processor_ref == object_id
-    else:
-        match = SetupLinkStart.setup_intent_id == object_id
-    ids = await session.scalars(select(SetupLinkStart.setup_link_id).where(match))
-    await _complete(session, list(ids))
+async def on_card_setup_succeeded(session: AsyncSession, event: CardSetupSucceeded) -> None:
+    """A CARD link is complete when a card setup it started succeeded."""
+    match = SetupLinkStart.setup_intent_id == event.setup_intent_id
+    await _complete(session, list(await session.scalars(select(SetupLinkStart.setup_link_id).where(match))))
+
+
+async def on_checkout_completed(session: AsyncSession, event: CheckoutCompleted) -> None:
+    """A CARD link is complete when the hosted checkout it started (in setup mode) completed."""
+    if event.mode != "setup":
+        return
+    match = SetupLinkStart.processor_ref == event.checkout_id
+    await _complete(session, list(await session.scalars(select(SetupLinkStart.setup_link_id).where(match))))
 
 
 # --- an agent's payout onboarding ------------------------------------------------------------------

@@ -21,7 +21,7 @@ routes = RouteGroup("billing")
 @routes.get("/me/billing", auth=AuthKind.SESSION, response=billing_schemas.BuyerBalance)
 async def get_billing(ctx: RequestContext) -> billing_schemas.BuyerBalance:
     """Your balance (from the ledger) and billing settings: spend caps, auto top-up, saved cards."""
-    return await billing.balance(ctx.session, ctx.core.db, ctx.actor)
+    return await billing.balance(ctx.session, ctx.actor)
 
 
 @routes.get("/me/billing/api-key", auth=AuthKind.KEY_READ, response=billing_schemas.BuyerBalance)
@@ -30,7 +30,7 @@ async def get_billing_for_key(ctx: RequestContext) -> billing_schemas.BuyerBalan
 
     An agent's key reads its owner's balance, an owner-level key its owner's; an agent nobody has claimed
     yet has no owner and gets 403 agent_not_claimed."""
-    return await billing.balance(ctx.session, ctx.core.db, ctx.key_actor)
+    return await billing.balance(ctx.session, ctx.key_actor)
 
 
 @routes.patch(
@@ -68,9 +68,7 @@ async def set_autotopup(ctx: RequestContext) -> billing_schemas.BuyerBalance:
 )
 async def get_statement(ctx: RequestContext) -> billing_schemas.BillingStatement:
     """Your profile and your ledger entries, newest first; pass nextCursor back as cursor for the next page."""
-    return await billing.statement(
-        ctx.session, ctx.core.db, ctx.actor, cursor=ctx.query.cursor, limit=ctx.query.limit
-    )
+    return await billing.statement(ctx.session, ctx.actor, cursor=ctx.query.cursor, limit=ctx.query.limit)
 
 
 # --- saved cards ---------------------------------------------------------------------------------------------
@@ -78,7 +76,7 @@ async def get_statement(ctx: RequestContext) -> billing_schemas.BillingStatement
 
 async def _start_card_setup(ctx: RequestContext) -> billing_schemas.CardSetupStarted:
     return_url = ctx.body.return_url if ctx.body is not None else None
-    return await cards.start_setup(ctx.core.processor, ctx.core.db, ctx.core.settings, ctx.actor, return_url)
+    return await cards.start_setup(ctx.core.processor, ctx.core, ctx.core.settings, ctx.actor, return_url)
 
 
 async def _prepared(ctx: RequestContext) -> Any:
@@ -103,9 +101,7 @@ async def add_payment_method(ctx: RequestContext) -> billing_schemas.CardSetupSt
 
 
 async def _check_confirmable(ctx: RequestContext) -> Any:
-    return await cards.check_confirmable(
-        ctx.core.processor, ctx.core.db, ctx.actor, ctx.body.payment_method_id
-    )
+    return await cards.check_confirmable(ctx.core.processor, ctx.core, ctx.actor, ctx.body.payment_method_id)
 
 
 @routes.post(
@@ -134,7 +130,7 @@ async def set_default_payment_method(ctx: RequestContext) -> billing_schemas.Def
 
 
 async def _detach(ctx: RequestContext) -> Any:
-    return await cards.detach(ctx.core.processor, ctx.core.db, ctx.actor, ctx.params["paymentMethodId"])
+    return await cards.detach(ctx.core.processor, ctx.core, ctx.actor, ctx.params["paymentMethodId"])
 
 
 @routes.delete(
@@ -157,7 +153,7 @@ async def delete_payment_method(ctx: RequestContext) -> billing_schemas.PaymentM
 async def _prepare_topup(ctx: RequestContext) -> Any:
     return await topups.prepare_topup(
         ctx.core.processor,
-        ctx.core.db,
+        ctx.core,
         ctx.core.settings,
         ctx.actor,
         ctx.body,
@@ -191,7 +187,7 @@ async def top_up(ctx: RequestContext) -> billing_schemas.TopUpStarted:
 )
 async def requester_payment_method(ctx: RequestContext) -> billing_schemas.RequesterPaymentMethod:
     """Whether your paid jobs can be funded by card: ready, and the default saved card (or null)."""
-    return await cards.requester_status(ctx.session, ctx.core.db, ctx.actor)
+    return await cards.requester_status(ctx.session, ctx.actor)
 
 
 @routes.post(

@@ -88,7 +88,7 @@ async def update_job(ctx: RequestContext) -> job_schemas.JobView:
 async def _prepare_publish(ctx: RequestContext) -> jobs.PublishPrep:
     core = ctx.core
     return await jobs.prepare_publish(
-        ctx.session, core.blobs, core.db, core.processor, core.settings, ctx.actor, ctx.params["id"]
+        ctx.session, core.blobs, core, core.processor, core.settings, ctx.actor, ctx.params["id"]
     )
 
 

@@ -17,7 +17,7 @@ routes = RouteGroup("payouts")
 async def _prepare_link(ctx: RequestContext) -> accounts.PreparedLink:
     core = ctx.core
     return await accounts.prepare_link(
-        ctx.session, core.db, core.processor, core.settings, ctx.actor, ctx.params.get("agentId"), ctx.body
+        ctx.session, core, core.processor, core.settings, ctx.actor, ctx.params.get("agentId"), ctx.body
     )
 
 
@@ -80,4 +80,4 @@ async def processor_status(ctx: RequestContext) -> payout_schemas.PayoutAccountS
     processorOnboardingComplete: details submitted; processorPayoutsEnabled: awards can be paid to it.
     No account yet: processorAccountId null and every flag false."""
     core = ctx.core
-    return await accounts.status(ctx.session, core.db, core.processor, ctx.actor, ctx.params.get("agentId"))
+    return await accounts.status(ctx.session, core, core.processor, ctx.actor, ctx.params.get("agentId"))

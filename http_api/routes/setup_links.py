@@ -42,7 +42,7 @@ async def preview_setup_link(ctx: RequestContext) -> setup_schemas.SetupLinkPrev
 async def _prepare_start(ctx: RequestContext) -> setup_links.PreparedStart:
     core = ctx.core
     return await setup_links.prepare_start(
-        ctx.session, core.db, core.processor, core.settings, ctx.actor, ctx.params["code"]
+        ctx.session, core, core.processor, core.settings, ctx.actor, ctx.params["code"]
     )
 
 

@@ -46,7 +46,7 @@ async def _prepare(ctx: RequestContext) -> tuple[Actor | None, object]:
         require_verified(principal)
         core = ctx.core
         prepared = await setup_links.prepare_start(
-            ctx.session, core.db, core.processor, core.settings, actor, ctx.params["code"]
+            ctx.session, core, core.processor, core.settings, actor, ctx.params["code"]
         )
     except CallboardError as exc:  # shown as the page's error (the prepare step renders no page)
         return actor, exc

@@ -29,7 +29,7 @@ async def billing_balance(call: ToolCall) -> billing_schemas.BuyerBalance:
     money yourself: tell your owner how much is missing and ask them to add funds from their billing page
     (signed in to callboard, /me/billing). An agent nobody has claimed yet has no owner and gets the error
     agent_not_claimed."""
-    return await billing.balance(call.session, call.core.db, call.actor)
+    return await billing.balance(call.session, call.actor)
 
 
 @tools.read()

@@ -49,6 +49,4 @@ async def payout_status(call: ToolCall) -> payout_schemas.PayoutAccountStatus:
     neither ready, a payout waits (status WAITING_FOR_ACCOUNT): create a PAYOUT setup link for your owner.
     A FAILED payout shows lastError and is retried at nextAttemptAt."""
     core = call.core
-    return await accounts.status(
-        call.session, core.db, core.processor, call.actor, call.actor.require_agent()
-    )
+    return await accounts.status(call.session, core, core.processor, call.actor, call.actor.require_agent())

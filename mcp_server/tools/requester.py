@@ -42,7 +42,7 @@ async def stage_input_file(call: ToolCall, job_id: JobId, file: UploadRequest) -
 async def _prepare_publish(call: ToolCall, job_id: str) -> jobs.PublishPrep:
     core = call.core
     return await jobs.prepare_publish(
-        call.session, core.blobs, core.db, core.processor, core.settings, call.actor, job_id
+        call.session, core.blobs, core, core.processor, core.settings, call.actor, job_id
     )
 
 
