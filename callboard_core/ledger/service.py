@@ -52,6 +52,7 @@ from __future__ import annotations
 import contextlib
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, cast
 
@@ -280,19 +281,63 @@ def _positive(amount_cents: int, field: str = "amountCents") -> int:
     return amount_cents
 
 
+@dataclass(frozen=True)
+class Flow:
+    """A two-leg movement: `amount` leaves `source` and arrives in `target`. Owner accounts are the
+    posting user's; the others are the platform's."""
+
+    source: AccountKind
+    target: AccountKind
+
+
+# The flows, by kind (CAPTURE has three legs and ADJUSTMENT a signed amount: their functions say so).
+FLOWS: dict[TransactionKind, Flow] = {
+    TransactionKind.TOPUP: Flow(AccountKind.PROCESSOR_CLEARING, AccountKind.OWNER_AVAILABLE),
+    TransactionKind.RESERVE: Flow(AccountKind.OWNER_AVAILABLE, AccountKind.OWNER_RESERVED),
+    TransactionKind.RELEASE: Flow(AccountKind.OWNER_RESERVED, AccountKind.OWNER_AVAILABLE),
+    TransactionKind.REFUND: Flow(AccountKind.OWNER_AVAILABLE, AccountKind.PROCESSOR_CLEARING),
+    TransactionKind.PAYOUT: Flow(AccountKind.OWNER_PAYABLE, AccountKind.OWNER_PAYOUT_IN_TRANSIT),
+    TransactionKind.PAYOUT_SETTLED: Flow(AccountKind.OWNER_PAYOUT_IN_TRANSIT, AccountKind.PROCESSOR_CLEARING),
+    TransactionKind.PAYOUT_FAILED: Flow(AccountKind.OWNER_PAYOUT_IN_TRANSIT, AccountKind.OWNER_PAYABLE),
+    TransactionKind.PAYOUT_REVERSED: Flow(AccountKind.PROCESSOR_CLEARING, AccountKind.OWNER_PAYABLE),
+}
+
+
+async def flow(
+    session: AsyncSession,
+    kind: TransactionKind,
+    *,
+    user_id: str,
+    amount_cents: int,
+    key: str,
+    **posting: Any,
+) -> LedgerTransaction:
+    """Post `kind`'s flow of `amount_cents` for `user_id` (the legs from FLOWS; `posting`: post's other
+    fields: job, processor reference, metadata, what it reverses)."""
+    amount = _positive(amount_cents)
+    legs = FLOWS[kind]
+    source, target = await accounts.several(
+        session,
+        *((k, user_id if k.is_owner else None) for k in (legs.source, legs.target)),
+    )
+    return await post(
+        session, key=key, kind=kind, entries=[(source, -amount), (target, amount)], user_id=user_id, **posting
+    )
+
+
+def _payout_meta(payout_id: str, reason: str | None = None) -> dict[str, Any]:
+    return {"payoutId": payout_id, **({"reason": reason} if reason else {})}
+
+
 async def top_up(
     session: AsyncSession, *, user_id: str, amount_cents: int, processor_ref: str, key: str | None = None
 ) -> LedgerTransaction:
-    amount = _positive(amount_cents)
-    return await post(
+    return await flow(
         session,
-        key=key or f"topup:{processor_ref}",
-        kind=TransactionKind.TOPUP,
-        entries=[
-            (await accounts.platform(session, AccountKind.PROCESSOR_CLEARING), -amount),
-            (await accounts.owner(session, AccountKind.OWNER_AVAILABLE, user_id), amount),
-        ],
+        TransactionKind.TOPUP,
         user_id=user_id,
+        amount_cents=amount_cents,
+        key=key or f"topup:{processor_ref}",
         processor_ref=processor_ref,
     )
 
@@ -307,17 +352,13 @@ async def reserve(
     metadata: dict[str, Any] | None = None,
     contained: bool = True,
 ) -> LedgerTransaction:
-    amount = _positive(amount_cents)
-    available, reserved = await accounts.several(
-        session, (AccountKind.OWNER_AVAILABLE, user_id), (AccountKind.OWNER_RESERVED, user_id)
-    )
-    return await post(
+    return await flow(
         session,
-        key=key or f"reserve:{job_id}",
-        kind=TransactionKind.RESERVE,
-        entries=[(available, -amount), (reserved, amount)],
-        job_id=job_id,
+        TransactionKind.RESERVE,
         user_id=user_id,
+        amount_cents=amount_cents,
+        key=key or f"reserve:{job_id}",
+        job_id=job_id,
         metadata=metadata,
         contained=contained,
     )
@@ -332,17 +373,13 @@ async def release(
     key: str | None = None,
     metadata: dict[str, Any] | None = None,
 ) -> LedgerTransaction:
-    amount = _positive(amount_cents)
-    reserved, available = await accounts.several(
-        session, (AccountKind.OWNER_RESERVED, user_id), (AccountKind.OWNER_AVAILABLE, user_id)
-    )
-    return await post(
+    return await flow(
         session,
-        key=key or f"release:{job_id}",
-        kind=TransactionKind.RELEASE,
-        entries=[(reserved, -amount), (available, amount)],
-        job_id=job_id,
+        TransactionKind.RELEASE,
         user_id=user_id,
+        amount_cents=amount_cents,
+        key=key or f"release:{job_id}",
+        job_id=job_id,
         metadata=metadata,
     )
 
@@ -395,18 +432,14 @@ async def payout_started(
     payout_id: str,
     processor_ref: str | None = None,
 ) -> LedgerTransaction:
-    amount = _positive(amount_cents)
-    return await post(
+    return await flow(
         session,
-        key=f"payout:{payout_id}",
-        kind=TransactionKind.PAYOUT,
-        entries=[
-            (await accounts.owner(session, AccountKind.OWNER_PAYABLE, user_id), -amount),
-            (await accounts.owner(session, AccountKind.OWNER_PAYOUT_IN_TRANSIT, user_id), amount),
-        ],
+        TransactionKind.PAYOUT,
         user_id=user_id,
+        amount_cents=amount_cents,
+        key=f"payout:{payout_id}",
         processor_ref=processor_ref,
-        metadata={"payoutId": payout_id},
+        metadata=_payout_meta(payout_id),
     )
 
 
@@ -418,18 +451,14 @@ async def payout_settled(
     payout_id: str,
     processor_ref: str | None = None,
 ) -> LedgerTransaction:
-    amount = _positive(amount_cents)
-    return await post(
+    return await flow(
         session,
-        key=f"payout_outcome:{payout_id}",
-        kind=TransactionKind.PAYOUT_SETTLED,
-        entries=[
-            (await accounts.owner(session, AccountKind.OWNER_PAYOUT_IN_TRANSIT, user_id), -amount),
-            (await accounts.platform(session, AccountKind.PROCESSOR_CLEARING), amount),
-        ],
+        TransactionKind.PAYOUT_SETTLED,
         user_id=user_id,
+        amount_cents=amount_cents,
+        key=f"payout_outcome:{payout_id}",
         processor_ref=processor_ref,
-        metadata={"payoutId": payout_id},
+        metadata=_payout_meta(payout_id),
     )
 
 
@@ -442,21 +471,15 @@ async def payout_failed(
     processor_ref: str | None = None,
     reason: str | None = None,
 ) -> LedgerTransaction:
-    amount = _positive(amount_cents)
-    meta: dict[str, Any] = {"payoutId": payout_id}
-    if reason:
-        meta["reason"] = reason
-    return await post(
+    # The same key as the settlement: an attempt's outcome is posted once, whichever it is.
+    return await flow(
         session,
-        key=f"payout_outcome:{payout_id}",
-        kind=TransactionKind.PAYOUT_FAILED,
-        entries=[
-            (await accounts.owner(session, AccountKind.OWNER_PAYOUT_IN_TRANSIT, user_id), -amount),
-            (await accounts.owner(session, AccountKind.OWNER_PAYABLE, user_id), amount),
-        ],
+        TransactionKind.PAYOUT_FAILED,
         user_id=user_id,
+        amount_cents=amount_cents,
+        key=f"payout_outcome:{payout_id}",
         processor_ref=processor_ref,
-        metadata=meta,
+        metadata=_payout_meta(payout_id, reason),
     )
 
 
@@ -471,39 +494,28 @@ async def payout_reversed(
 ) -> LedgerTransaction:
     """The processor took a settled transfer back: the money is payable to the owner again. Its own kind,
     linked to the settlement it undoes."""
-    amount = _positive(amount_cents)
-    meta: dict[str, Any] = {"payoutId": payout_id}
-    if reason:
-        meta["reason"] = reason
     settled = await _by_key(session, f"payout_outcome:{payout_id}")
-    return await post(
+    return await flow(
         session,
-        key=f"payout_reversal:{payout_id}",
-        kind=TransactionKind.PAYOUT_REVERSED,
-        reverses_id=settled.id if settled is not None else None,
-        entries=[
-            (await accounts.platform(session, AccountKind.PROCESSOR_CLEARING), -amount),
-            (await accounts.owner(session, AccountKind.OWNER_PAYABLE, user_id), amount),
-        ],
+        TransactionKind.PAYOUT_REVERSED,
         user_id=user_id,
+        amount_cents=amount_cents,
+        key=f"payout_reversal:{payout_id}",
+        reverses_id=settled.id if settled is not None else None,
         processor_ref=processor_ref,
-        metadata=meta,
+        metadata=_payout_meta(payout_id, reason),
     )
 
 
 async def refund(
     session: AsyncSession, *, user_id: str, amount_cents: int, processor_ref: str, key: str | None = None
 ) -> LedgerTransaction:
-    amount = _positive(amount_cents)
-    return await post(
+    return await flow(
         session,
-        key=key or f"refund:{processor_ref}",
-        kind=TransactionKind.REFUND,
-        entries=[
-            (await accounts.owner(session, AccountKind.OWNER_AVAILABLE, user_id), -amount),
-            (await accounts.platform(session, AccountKind.PROCESSOR_CLEARING), amount),
-        ],
+        TransactionKind.REFUND,
         user_id=user_id,
+        amount_cents=amount_cents,
+        key=key or f"refund:{processor_ref}",
         processor_ref=processor_ref,
     )
 
