@@ -19,7 +19,13 @@ from collections.abc import Iterator, Mapping
 from enum import StrEnum
 from typing import Any, Protocol
 
-from pydantic import Field, GetJsonSchemaHandler, SerializerFunctionWrapHandler, model_serializer
+from pydantic import (
+    Field,
+    GetJsonSchemaHandler,
+    SerializerFunctionWrapHandler,
+    model_serializer,
+    model_validator,
+)
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema
 
@@ -60,11 +66,45 @@ class Act(StrEnum):
     OWNER_SAVE_CARD = "OWNER_SAVE_CARD"
     OWNER_TOPUP = "OWNER_TOPUP"
     OWNER_WRITE_KEY = "OWNER_WRITE_KEY"
+    OWNER_AGENT = "OWNER_AGENT"  # the owner's view of one agent
+    OWNER_MINT_ONBOARDING = "OWNER_MINT_ONBOARDING"
+    OWNER_CLAIM_DRAFT = "OWNER_CLAIM_DRAFT"
+    OWNER_ACTIVATE_DRAFT = "OWNER_ACTIVATE_DRAFT"
+    OWNER_EDIT_SESSION = "OWNER_EDIT_SESSION"  # an onboarding session's draft
+    OWNER_ACTIVATE_SESSION = "OWNER_ACTIVATE_SESSION"
+    OWNER_DISMISS_SESSION = "OWNER_DISMISS_SESSION"
+    OWNER_REQUEST_TAG = "OWNER_REQUEST_TAG"
+    OWNER_CARD_SETUP = "OWNER_CARD_SETUP"  # a hosted card form, for the owner's own requester agents
+    HEARTBEAT = "HEARTBEAT"
+    WHOAMI = "WHOAMI"
+    # The onboarding protocols (an onboarding session's token, a registration draft's token, the public
+    # registration routes): no MCP tool takes those credentials, so only the HTTP front end names them.
+    LIST_CAPABILITY_TAGS = "LIST_CAPABILITY_TAGS"
+    REGISTER_AGENT = "REGISTER_AGENT"
+    REGISTER_MANIFEST = "REGISTER_MANIFEST"
+    SESSION_SETUP = "SESSION_SETUP"
+    SESSION_PRESENCE = "SESSION_PRESENCE"
+    DRAFT_SETUP = "DRAFT_SETUP"
+    DRAFT_PRESENCE = "DRAFT_PRESENCE"
+    DRAFT_STATUS = "DRAFT_STATUS"
 
 
 OWNER_ACTS = frozenset(a for a in Act if a.name.startswith("OWNER_"))
+HTTP_ONLY_ACTS = frozenset(
+    {
+        Act.LIST_CAPABILITY_TAGS,
+        Act.REGISTER_AGENT,
+        Act.REGISTER_MANIFEST,
+        Act.SESSION_SETUP,
+        Act.SESSION_PRESENCE,
+        Act.DRAFT_SETUP,
+        Act.DRAFT_PRESENCE,
+        Act.DRAFT_STATUS,
+    }
+)
 NEUTRAL_FIELDS = ("act", "args", "body", "description")
 _MENTION = re.compile(r"\{([A-Z_]+)\}")
+_ACTS = frozenset(a.value for a in Act)
 
 
 class Renderer(Protocol):
@@ -95,7 +135,10 @@ def rendering(renderer: Renderer | None) -> Iterator[None]:
 
 def prose(text: str, args: Mapping[str, Any], renderer: Renderer) -> str:
     """`text` with each `{ACT}` placeholder named in the renderer's terms, on the step's targets."""
-    return _MENTION.sub(lambda m: renderer.mention(Act(m.group(1)), args), text)
+    # A brace that names no action is text (a key placeholder, an owner's words), left as it is.
+    return _MENTION.sub(
+        lambda m: renderer.mention(Act(m.group(1)), args) if m.group(1) in _ACTS else m.group(0), text
+    )
 
 
 class Step(ApiModel):
@@ -133,6 +176,36 @@ class Step(ApiModel):
         properties.update(own)
         target["required"] = [r for r in target.get("required", []) if r not in NEUTRAL_FIELDS] + required
         return schema
+
+
+class Hint(ApiModel):
+    """A line of prose for a caller (a nextActions entry): `{ACT}` placeholders name actions on `args`, in
+    the installed renderer's terms (a route over HTTP, a tool over MCP). On the wire it is a plain string,
+    so a `string[]` of the contract stays one."""
+
+    text: str
+    args: dict[str, str] = Field(default_factory=dict)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_string(cls, value: Any) -> Any:
+        return {"text": value} if isinstance(value, str) else value
+
+    @model_serializer(mode="plain")
+    def _render(self) -> str:
+        renderer = _current.get()
+        return self.text if renderer is None else prose(self.text, self.args, renderer)
+
+    @classmethod
+    def __get_pydantic_json_schema__(
+        cls, core_schema: CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        return {"type": "string"}
+
+
+def hint(text: str, **args: str | None) -> Hint:
+    """A line of prose naming actions as `{ACT}` (ids that are None are left out)."""
+    return Hint(text=text, args={k: v for k, v in args.items() if v})
 
 
 def step(act: Act, description: str, body: JsonObject | None = None, **args: str | None) -> Step:

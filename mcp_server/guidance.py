@@ -11,6 +11,9 @@ from typing import Any
 from pydantic.alias_generators import to_snake
 
 from callboard_core.guidance import OWNER_ACTS, Act, Step, prose
+
+# Acts of the HTTP-only onboarding protocols (callboard_core.guidance.HTTP_ONLY_ACTS) have no rendering here:
+# no tool's answer holds one (tests/test_guidance.py checks both).
 from mcp_server.tool_table import ToolDef
 
 # act -> (tool, the argument that takes the step's body whole; None: the body's fields are arguments)
@@ -39,6 +42,8 @@ TOOLS: dict[Act, tuple[str, str | None]] = {
     Act.JOB_PAYMENT: ("job_payment", None),
     Act.RETRY_PAYMENT: ("retry_job_payment", None),
     Act.SETUP_LINK: ("setup_link_create", None),
+    Act.HEARTBEAT: ("heartbeat", "body"),
+    Act.WHOAMI: ("whoami", None),
 }
 
 # What the agent asks its owner to do (signed in to callboard): no tool does it.
@@ -49,6 +54,15 @@ OWNER_REQUESTS: dict[Act, str] = {
     Act.OWNER_SAVE_CARD: "ask your owner to save a card in their callboard billing settings",
     Act.OWNER_TOPUP: "ask your owner to add funds to their callboard balance",
     Act.OWNER_WRITE_KEY: "ask your owner for an API key with the write scope (their callboard API keys page)",
+    Act.OWNER_AGENT: "ask your owner to look at you on their callboard agents page",
+    Act.OWNER_MINT_ONBOARDING: "ask your owner to start an onboarding session for you, signed in to callboard",
+    Act.OWNER_CLAIM_DRAFT: "ask your owner to claim your registration draft, signed in to callboard",
+    Act.OWNER_ACTIVATE_DRAFT: "ask your owner to activate your registration draft, signed in to callboard",
+    Act.OWNER_EDIT_SESSION: "ask your owner to edit your onboarding proposal, signed in to callboard",
+    Act.OWNER_ACTIVATE_SESSION: "ask your owner to activate you from your onboarding session",
+    Act.OWNER_DISMISS_SESSION: "ask your owner to dismiss the onboarding session",
+    Act.OWNER_REQUEST_TAG: "ask your owner to request the capability tag, signed in to callboard",
+    Act.OWNER_CARD_SETUP: "ask your owner to save a card in their callboard billing settings",
 }
 
 BRIEF_RESOURCE = "callboard://jobs/{job_id}/brief"

@@ -4,11 +4,13 @@ side) over the real `mcp` client and over plain httpx; nothing the MCP server sa
 
 from __future__ import annotations
 
+import ast
 import inspect
 import json
 import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -17,7 +19,7 @@ import mcp_types as types
 import pytest
 from mcp.client.client import Client
 
-from callboard_core.guidance import OWNER_ACTS, Act, Step, rendering, step
+from callboard_core.guidance import HTTP_ONLY_ACTS, OWNER_ACTS, Act, Hint, Step, hint, rendering, step
 from http_api.guidance import HTTP, ROUTES
 from http_api.openapi import build_openapi
 from http_api.routes import all_routes
@@ -30,6 +32,8 @@ from tests.payments_helpers import save_card
 
 FREE_TEXT = "Written by the hint-following agent."
 ROUTE_IN_TEXT = re.compile(r"/api/|\b(GET|POST|PATCH|PUT|DELETE) /")
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def fill(value: Any) -> Any:
@@ -234,7 +238,8 @@ def test_every_action_renders_to_a_tool_and_arguments_its_input_schema_accepts()
     every one the tool requires is there (content the agent writes itself aside)."""
     declared = {tool.name: tool for group in GROUPS for tool in group.declared}
     renderer = McpRenderer(declared.values())
-    assert set(TOOLS) | set(OWNER_REQUESTS) == set(Act) and not set(TOOLS) & OWNER_ACTS
+    assert set(TOOLS) | set(OWNER_REQUESTS) | HTTP_ONLY_ACTS == set(Act) and not set(TOOLS) & OWNER_ACTS
+    assert not (set(TOOLS) | set(OWNER_REQUESTS)) & HTTP_ONLY_ACTS
     bodies: dict[Act, dict[str, Any]] = {
         Act.SUBMIT_WORK: {"artifactType": "text", "structuredPayloadJson": {"summary": ""}, "files": []},
         Act.RESPOND_INVITATION: {"decision": "ACCEPT"},
@@ -242,7 +247,7 @@ def test_every_action_renders_to_a_tool_and_arguments_its_input_schema_accepts()
         Act.SETUP_LINK: {"kind": "CARD"},
         Act.UPDATE_PROFILE: {"capabilities": []},
     }
-    own_content = {Act.UPLOAD_FILE, Act.CREATE_JOB, Act.NO_AWARD}  # named in prose only
+    own_content = {Act.UPLOAD_FILE, Act.CREATE_JOB, Act.NO_AWARD, Act.HEARTBEAT}  # named in prose only
     ids = {"job_id": "job_1", "slot_id": "slt_1", "invitation_id": "inv_1", "submission_id": "sub_1"}
     for act, (tool, _) in TOOLS.items():
         assert tool in declared, (act, tool)
@@ -253,6 +258,52 @@ def test_every_action_renders_to_a_tool_and_arguments_its_input_schema_accepts()
         required = {n for n, p in parameters.items() if n != "ctx" and p.default is inspect.Parameter.empty}
         if act not in own_content:
             assert required <= set(rendered["arguments"]), (act, tool, required)
+
+
+def test_no_core_string_names_a_route() -> None:
+    """Every message the core writes names actions (`{ACT}` in a Hint or a Step), never an HTTP route: over
+    MCP a route is no help. Docstrings (documentation, not messages) may name them."""
+    pattern = re.compile(r"\b(GET|POST|PATCH|PUT|DELETE) /")
+    found = []
+    for path in (ROOT / "callboard_core").rglob("*.py"):
+        tree = ast.parse(path.read_text())
+        docstrings = {
+            id(node.body[0].value)
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
+            and node.body
+            and isinstance(node.body[0], ast.Expr)
+            and isinstance(node.body[0].value, ast.Constant)
+        }
+        for node in ast.walk(tree):
+            text = node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else ""
+            if id(node) not in docstrings and pattern.search(text):
+                found.append(f"{path.relative_to(ROOT)}:{node.lineno}: {node.value[:60]}")
+    assert found == []
+
+
+async def test_onboarding_hints_render_as_routes_over_http(app: Any, core: Any) -> None:
+    """An owner-minted onboarding session's owner view: its nextActions are strings naming this app's routes."""
+    owner = await new_owner(app, core)
+    minted = await owner.client.post("/api/onboarding/mint", json=None)
+    assert minted.status_code == 201, minted.text
+    [listed] = (await owner.client.get("/api/onboarding/sessions")).json()["sessions"]
+    session_id = listed["id"]
+    got = await owner.client.get(f"/api/onboarding/sessions/{session_id}")
+    actions = got.json()["nextActions"]
+    assert all(isinstance(a, str) for a in actions)
+    assert f"POST /api/onboarding/sessions/{session_id}/activate (your owner, signed in)" in actions
+    assert not any("{" in a for a in actions)  # every placeholder rendered
+
+
+def test_a_hint_is_a_string_in_each_front_end_and_in_the_schemas() -> None:
+    h = hint("Poll {DRAFT_STATUS}; then {HOME}.", slug="rgd-x")
+    assert h.model_dump(mode="json") == "Poll {DRAFT_STATUS}; then {HOME}."  # neutral
+    with rendering(HTTP):
+        assert (
+            h.model_dump(mode="json") == "Poll GET /api/agent/register/rgd-x/status; then GET /api/v2/home."
+        )
+    assert Hint.model_validate("plain") == Hint(text="plain")
 
 
 def test_a_step_is_neutral_without_a_renderer_and_reads_back() -> None:

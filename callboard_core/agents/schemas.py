@@ -7,6 +7,7 @@ import orjson
 from pydantic import AfterValidator, Field, StringConstraints, WithJsonSchema
 
 from callboard_core.api_keys.schemas import ApiKeyInfo
+from callboard_core.guidance import Hint
 from callboard_core.schemas import ApiModel, JsonObject, QueryModel, Url
 
 AgentStatusName = Literal["ACTIVE", "INACTIVE", "SUSPENDED"]
@@ -94,7 +95,7 @@ class AgentRegistered(ApiModel):
         description="Give this to the human owner; null when enrolled already claimed."
     )
     claim_expires_at: datetime | None
-    next_actions: list[str]
+    next_actions: list[Hint]
 
 
 class AgentSelfUpdate(ApiModel):

@@ -32,7 +32,7 @@ from callboard_core.capabilities.models import CapabilityTag, TaxonomyStatus
 from callboard_core.config import Settings
 from callboard_core.db.readcache import MISSING, ReadCache
 from callboard_core.errors import Conflict, Forbidden, Gone, NotFound, ValidationFailed
-from callboard_core.guidance import Act, step
+from callboard_core.guidance import Act, hint, step
 from callboard_core.ids import new_id, random_string
 from callboard_core.principals import Actor
 from callboard_core.security import tokens
@@ -323,12 +323,12 @@ async def register(
     )
     claim = None if owner_id else await mint_claim_link(session, settings, agent)
     next_actions = (
-        ["GET /api/v2/home", "POST /api/v2/agents/me/heartbeat"]
+        [hint("{HOME}"), hint("{HEARTBEAT}")]
         if owner_id
         else [
-            "Give claimUrl to your human owner: the key is read-only until they claim you.",
-            "GET /api/v2/agents/me",
-            "POST /api/v2/agents/me/heartbeat",
+            hint("Give claimUrl to your human owner: the key is read-only until they claim you."),
+            hint("{WHOAMI}"),
+            hint("{HEARTBEAT}"),
         ]
     )
     return agent_schemas.AgentRegistered(

@@ -34,6 +34,7 @@ from callboard_core.billing.schemas import (
 from callboard_core.config import Settings
 from callboard_core.db.uow import UnitsOfWork
 from callboard_core.errors import CallboardError, NotFound
+from callboard_core.guidance import hint
 from callboard_core.ids import new_id
 from callboard_core.principals import Actor
 from callboard_core.processor.events import CardAttached, CardDetached, CardSetupSucceeded
@@ -277,7 +278,7 @@ async def requester_status(session: AsyncSession, actor: Actor) -> RequesterPaym
         payment_method=default,
         processor_customer_id=profile.processor_customer_id,
         auto_topup_enabled=profile.autotopup_enabled,
-        setup_route="POST /api/v2/requester-agents/me/payment-method/setup",
+        setup_route=hint("{OWNER_CARD_SETUP}"),
     )
 
 

@@ -7,6 +7,7 @@ from typing import Annotated, Literal
 from pydantic import Field, StrictBool, StrictInt, StringConstraints
 
 from callboard_core.billing.models import MAX_SETTING_CENTS, MAX_TOPUP_CENTS, MIN_AUTOTOPUP_AMOUNT_CENTS
+from callboard_core.guidance import Hint
 from callboard_core.ledger.schemas import StatementEntry
 from callboard_core.ledger.service import STATEMENT_MAX_LIMIT
 from callboard_core.schemas import ApiModel, QueryModel
@@ -149,4 +150,4 @@ class RequesterPaymentMethod(ApiModel):
     payment_method: PaymentMethod | None
     processor_customer_id: str | None
     auto_topup_enabled: bool
-    setup_route: str
+    setup_route: Hint

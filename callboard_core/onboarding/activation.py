@@ -25,6 +25,7 @@ from callboard_core.api_keys.schemas import ApiKeyInfo
 from callboard_core.audit import service as audit
 from callboard_core.config import Settings
 from callboard_core.errors import Conflict, Gone, NotFound, field_error
+from callboard_core.guidance import Hint, hint
 from callboard_core.ids import new_id
 from callboard_core.onboarding import proposal
 from callboard_core.onboarding import schemas as onboarding_schemas
@@ -76,7 +77,7 @@ class Outcome:
     install_command: str
     install_token_expires_at: datetime
     runtime_kit: runtime_kits.RuntimeKit
-    next_actions: list[str]
+    next_actions: list[Hint]
 
 
 def view(row: OnboardingActivation) -> onboarding_schemas.ActivationView:
@@ -321,17 +322,23 @@ async def activate(
     )
     command = runtime_kits.install_command(base_url(settings), install_token)
     next_actions = [
-        f"Run this on the agent's machine before {ticket.expires_at.isoformat()} (single use): {command}",
-        "Or configure the runtime yourself: runtimeKit shows the files, with the key below in place of "
-        f"{runtime_kits.KEY_PLACEHOLDER}. The key is shown once.",
-        "The agent starts every session with GET /api/v2/home.",
-        f"Your agent: GET /agents/dashboard/{agent.id}",
+        hint(
+            f"Run this on the agent's machine before {ticket.expires_at.isoformat()} (single use): {command}"
+        ),
+        hint(
+            "Or configure the runtime yourself: runtimeKit shows the files, with the key below in place of "
+            f"{runtime_kits.KEY_PLACEHOLDER}. The key is shown once."
+        ),
+        hint("The agent starts every session with {HOME}."),
+        hint("Your agent: {OWNER_AGENT}", agent_id=agent.id),
     ]
     if unknown or dropped:
         next_actions.append(
-            "Not in the capability taxonomy, so not applied: "
-            + ", ".join(unknown + dropped)
-            + ". Request custom tags with POST /capabilities/requests."
+            hint(
+                "Not in the capability taxonomy, so not applied: "
+                + ", ".join(unknown + dropped)
+                + ". Request custom tags with {OWNER_REQUEST_TAG}."
+            )
         )
     return Outcome(
         activation=row,
@@ -393,8 +400,8 @@ async def exchange(
         if row.used_at is not None:
             raise Gone("This install token was used already; each works once.", code="install_token_used")
         raise Gone(
-            "This install token has expired; use the key from the activation, or mint a new key "
-            "(POST /api-keys/dashboard).",
+            "This install token has expired; use the key from the activation, or mint a new key for the "
+            "agent (signed in, on the API keys page).",
             code="install_token_expired",
         )
     activation = await session.get(OnboardingActivation, won.activation_id)

@@ -17,6 +17,7 @@ from callboard_core import clock, states
 from callboard_core.agents import keys as agent_keys
 from callboard_core.config import Settings
 from callboard_core.errors import Conflict, Gone, NotFound, Unauthenticated
+from callboard_core.guidance import Act, Hint, hint, step
 from callboard_core.ids import new_id, random_string
 from callboard_core.onboarding import activation as activations
 from callboard_core.onboarding import proposal
@@ -36,9 +37,9 @@ from callboard_core.security import tokens
 DRAFT_TOKEN_TTL = timedelta(days=7)
 TOKEN_PREFIX = "rgt_"
 ALTERNATIVES = [
-    "POST /api/agent/register/manifest (a draft your owner claims and activates)",
-    "POST /api/onboarding/mint (your owner starts an onboarding session for you)",
-    "POST /api/v2/agents/register (a provisional agent with a claim link)",
+    hint("{REGISTER_MANIFEST} (a draft your owner claims and activates)"),
+    hint("{OWNER_MINT_ONBOARDING} (your owner starts an onboarding session for you)"),
+    hint("{REGISTER_AGENT} (a provisional agent with a claim link)"),
 ]
 
 
@@ -82,32 +83,40 @@ async def _activation(session: AsyncSession, row: RegistrationDraft) -> Onboardi
     return await activations.for_subject(session, ActivationSource.REGISTRATION_DRAFT, row.id)
 
 
-def _agent_actions(row: RegistrationDraft) -> list[str]:
-    base = f"/api/agent/register/{row.slug}"
+def _agent_actions(row: RegistrationDraft) -> list[Hint]:
+    slug = row.slug
     if row.status == DraftStatus.DRAFT:
         return [
-            f"Ask your owner to sign in and claim this draft with your token: POST {base}/claim "
-            f"(after signing in they land on {_claim_page(row.slug)}).",
-            f"Meanwhile, POST {base}/setup with your proposal; poll GET {base}/status.",
+            hint(
+                "Ask your owner to sign in and claim this draft with your token: {OWNER_CLAIM_DRAFT} "
+                f"(after signing in they land on {_claim_page(slug)}).",
+                slug=slug,
+            ),
+            hint("Meanwhile, {DRAFT_SETUP} with your proposal; poll {DRAFT_STATUS}.", slug=slug),
         ]
     if row.status == DraftStatus.CLAIMED:
         return [
-            "Your owner claimed this draft and is reviewing it; nothing is published and no credentials "
-            f"are issued until they activate it. Poll GET {base}/status."
+            hint(
+                "Your owner claimed this draft and is reviewing it; nothing is published and no credentials "
+                "are issued until they activate it. Poll {DRAFT_STATUS}.",
+                slug=slug,
+            )
         ]
     return [
-        "Your owner activated you: ask them for the install command (`callboard kit install ...`) or the "
-        "API key; runtimeKit shows where the key goes.",
-        "Then start with GET /api/v2/home.",
+        hint(
+            "Your owner activated you: ask them for the install command (`callboard kit install ...`) or the "
+            "API key; runtimeKit shows where the key goes."
+        ),
+        hint("Then start with {HOME}."),
     ]
 
 
-def _owner_actions(row: RegistrationDraft, activation: OnboardingActivation | None) -> list[str]:
+def _owner_actions(row: RegistrationDraft, activation: OnboardingActivation | None) -> list[Hint]:
     if activation is not None:
-        return [f"Your agent: GET /agents/dashboard/{activation.agent_id}"]
+        return [hint("Your agent: {OWNER_AGENT}", agent_id=activation.agent_id)]
     return [
-        "Review the agent's manifest and proposal (draft).",
-        f"POST /api/agent/register/{row.slug}/activate with the token and the policy to create the agent.",
+        hint("Review the agent's manifest and proposal (draft)."),
+        hint("{OWNER_ACTIVATE_DRAFT} with the token and the policy to create the agent.", slug=row.slug),
     ]
 
 
@@ -178,11 +187,12 @@ async def create(
     await session.flush()
     base = activations.base_url(settings)
     setup_url = f"{base}/api/agent/register/{slug}/setup"
+    # Addresses, as a claim link is one: the prompt is pasted into an agent that knows no base URL yet.
     prompt = (
-        f"Your registration draft is {slug}. Send `Authorization: Bearer {token}` on the draft's routes "
+        f"Your registration draft is {slug}. Send `Authorization: Bearer {token}` on the draft's addresses "
         f"(valid until {row.token_expires_at.isoformat()}; shown once, keep it). "
-        f"GET {setup_url} for what to propose, POST it to save your proposal, and poll "
-        f"GET {base}/api/agent/register/{slug}/status. A human owner must sign in, claim the draft with this "
+        f"Read {setup_url} for what to propose, send your proposal to that same address, and poll "
+        f"{base}/api/agent/register/{slug}/status. A human owner must sign in, claim the draft with this "
         "token and activate it before you get marketplace credentials."
     )
     return onboarding_schemas.RegistrationStarted(
@@ -212,7 +222,8 @@ async def guide(session: AsyncSession, slug: str, token: str | None) -> onboardi
         slug=row.slug,
         status=row.status,
         token_expires_at=row.token_expires_at,
-        base=f"/api/agent/register/{row.slug}",
+        setup=Act.DRAFT_SETUP,
+        presence=Act.DRAFT_PRESENCE,
         draft=proposal.draft_of(row.data),
         request=None,
         claim_note="A human owner signs in, claims this draft with your token and activates it; only then do "
@@ -342,9 +353,10 @@ async def activate(
         if not matches:
             raise _not_found()
         raise Conflict(
-            f"Claim the draft first: POST /api/agent/register/{row.slug}/claim.",
+            "Claim the draft first (signed in, with the agent's draft token), then activate it.",
             code="claim_required",
             current_state=row.status,
+            next_action=step(Act.OWNER_CLAIM_DRAFT, "Claim the draft with the agent's token.", slug=row.slug),
         )
     if not matches:
         raise proposal.token_mismatch()

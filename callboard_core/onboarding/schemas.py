@@ -10,6 +10,7 @@ from pydantic import AfterValidator, Field, StringConstraints
 
 from callboard_core.agents.schemas import CapabilityList, Handle, Name
 from callboard_core.api_keys.schemas import ApiKeyInfo
+from callboard_core.guidance import Hint, Step
 from callboard_core.schemas import ApiModel, JsonObject, Url
 from runtime_kits import RuntimeKit, RuntimeTarget
 
@@ -170,7 +171,7 @@ class OnboardingSessionView(ApiModel):
 
 class SessionEnvelope(ApiModel):
     owner_visible: Literal[True] = True
-    next_actions: list[str]
+    next_actions: list[Hint]
     session: OnboardingSessionView | None
 
 
@@ -197,22 +198,17 @@ class DraftPresenceAck(ApiModel):
     slug: str
 
 
-class Endpoint(ApiModel):
-    method: str
-    path: str
-
-
 class SetupGuide(ApiModel):
     """What the agent should send, and where (the spec leaves the guide free-form)."""
 
     slug: str
     status: str
     token_expires_at: datetime
-    instructions: list[str]
+    instructions: list[Hint]
     owner_request: OwnerRequest | None
     draft: SetupDraft
-    save_setup: Endpoint
-    presence: Endpoint
+    save_setup: Step
+    presence: Step
     fields: dict[str, str]
     runtime_targets: list[str]
 
@@ -244,7 +240,7 @@ class DraftView(ApiModel):
 class DraftEnvelope(ApiModel):
     human_claim_required: bool
     owner_visible: bool
-    next_actions: list[str]
+    next_actions: list[Hint]
     draft: DraftView
 
 
@@ -261,7 +257,7 @@ class DraftStatusView(ApiModel):
         description="Null until a signed-in owner has claimed and activated the draft; then rendered with "
         "a key placeholder (the key comes from the owner or the install-token exchange)."
     )
-    next_actions: list[str]
+    next_actions: list[Hint]
 
 
 class RegistrationStarted(ApiModel):
@@ -295,7 +291,7 @@ class ActivationView(ApiModel):
 
 
 class _Activated(ApiModel):
-    next_actions: list[str]
+    next_actions: list[Hint]
     install_token_expires_at: datetime
     install_command: str = Field(description="Run on the agent's machine; the token inside is single use.")
     key: str = Field(description="The agent's read+write API key. Shown once.")

@@ -19,6 +19,7 @@ from callboard_core import clock, states
 from callboard_core.agents import keys as agent_keys
 from callboard_core.config import Settings
 from callboard_core.errors import Conflict, NotFound
+from callboard_core.guidance import Act, Hint, hint, step
 from callboard_core.ids import new_id, random_string
 from callboard_core.onboarding import activation as activations
 from callboard_core.onboarding import proposal
@@ -72,33 +73,36 @@ async def view(session: AsyncSession, row: OnboardingSession) -> onboarding_sche
     return _view(row, activation)
 
 
-def _owner_actions(row: OnboardingSession, view: onboarding_schemas.OnboardingSessionView) -> list[str]:
-    base = f"/api/onboarding/sessions/{row.id}"
+def _owner_actions(row: OnboardingSession, view: onboarding_schemas.OnboardingSessionView) -> list[Hint]:
     if row.status == SessionStatus.ACTIVATED:
         return [
-            f"Your agent: GET /agents/dashboard/{view.agent_id}",
-            "The agent starts with GET /api/v2/home.",
+            hint("Your agent: {OWNER_AGENT}", agent_id=view.agent_id),
+            hint("The agent starts with {HOME}."),
         ]
     if row.status == SessionStatus.DISMISSED:
-        return ["Dismissed. Start again with POST /api/onboarding/mint."]
+        return [hint("Dismissed. Start again with {OWNER_MINT_ONBOARDING}.")]
     actions = []
     if row.status == SessionStatus.PENDING:
         if view.token_expired:
             actions.append(
-                "The agent's token expired before it showed up: mint a new session "
-                "(POST /api/onboarding/mint), or fill in the draft yourself and activate."
+                hint(
+                    "The agent's token expired before it showed up: mint a new session "
+                    "({OWNER_MINT_ONBOARDING}), or fill in the draft yourself and activate."
+                )
             )
         else:
             actions.append(
-                f"Give the agent the prompt from the mint; its token works until "
-                f"{row.token_expires_at.isoformat()}."
+                hint(
+                    "Give the agent the prompt from the mint; its token works until "
+                    f"{row.token_expires_at.isoformat()}."
+                )
             )
     if view.draft.owner_questions:
-        actions.append(f"The agent asks: {view.draft.owner_questions}")
+        actions.append(hint(f"The agent asks: {view.draft.owner_questions}"))
     actions += [
-        f"Review the agent's proposal (draft); edit it with PATCH {base}",
-        f"POST {base}/activate",
-        f"POST {base}/dismiss",
+        hint("Review the agent's proposal (draft); edit it with {OWNER_EDIT_SESSION}", session_id=row.id),
+        hint("{OWNER_ACTIVATE_SESSION}", session_id=row.id),
+        hint("{OWNER_DISMISS_SESSION}", session_id=row.id),
     ]
     return actions
 
@@ -386,7 +390,8 @@ def guide_for(
     slug: str,
     status: str,
     token_expires_at: datetime,
-    base: str,
+    setup: Act,
+    presence: Act,
     draft: onboarding_schemas.SetupDraft,
     request: onboarding_schemas.OwnerRequest | None,
     claim_note: str,
@@ -398,13 +403,16 @@ def guide_for(
         owner_request=request,
         draft=draft,
         instructions=[
-            f"POST {base}/presence whenever you start a session, so your owner sees you online.",
-            f"POST {base}/setup with your proposal (only the fields you send change; send it again to revise).",
-            "Capability slugs come from GET /capabilities/tags; amounts are integer cents.",
-            claim_note,
+            hint(f"{{{presence}}} whenever you start a session, so your owner sees you online.", slug=slug),
+            hint(
+                f"{{{setup}}} with your proposal (only the fields you send change; send it again to revise).",
+                slug=slug,
+            ),
+            hint("Capability slugs come from {LIST_CAPABILITY_TAGS}; amounts are integer cents."),
+            hint(claim_note),
         ],
-        save_setup=onboarding_schemas.Endpoint(method="POST", path=f"{base}/setup"),
-        presence=onboarding_schemas.Endpoint(method="POST", path=f"{base}/presence"),
+        save_setup=step(setup, "Save your proposal (only the fields you send change).", slug=slug),
+        presence=step(presence, "Tell your owner you are online.", slug=slug),
         fields=SETUP_FIELDS,
         runtime_targets=list(runtime_kits.RUNTIME_TARGETS),
     )
@@ -417,7 +425,8 @@ async def guide(session: AsyncSession, principal: OnboardingPrincipal) -> onboar
         slug=row.slug,
         status=row.status,
         token_expires_at=row.token_expires_at,
-        base=f"/api/agent/onboard/{row.slug}",
+        setup=Act.SESSION_SETUP,
+        presence=Act.SESSION_PRESENCE,
         draft=proposal.draft_of(data),
         request=onboarding_schemas.OwnerRequest.model_validate(data.get("request") or {}),
         claim_note="Your owner reviews and activates the session, then gives you an install command "
@@ -434,9 +443,12 @@ async def save_setup(
     await _move(session, row, "agent_save", data=data, last_seen_at=clock.now())
     return onboarding_schemas.SessionEnvelope(
         next_actions=[
-            "Your owner sees this proposal now; they review it and activate you.",
-            f"Send POST /api/agent/onboard/{row.slug}/setup again to revise it (your token works until "
-            f"{row.token_expires_at.isoformat()}).",
+            hint("Your owner sees this proposal now; they review it and activate you."),
+            hint(
+                "Send {SESSION_SETUP} again to revise it (your token works until "
+                f"{row.token_expires_at.isoformat()}).",
+                slug=row.slug,
+            ),
         ],
         session=_view(row, None),
     )
