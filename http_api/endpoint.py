@@ -16,7 +16,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
-from callboard_core import actions
+from callboard_core import pipeline
 from callboard_core.container import Core
 from callboard_core.db.readcache import ReadCache
 from callboard_core.errors import BadRequest, NotFound, ValidationFailed, from_pydantic
@@ -370,10 +370,10 @@ class Endpoint:
 
         once = None
         if idem_key is not None:
-            once = actions.Idempotency(
+            once = pipeline.Idempotency(
                 idem_key, route.method, request.url.path, _fingerprint(route, request, raw)
             )
-        outcome = await actions.run_write(
+        outcome = await pipeline.run_write(
             core,
             authenticate,
             act,
@@ -456,4 +456,4 @@ def _finish(ctx: RequestContext, response: Response) -> Response:
 def _after(state: dict[str, Any], core: Core) -> None:
     key_id = state.get("touch_key")
     if key_id:
-        actions.touch_key(core, key_id)
+        pipeline.touch_key(core, key_id)

@@ -11,7 +11,7 @@ import orjson
 from pydantic import BaseModel
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from callboard_core import actions
+from callboard_core import pipeline
 from callboard_core.api_keys import service as api_keys
 from callboard_core.container import Core
 from callboard_core.errors import Unauthenticated
@@ -77,7 +77,7 @@ class Runner:
             principal, due = await api_keys.authenticate(session, raw, self.core.read_cache)
         api_keys.require_scope(principal, write=write)
         if due:
-            actions.touch_key(self.core, principal.key_id)
+            pipeline.touch_key(self.core, principal.key_id)
         return principal
 
     async def run(self, tool: ToolDef, ctx: Any, arguments: dict[str, Any]) -> Any:
@@ -103,7 +103,7 @@ class Runner:
         parsed = tool.parse(**arguments) if tool.parse is not None else None
         once = None
         if key is not None:
-            once = actions.Idempotency(key, "TOOL", f"mcp:{tool.name}", fingerprint(tool.name, arguments))
+            once = pipeline.Idempotency(key, "TOOL", f"mcp:{tool.name}", fingerprint(tool.name, arguments))
 
         async def authenticate(session: AsyncSession) -> Actor:
             return await self.actor(ctx, session, write=tool.scope == api_keys.WRITE)
@@ -118,7 +118,7 @@ class Runner:
         async def act(session: AsyncSession, actor: Actor, prepared: Any) -> Any:
             return await tool.body(call(session, actor, prepared), **arguments)
 
-        outcome = await actions.run_write(
+        outcome = await pipeline.run_write(
             self.core,
             authenticate,
             act,

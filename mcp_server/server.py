@@ -3,7 +3,7 @@
 A tool's docstring is its contract for the agent reading it: what it does, when to call it, what comes next.
 Tools are declared per area in mcp_server/tools/ (mcp_server/tool_table.py) and are thin: call one core
 service, return its pydantic model (structured output with an output schema). The runner authenticates each
-call and runs it in one unit of work (a write through callboard_core.actions, as over HTTP). Core errors come
+call and runs it in one unit of work (a write through callboard_core.pipeline, as over HTTP). Core errors come
 back as tool errors carrying the HTTP API's error body (errors.py).
 """
 

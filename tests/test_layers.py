@@ -3,7 +3,7 @@ inside a function (a deferred import is still a dependency), except those under 
 
 - No import cycle anywhere in callboard_core, http_api and mcp_server.
 - The core imports no front end; a domain package imports none of the modules that assemble or run the
-  core (`container`, `handlers`, `worker`, `health`, `seed`, `actions`); `metrics` imports no domain (domains count
+  core (`container`, `handlers`, `worker`, `health`, `seed`, `pipeline`); `metrics` imports no domain (domains count
   their own events in it).
 - The front ends do not import each other, except the HTTP server's process assembly (`http_api.app`
   mounts the MCP transports, `http_api.cli` starts `callboard mcp`).
@@ -23,7 +23,7 @@ ASSEMBLY = {
     "callboard_core.seed",
     "callboard_core.handlers",
 }
-ASSEMBLY |= {"callboard_core.actions"}
+ASSEMBLY |= {"callboard_core.pipeline"}
 FRONT_END_ASSEMBLY = {"http_api.app", "http_api.cli"}
 
 

@@ -346,3 +346,48 @@ async def test_a_ledger_posted_before_0014_is_numbered_and_then_refuses_unbalanc
         await db.dispose()
     await migrate(fresh_url, "0013", down=True)  # 0014 downgrades cleanly
     await migrate(fresh_url, "head")
+
+
+async def test_documents_issued_before_0016_keep_their_links_under_the_new_names(fresh_url: str) -> None:
+    """A document written by the release before 0016 (its links in bounty_* columns) reads back under the
+    new column names, unchanged; 0016 downgrades to the old names with the values in place."""
+    await migrate(fresh_url, "0015")
+    engine = create_async_engine(fresh_url)
+    doc, at = new_id("doc"), datetime(2026, 11, 25, 12, 0)
+    try:
+        async with engine.begin() as conn:
+            await conn.execute(
+                text(
+                    "INSERT INTO commercial_documents (id, number, kind, status, currency, owner_user_id,"
+                    " subtotal_cents, tax_cents, total_cents, transaction_id, payment_status, line_items,"
+                    " metadata, bounty_id, bounty_payment_id, issued_at, created_at) VALUES (:id, 'RCPT-2026-000001',"
+                    " 'RECEIPT', 'ISSUED', 'usd', :owner, 700, 0, 700, :txn, 'PAID', '[]', '{}', :job, :pay, :at,"
+                    " :at)"
+                ),
+                {
+                    "id": doc,
+                    "owner": new_id("usr"),
+                    "txn": new_id("ltx"),
+                    "job": "job_1",
+                    "pay": "jpy_1",
+                    "at": at,
+                },
+            )
+        await migrate(fresh_url, "head")
+        async with engine.connect() as conn:
+            row = (
+                await conn.execute(
+                    text("SELECT job_id, job_payment_id, payout_id FROM commercial_documents WHERE id = :id"),
+                    {"id": doc},
+                )
+            ).one()
+            assert tuple(row) == ("job_1", "jpy_1", None)
+        await migrate(fresh_url, "0015", down=True)
+        async with engine.connect() as conn:
+            old = await conn.scalar(
+                text("SELECT bounty_id FROM commercial_documents WHERE id = :id"), {"id": doc}
+            )
+            assert old == "job_1"
+    finally:
+        await engine.dispose()
+    await migrate(fresh_url, "head")

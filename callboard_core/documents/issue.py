@@ -31,9 +31,9 @@ from callboard_core.documents.events import DocumentsIssued
 from callboard_core.documents.models import (
     CommercialDocument,
     DocumentKind,
+    DocumentPaymentStatus,
+    DocumentRefundStatus,
     DocumentStatus,
-    PaymentStatus,
-    RefundStatus,
     SourceType,
 )
 from callboard_core.documents.numbering import next_number
@@ -57,10 +57,10 @@ class _Draft:
     lines: list[dict[str, Any]]
     source_type: SourceType
     source_id: str | None
-    payment_status: PaymentStatus
-    refund_status: RefundStatus | None = None
-    bounty_id: str | None = None
-    bounty_payment_id: str | None = None
+    payment_status: DocumentPaymentStatus
+    refund_status: DocumentRefundStatus | None = None
+    job_id: str | None = None
+    job_payment_id: str | None = None
     meta: dict[str, Any] = field(default_factory=dict)
 
 
@@ -132,10 +132,10 @@ async def _issue(
         ledger_entry_id=entry_id,
         source_type=draft.source_type,
         source_id=draft.source_id,
-        bounty_id=draft.bounty_id,
-        bounty_payment_id=draft.bounty_payment_id,
-        bounty_payout_id=None,
-        bounty_settlement_entry_id=None,
+        job_id=draft.job_id,
+        job_payment_id=draft.job_payment_id,
+        payout_id=None,
+        settlement_entry_id=None,
         processor_ref=txn.processor_ref,
         counterparty_name=(user.name or user.username) if user is not None else None,
         counterparty_email=user.email if user is not None else None,
@@ -164,7 +164,7 @@ async def _topup(session: AsyncSession, txn: LedgerTransaction, amount: int) -> 
             lines=[_line("TOPUP", "Balance top-up", amount)],
             source_type=SourceType.TOPUP,
             source_id=txn.processor_ref,
-            payment_status=PaymentStatus.PAID,
+            payment_status=DocumentPaymentStatus.PAID,
         )
     ]
 
@@ -180,9 +180,9 @@ async def _capture(session: AsyncSession, txn: LedgerTransaction, amount: int) -
             lines=lines,
             source_type=SourceType.JOB_PAYMENT,
             source_id=payment_id or txn.job_id,
-            payment_status=PaymentStatus.PAID,
-            bounty_id=txn.job_id,
-            bounty_payment_id=payment_id,
+            payment_status=DocumentPaymentStatus.PAID,
+            job_id=txn.job_id,
+            job_payment_id=payment_id,
             meta={k: txn.meta[k] for k in ("workerAgentId",) if txn.meta.get(k)},
         )
 
@@ -209,10 +209,10 @@ async def _release(session: AsyncSession, txn: LedgerTransaction, amount: int) -
             lines=lines,
             source_type=SourceType.JOB_RELEASE,
             source_id=txn.job_id,
-            payment_status=PaymentStatus.CREDITED,
-            refund_status=RefundStatus.REFUNDED,
-            bounty_id=txn.job_id,
-            bounty_payment_id=txn.meta.get("jobPaymentId"),
+            payment_status=DocumentPaymentStatus.CREDITED,
+            refund_status=DocumentRefundStatus.REFUNDED,
+            job_id=txn.job_id,
+            job_payment_id=txn.meta.get("jobPaymentId"),
             meta={"creditedTo": "BALANCE"},
         )
     ]
@@ -225,8 +225,8 @@ async def _refund(session: AsyncSession, txn: LedgerTransaction, amount: int) ->
             lines=[_line("REFUND", "Unspent balance refunded to your card", -amount)],
             source_type=SourceType.REFUND,
             source_id=txn.processor_ref,
-            payment_status=PaymentStatus.CREDITED,
-            refund_status=RefundStatus.REFUNDED,
+            payment_status=DocumentPaymentStatus.CREDITED,
+            refund_status=DocumentRefundStatus.REFUNDED,
             meta={"creditedTo": "CARD"},
         )
     ]
@@ -241,8 +241,8 @@ async def _adjustment(session: AsyncSession, txn: LedgerTransaction, amount: int
             lines=[_line("ADJUSTMENT", f"Adjustment: {reason}", abs(amount))],
             source_type=SourceType.ADJUSTMENT,
             source_id=txn.id,
-            payment_status=PaymentStatus.CREDITED if credit else PaymentStatus.PAID,
-            bounty_id=txn.job_id,
+            payment_status=DocumentPaymentStatus.CREDITED if credit else DocumentPaymentStatus.PAID,
+            job_id=txn.job_id,
             meta={"reason": reason},
         )
     ]

@@ -39,12 +39,12 @@ class DocumentStatus(StrEnum):
     ISSUED = "ISSUED"  # the only status: documents are immutable once issued
 
 
-class PaymentStatus(StrEnum):
+class DocumentPaymentStatus(StrEnum):
     PAID = "PAID"  # receipts and invoices: settled when issued (from the card or the balance)
     CREDITED = "CREDITED"  # credit notes: the amount went back to the balance or the card
 
 
-class RefundStatus(StrEnum):
+class DocumentRefundStatus(StrEnum):
     REFUNDED = "REFUNDED"  # a credit note for escrow released or a refund to the card
 
 
@@ -89,10 +89,10 @@ class CommercialDocument(Base):
     ledger_entry_id: Mapped[str | None] = mapped_column(String(40))
     source_type: Mapped[str | None] = mapped_column(String(24))
     source_id: Mapped[str | None] = mapped_column(String(255))
-    bounty_id: Mapped[str | None] = mapped_column(String(40))
-    bounty_payment_id: Mapped[str | None] = mapped_column(String(40))
-    bounty_payout_id: Mapped[str | None] = mapped_column(String(40))
-    bounty_settlement_entry_id: Mapped[str | None] = mapped_column(String(40))
+    job_id: Mapped[str | None] = mapped_column(String(40))
+    job_payment_id: Mapped[str | None] = mapped_column(String(40))
+    payout_id: Mapped[str | None] = mapped_column(String(40))
+    settlement_entry_id: Mapped[str | None] = mapped_column(String(40))
     processor_ref: Mapped[str | None] = mapped_column(String(255))
     # The counterparty as the owner's user record read at issue time (a later rename does not reach it).
     counterparty_name: Mapped[str | None] = mapped_column(String(200))

@@ -33,7 +33,7 @@ from callboard_core.db.engine import json_loads
 from callboard_core.db.readcache import ReadCache
 from callboard_core.guidance import Act, Step, step
 from callboard_core.jobs import schemas as job_schemas
-from callboard_core.jobs.actors import acting_agent
+from callboard_core.jobs.access import acting_agent
 from callboard_core.jobs.models import Job
 from callboard_core.jobs.states import JobStatus
 from callboard_core.pagination import decode_cursor, encode_cursor

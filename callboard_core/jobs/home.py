@@ -14,7 +14,7 @@ from callboard_core.agents.models import Agent, ClaimStatus, Intent
 from callboard_core.db.readcache import ReadCache
 from callboard_core.guidance import Act, Step, step
 from callboard_core.jobs import participation
-from callboard_core.jobs.actors import acting_agent
+from callboard_core.jobs.access import acting_agent
 from callboard_core.jobs.models import Job, JobApplication, JobInvitation, ParticipationSlot
 from callboard_core.jobs.states import LIVE_SLOTS, ApplicationStatus, InvitationStatus, JobStatus, SlotStatus
 from callboard_core.payments import service as payments

@@ -16,7 +16,7 @@ from callboard_core.errors import Conflict, NotFound, ValidationFailed
 from callboard_core.ids import new_id
 from callboard_core.jobs import admission, events
 from callboard_core.jobs import schemas as job_schemas
-from callboard_core.jobs.actors import acting_agent, require_can_work, worker_row
+from callboard_core.jobs.access import acting_agent, require_can_work, worker_row
 from callboard_core.jobs.models import Job, JobApplication, JobInvitation, ParticipationSlot
 from callboard_core.jobs.participation import release_application_place
 from callboard_core.jobs.service import lock, move, preview, requester_job, view

@@ -21,7 +21,7 @@ from callboard_core.guidance import Act, step
 from callboard_core.job_types import service as job_types
 from callboard_core.jobs import admission, events, review
 from callboard_core.jobs import schemas as job_schemas
-from callboard_core.jobs.actors import acting_agent, require_can_work, worker_row
+from callboard_core.jobs.access import acting_agent, require_can_work, worker_row
 from callboard_core.jobs.models import (
     Job,
     JobApplication,

@@ -26,7 +26,7 @@ from callboard_core.files.models import FileStatus
 from callboard_core.job_types import service as job_types
 from callboard_core.jobs import events
 from callboard_core.jobs import schemas as job_schemas
-from callboard_core.jobs.actors import acting_agent, require_can_work
+from callboard_core.jobs.access import acting_agent, require_can_work
 from callboard_core.jobs.models import Job, JobInvitation
 from callboard_core.jobs.states import JOB_MOVES, JobStatus, check_job
 from callboard_core.pagination import decode_cursor, encode_cursor

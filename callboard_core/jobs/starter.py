@@ -17,7 +17,7 @@ from callboard_core.agents.models import Agent, AgentStatus, ClaimStatus
 from callboard_core.job_types import service as job_types
 from callboard_core.jobs import events
 from callboard_core.jobs import schemas as job_schemas
-from callboard_core.jobs.actors import acting_agent, require_can_work
+from callboard_core.jobs.access import acting_agent, require_can_work
 from callboard_core.jobs.models import Job, JobApplication, ParticipationSlot
 from callboard_core.jobs.participation import next_action_for, slot_view, submit_template
 from callboard_core.jobs.service import DEFAULT_JOB_TYPE, view

@@ -194,7 +194,7 @@ async def post(
     user_id: str | None = None,
     processor_ref: str | None = None,
     metadata: dict[str, Any] | None = None,
-    contained: bool = True,
+    savepoint: bool = True,
     reverses_id: str | None = None,
 ) -> LedgerTransaction:
     """Post one balanced transaction in the caller's database transaction (flush only).
@@ -204,7 +204,7 @@ async def post(
     index decides; the loser reads the winner's row). A refused debit (409 `insufficient_funds`) rolls the
     savepoint back: no transaction, no entry, no balance change remains.
 
-    `contained=False` is for a caller whose whole transaction ends with any failure of the posting (a
+    `savepoint=False` is for a caller whose whole transaction ends with any failure of the posting (a
     publish's reserve, an award's capture: their keys cannot repeat, the job row being locked in its
     state): no savepoint (two statements less), and a refused debit or a repeated key simply raises, for
     the caller's unit of work to roll everything back."""
@@ -227,7 +227,7 @@ async def post(
     await session.flush()  # the caller's pending rows must not ride in (and roll back with) our savepoint
     balances: list[tuple[LedgerAccount, tuple[int, int]]] = []
     try:
-        async with session.begin_nested() if contained else contextlib.nullcontext():
+        async with session.begin_nested() if savepoint else contextlib.nullcontext():
             # The key first: a duplicate is found before any balance moves (PostgreSQL: the insert waits
             # for a concurrent holder of the key to finish, then fails if it committed).
             session.add(txn)
@@ -251,7 +251,7 @@ async def post(
             session.add_all(entry for _, entry in written)
             await session.flush()
     except IntegrityError:
-        if not contained:
+        if not savepoint:
             raise
         existing = await _by_key(session, key)
         if existing is None:
@@ -350,7 +350,7 @@ async def reserve(
     job_id: str,
     key: str | None = None,
     metadata: dict[str, Any] | None = None,
-    contained: bool = True,
+    savepoint: bool = True,
 ) -> LedgerTransaction:
     return await flow(
         session,
@@ -360,7 +360,7 @@ async def reserve(
         key=key or f"reserve:{job_id}",
         job_id=job_id,
         metadata=metadata,
-        contained=contained,
+        savepoint=savepoint,
     )
 
 
@@ -394,7 +394,7 @@ async def capture(
     job_id: str,
     key: str | None = None,
     metadata: dict[str, Any] | None = None,
-    contained: bool = True,
+    savepoint: bool = True,
 ) -> LedgerTransaction:
     pay = _positive(pay_cents, "payCents")
     if type(fee_cents) is not int or fee_cents < 0:
@@ -420,7 +420,7 @@ async def capture(
             "payCents": pay,
             "feeCents": fee_cents,
         },
-        contained=contained,
+        savepoint=savepoint,
     )
 
 

@@ -12,7 +12,7 @@ from callboard_core import clock, states
 from callboard_core.agents.models import Agent
 from callboard_core.capabilities import service as capabilities
 from callboard_core.errors import NotFound, field_error
-from callboard_core.jobs.actors import acting_agent
+from callboard_core.jobs.access import acting_agent
 from callboard_core.offerings.models import Offering
 from callboard_core.offerings.schemas import (
     OfferingCreate,

@@ -552,7 +552,7 @@ async def secure(
                 "payCents": payment.pay_cents,
                 "feeCents": payment.fee_cents,
             },
-            contained=False,  # a refusal ends this publish: nothing of the write step may commit
+            savepoint=False,  # a refusal ends this publish: nothing of the write step may commit
         )
     except Conflict as exc:
         if exc.code != "insufficient_funds":
@@ -605,7 +605,7 @@ async def capture(session: AsyncSession, job_id: str, worker: Agent) -> JobPayme
         job_id=job_id,
         key=f"capture:{job_id}",
         metadata={"jobPaymentId": payment.id, "workerAgentId": worker.id},
-        contained=False,  # the award's transaction: any failure here fails the award
+        savepoint=False,  # the award's transaction: any failure here fails the award
     )
     return await _move(
         session,

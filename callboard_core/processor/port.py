@@ -33,7 +33,7 @@ WEBHOOK_TOLERANCE_SECONDS = 300
 
 ChargeStatus = Literal["succeeded", "requires_action", "failed"]
 TransferStatus = Literal["paid", "reversed"]
-RefundStatus = Literal["pending", "succeeded", "failed", "canceled"]
+ProcessorRefundStatus = Literal["pending", "succeeded", "failed", "canceled"]
 
 
 @dataclass(frozen=True)
@@ -86,7 +86,7 @@ class Transfer:
 @dataclass(frozen=True)
 class Refund:
     id: str
-    status: RefundStatus
+    status: ProcessorRefundStatus
 
 
 @dataclass(frozen=True)

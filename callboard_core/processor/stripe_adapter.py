@@ -27,9 +27,9 @@ from callboard_core.processor.port import (
     Checkout,
     PaymentMethodInfo,
     ProcessorEvent,
+    ProcessorRefundStatus,
     ProcessorUnavailable,
     Refund,
-    RefundStatus,
     Transfer,
     key_reused,
     object_missing,
@@ -249,7 +249,7 @@ class StripeProcessor:
                 self._options(idempotency_key),
             ),
         )
-        statuses: dict[str | None, RefundStatus] = {
+        statuses: dict[str | None, ProcessorRefundStatus] = {
             "pending": "pending",
             "succeeded": "succeeded",
             "canceled": "canceled",
