@@ -21,6 +21,7 @@ from callboard_core.owner_notifications import models as owner_notifications
 from callboard_core.payments import models as payments
 from callboard_core.payouts import models as payouts
 from callboard_core.processor import models as processor
+from callboard_core.processor.sandbox import models as sandbox_processor
 from callboard_core.setup_links import models as setup_links
 from callboard_core.users import models as users
 from callboard_core.waitlist import models as waitlist
@@ -49,6 +50,7 @@ __all__ = [
     "payments",
     "payouts",
     "processor",
+    "sandbox_processor",
     "setup_links",
     "users",
     "waitlist",

@@ -25,7 +25,7 @@ from callboard_core.ledger import service as ledger
 from callboard_core.owner_notifications import delivery as notification_delivery
 from callboard_core.owner_notifications import triggers as notification_triggers
 from callboard_core.payouts import service as payouts
-from callboard_core.processor.delivery import deliver_pending
+from callboard_core.processor.sandbox.delivery import deliver_pending
 
 log = logging.getLogger("callboard.worker")
 PURGE_EVERY = 60  # passes between housekeeping runs

@@ -19,9 +19,9 @@ from callboard_core.ledger import accounts
 from callboard_core.ledger import service as ledger
 from callboard_core.ledger.models import AccountKind, LedgerTransaction
 from callboard_core.processor import webhooks
-from callboard_core.processor.delivery import deliver_pending
-from callboard_core.processor.models import SandboxEvent
 from callboard_core.processor.sandbox import CARD_OK, SandboxProcessor
+from callboard_core.processor.sandbox.delivery import deliver_pending
+from callboard_core.processor.sandbox.models import SandboxEvent
 from tests.conftest import BASE_URL, ORIGIN, new_client
 from tests.jobs_helpers import AgentHandle, Owner, job_body, new_agent, new_owner
 

@@ -16,8 +16,8 @@ from callboard_core.ledger import service as ledger
 from callboard_core.ledger.models import LedgerTransaction, TransactionKind
 from callboard_core.payouts.models import Payout
 from callboard_core.processor import ProcessorEvent
-from callboard_core.processor.models import SandboxObject
 from callboard_core.processor.sandbox import SandboxProcessor, mark_delivered, pending_events
+from callboard_core.processor.sandbox.models import SandboxObject
 from callboard_core.processor.translate import fact_of
 from tests.conftest import BASE_URL
 from tests.jobs_helpers import Owner

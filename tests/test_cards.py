@@ -21,13 +21,14 @@ from callboard_core.container import Core
 from callboard_core.ledger import service as ledger
 from callboard_core.ledger.models import LedgerTransaction, TransactionKind
 from callboard_core.processor.events import PaymentSucceeded
-from callboard_core.processor.models import ProcessorEventRecord, SandboxEvent
+from callboard_core.processor.models import ProcessorEventRecord
 from callboard_core.processor.sandbox import (
     CARD_DECLINED,
     CARD_DECLINED_AFTER_ATTACH,
     CARD_OK,
     CARD_REQUIRES_ACTION,
 )
+from callboard_core.processor.sandbox.models import SandboxEvent
 from http_api.app import create_app
 from tests import fake_stripe
 from tests.conftest import BASE_URL, listening, make_settings, new_client

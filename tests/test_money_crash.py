@@ -39,7 +39,8 @@ from callboard_core.ledger import service as ledger
 from callboard_core.ledger.models import LedgerTransaction, TransactionKind
 from callboard_core.payments.models import JobPayment
 from callboard_core.payouts.models import Payout, PayoutAttempt
-from callboard_core.processor.models import ProcessorEventRecord, SandboxEvent, SandboxObject
+from callboard_core.processor.models import ProcessorEventRecord
+from callboard_core.processor.sandbox.models import SandboxEvent, SandboxObject
 from tests.jobs_helpers import Owner, new_agent, new_owner, to_review
 from tests.payments_helpers import Buyer, buyer, draft, money
 from tests.payout_helpers import onboard_owner

@@ -20,7 +20,7 @@ from callboard_core.container import Core
 from callboard_core.ledger.models import LedgerTransaction, TransactionKind
 from callboard_core.payouts import service as payouts
 from callboard_core.payouts.models import Payout
-from callboard_core.processor.models import SandboxObject
+from callboard_core.processor.sandbox.models import SandboxObject
 from callboard_core.worker import run_once
 from tests.jobs_helpers import all_submit, new_agent, new_owner, to_review
 from tests.payments_helpers import (

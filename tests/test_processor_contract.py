@@ -27,7 +27,6 @@ from callboard_core.container import Core
 from callboard_core.errors import BadRequest, Conflict, NotFound
 from callboard_core.processor import PaymentProcessor, ProcessorEvent, ProcessorUnavailable, build_processor
 from callboard_core.processor import sandbox as sandbox_module
-from callboard_core.processor.models import SandboxEvent, SandboxObject
 from callboard_core.processor.sandbox import (
     CARD_DECLINED,
     CARD_DECLINED_AFTER_ATTACH,
@@ -35,6 +34,7 @@ from callboard_core.processor.sandbox import (
     CARD_REQUIRES_ACTION,
     SandboxProcessor,
 )
+from callboard_core.processor.sandbox.models import SandboxEvent, SandboxObject
 from callboard_core.processor.stripe_adapter import StripeProcessor
 from callboard_core.processor.webhooks import sign
 from tests import fake_stripe

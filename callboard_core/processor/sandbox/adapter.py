@@ -1,6 +1,6 @@
 """The sandbox processor: the embedded default (`CALLBOARD_PROCESSOR=sandbox`).
 
-It behaves like the real processor and keeps its state in our database (`processor/models.py`), each
+It behaves like the real processor and keeps its state in our database (`processor/sandbox/models.py`), each
 call in a transaction of its own, as a remote service would: the caller's transaction neither sees nor
 rolls back what the processor did. Objects are Stripe-shaped JSON (`cus_`, `seti_`, `cs_`, `pm_`, `pi_`,
 `ch_`, `acct_`, `tr_`, `re_`); every create is idempotent on its key (same key and parameters: the first
@@ -39,7 +39,6 @@ from callboard_core.db import Database
 from callboard_core.errors import Conflict, ValidationFailed
 from callboard_core.ids import new_id, random_string
 from callboard_core.processor import webhooks
-from callboard_core.processor.models import SandboxEvent, SandboxIdempotencyKey, SandboxObject
 from callboard_core.processor.port import (
     AccountLink,
     AccountStatus,
@@ -54,6 +53,7 @@ from callboard_core.processor.port import (
     object_missing,
     refused,
 )
+from callboard_core.processor.sandbox.models import SandboxEvent, SandboxIdempotencyKey, SandboxObject
 from callboard_core.processor.translate import account_status, card_info
 
 CARD_OK = "4242424242424242"

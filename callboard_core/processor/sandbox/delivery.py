@@ -11,7 +11,7 @@ import httpx
 
 from callboard_core.config import Settings
 from callboard_core.processor.port import PaymentProcessor
-from callboard_core.processor.sandbox import SandboxProcessor, pending_events
+from callboard_core.processor.sandbox.adapter import SandboxProcessor, pending_events
 
 WEBHOOK_PATH = "/webhooks/processor"
 DELIVERY_TIMEOUT_SECONDS = 10.0
