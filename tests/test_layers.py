@@ -176,3 +176,28 @@ def test_the_front_ends_do_not_import_each_other() -> None:
         if _top(name) in ("http_api", "mcp_server") and name not in FRONT_END_ASSEMBLY
     }
     assert {name: targets for name, targets in crossing.items() if targets} == {}
+
+
+# Adapters and ports keep their own sessions (a remote service's state, an outbox): not domains.
+OWN_SESSIONS = {"processor", "mail"}
+
+
+def test_no_domain_opens_its_own_write_session() -> None:
+    """A domain's work runs in the caller's unit of work, or in one it opens through the UnitsOfWork port
+    (which carries the bus): never `db.session(write=True)`."""
+    found = [
+        name
+        for name, path in MODULES.items()
+        if _domain(name) not in (None, *OWN_SESSIONS) and ".session(write=True)" in path.read_text()
+    ]
+    assert found == []
+
+
+def test_no_domain_reads_a_processor_event() -> None:
+    """The processor's raw event (its JSON) stays in the processor package; domains hear typed facts."""
+    readers = sorted(
+        name
+        for name, targets in GRAPH.items()
+        if _domain(name) not in (None, "processor") and "ProcessorEvent" in MODULES[name].read_text()
+    )
+    assert readers == []
