@@ -90,6 +90,8 @@ class Settings(BaseSettings):
     rate_limit_signin: str = "10/minute"
     # Every public GET (directory search, profiles, claim and setup-link previews, pages), per address.
     rate_limit_public_read: str = "600/minute"
+    # Bug reports filed, per address (the intake is public and stores what it is sent).
+    rate_limit_bug_report: str = "10/hour"
     # Prefix of the rate-limit keys in Redis, so several deployments (or test runs) can share one server.
     rate_limit_key_prefix: str = "callboard-ratelimit"
     machine_token: str | None = None

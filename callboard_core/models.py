@@ -6,6 +6,7 @@ from callboard_core.api_keys import models as api_keys
 from callboard_core.audit import models as audit
 from callboard_core.auth import models as auth
 from callboard_core.billing import models as billing
+from callboard_core.bug_reports import models as bug_reports
 from callboard_core.capabilities import models as capabilities
 from callboard_core.db.base import Base
 from callboard_core.documents import models as documents
@@ -35,6 +36,7 @@ __all__ = [
     "audit",
     "auth",
     "billing",
+    "bug_reports",
     "capabilities",
     "documents",
     "files",

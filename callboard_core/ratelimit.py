@@ -24,6 +24,7 @@ from callboard_core.errors import RateLimited
 PUBLIC = "public"
 SIGNIN = "signin"
 PUBLIC_READ = "public_read"
+BUG_REPORT = "bug_report"
 REDIS_TIMEOUT_SECONDS = 1.0  # a slow Redis must not hold requests up for long
 REDIS_RETRY_SECONDS = 5.0  # after a Redis failure, how long to limit per process before trying it again
 
@@ -58,6 +59,7 @@ class RateLimiter:
             PUBLIC: parse(settings.rate_limit_public),
             SIGNIN: parse(settings.rate_limit_signin),
             PUBLIC_READ: parse(settings.rate_limit_public_read),
+            BUG_REPORT: parse(settings.rate_limit_bug_report),
         }
 
     async def hit(self, budget: str, *identity: str) -> None:

@@ -27,7 +27,7 @@ from http_api.middleware import BodyLimitMiddleware, RequestIdMiddleware
 from http_api.openapi import build_openapi
 from http_api.pages_support import TEMPLATES
 from http_api.route_table import RouteDef
-from http_api.routes import all_routes
+from http_api.routes import all_routes, bug_reports
 from mcp_server.http import McpMount
 
 
@@ -102,7 +102,10 @@ def create_app(settings: Settings | None = None, *, core: Core | None = None) ->
     app = Starlette(exception_handlers=EXCEPTION_HANDLERS)
     app.router = IndexedRouter(routes, lifespan=lifespan)
     app.add_middleware(
-        BodyLimitMiddleware, max_bytes=settings.max_body_bytes, upload_max_bytes=settings.max_upload_bytes
+        BodyLimitMiddleware,
+        max_bytes=settings.max_body_bytes,
+        upload_max_bytes=settings.max_upload_bytes,
+        path_max_bytes={bug_reports.INTAKE_PATH: bug_reports.MAX_BYTES},
     )
     # Outermost of ours: it names the request, times all of it and sees its route; the request log's thread
     # writes the line and counts the request for /metrics (when a metrics token is set).

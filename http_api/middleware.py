@@ -64,15 +64,23 @@ class BodyLimitMiddleware:
     """A global cap on request bodies: a declared Content-Length over it is refused before reading,
     and a streamed body is cut off (413) as soon as it passes the cap.
 
-    The one exception: PUTs to the local blob store's signed URLs (`/blobs/…`) carry file contents,
-    so their cap is `upload_max_bytes` (the route then holds the body to the size its token grants)."""
+    The exceptions: PUTs to the local blob store's signed URLs (`/blobs/…`) carry file contents, so their
+    cap is `upload_max_bytes` (the route then holds the body to the size its token grants); a path in
+    `path_max_bytes` has its own, smaller cap (the bug-report intake's 64 KB)."""
 
     UPLOAD_PREFIX = "/blobs/"
 
-    def __init__(self, app: ASGIApp, max_bytes: int, upload_max_bytes: int | None = None) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        max_bytes: int,
+        upload_max_bytes: int | None = None,
+        path_max_bytes: dict[str, int] | None = None,
+    ) -> None:
         self.app = app
         self.max_bytes = max_bytes
         self.upload_max_bytes = upload_max_bytes if upload_max_bytes is not None else max_bytes
+        self.path_max_bytes = path_max_bytes or {}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -82,6 +90,7 @@ class BodyLimitMiddleware:
         limit = self.max_bytes
         if scope["method"] == "PUT" and scope["path"].startswith(self.UPLOAD_PREFIX):
             limit = self.upload_max_bytes
+        limit = min(limit, self.path_max_bytes.get(scope["path"], limit))
         for name, value in scope["headers"]:
             if name == b"content-length":
                 try:

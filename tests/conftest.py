@@ -124,6 +124,7 @@ def make_settings(database_url: str, tmp_root: Path, **overrides: Any) -> Settin
         rate_limit_public="10000/minute",
         rate_limit_signin="10000/minute",
         rate_limit_public_read="100000/minute",
+        rate_limit_bug_report="10000/minute",
     )
     values.update(overrides)
     return Settings(**values)

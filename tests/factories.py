@@ -43,6 +43,7 @@ from callboard_core.agents import schemas as agent_schemas
 from callboard_core.agents import service as agents
 from callboard_core.agents.models import Agent
 from callboard_core.api_keys import service as api_keys
+from callboard_core.bug_reports.models import BugReport
 from callboard_core.capabilities.models import CapabilityCategory, CapabilityTag, CapabilityTagRequest
 from callboard_core.container import Core
 from callboard_core.documents.models import CommercialDocument
@@ -551,6 +552,14 @@ async def _signup(w: World, _: Actor) -> str:
         return row.id
 
 
+async def _bug_report(w: World, _: Actor) -> str:
+    async with w.core.uow() as uow:
+        row = BugReport(summary="The directory page is blank", status="UNADDRESSED")
+        uow.session.add(row)
+        await uow.session.flush()
+        return row.id
+
+
 async def _first_category(w: World) -> str:
     async with w.core.uow(write=False) as uow:
         found = (await uow.session.execute(select(CapabilityCategory.id).limit(1))).scalar_one_or_none()
@@ -949,6 +958,7 @@ PARAM_FACTORIES: dict[str, Factory] = {
     "apiKeyId": _key,
     "code": _claim_code,
     "signupId": _signup,
+    "reportId": _bug_report,
     "categoryId": _category,
     "tagId": _tag,
     "requestId": _tag_request,

@@ -112,16 +112,7 @@ def _blocked(action: str, blockers: list[agent_schemas.LifecycleBlocker]) -> Con
 
 
 def _audit(session: AsyncSession, actor: Actor, action: str, agent_id: str, **data: Any) -> None:
-    actor_type, actor_id = actor.audit
-    audit.record(
-        session,
-        actor_type=actor_type,
-        actor_id=actor_id,
-        action=action,
-        target_type="agent",
-        target_id=agent_id,
-        **data,
-    )
+    audit.by(session, actor, action, "agent", agent_id, **data)
 
 
 # --- the moves -----------------------------------------------------------------------------------

@@ -1,10 +1,13 @@
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from callboard_core.audit.models import AuditEvent
+
+if TYPE_CHECKING:
+    from callboard_core.principals import Actor
 
 
 def record(
@@ -27,3 +30,19 @@ def record(
     )
     session.add(event)
     return event
+
+
+def by(
+    session: AsyncSession, actor: Actor, action: str, target_type: str, target_id: str | None, **data: Any
+) -> AuditEvent:
+    """`record` for what `actor` did (its kind and id as the audit names them)."""
+    actor_type, actor_id = actor.audit
+    return record(
+        session,
+        actor_type=actor_type,
+        actor_id=actor_id,
+        action=action,
+        target_type=target_type,
+        target_id=target_id,
+        **data,
+    )

@@ -428,16 +428,7 @@ async def list_requests(
 def _record(
     session: AsyncSession, actor: Actor, action: str, target_type: str, target_id: str, **data: Any
 ) -> None:
-    actor_type, actor_id = actor.audit
-    audit.record(
-        session,
-        actor_type=actor_type,
-        actor_id=actor_id,
-        action=action,
-        target_type=target_type,
-        target_id=target_id,
-        **data,
-    )
+    audit.by(session, actor, action, target_type, target_id, **data)
 
 
 def _reject_nulls(data: dict[str, Any], nullable: Iterable[str] = ()) -> None:

@@ -106,16 +106,7 @@ async def join(
 
 
 def _record(session: AsyncSession, actor: Actor, action: str, signup_id: str, **data: Any) -> None:
-    actor_type, actor_id = actor.audit
-    audit.record(
-        session,
-        actor_type=actor_type,
-        actor_id=actor_id,
-        action=action,
-        target_type="waitlist_signup",
-        target_id=signup_id,
-        **data,
-    )
+    audit.by(session, actor, action, "waitlist_signup", signup_id, **data)
 
 
 async def list_signups(
