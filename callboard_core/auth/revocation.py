@@ -75,10 +75,33 @@ async def _count(session: AsyncSession, statement: Executable) -> int:
 
 async def revoke_unverified_grants(session: AsyncSession, user: User) -> Revoked:
     """Revoke every credential and token the account holds and reset its agents' auto-publish limits."""
+    done = await revoke_grants(session, user, REVOKED_REASON)
+    if done:
+        audit.record(
+            session,
+            actor_type="system",
+            actor_id=None,
+            action="user.unverified_grants_revoked",
+            target_type="user",
+            target_id=user.id,
+            keys=done.keys,
+            enroll_tokens=done.enroll_tokens,
+            onboarding_sessions=done.onboarding_sessions,
+            install_tokens=done.install_tokens,
+            setup_links=done.setup_links,
+            policies_reset=done.policies_reset,
+        )
+    return done
+
+
+async def revoke_grants(session: AsyncSession, user: User, reason: str) -> Revoked:
+    """Revoke every credential and token the account holds (its own keys and its agents', enroll tokens,
+    onboarding sessions, install tokens, open setup links) and set its agents' auto-publish limits back
+    to 0; what was revoked. The caller audits (the unverified account's second wall, a staff suspension)."""
     now = clock.now()
     done = Revoked()
     agent_ids = select(Agent.id).where(Agent.owner_id == user.id).scalar_subquery()
-    done.keys = await api_keys.revoke_for_owner(session, user.id, reason=REVOKED_REASON, agent_ids=agent_ids)
+    done.keys = await api_keys.revoke_for_owner(session, user.id, reason=reason, agent_ids=agent_ids)
     done.enroll_tokens = await _count(
         session,
         update(AgentEnrollToken)
@@ -138,21 +161,6 @@ async def revoke_unverified_grants(session: AsyncSession, user: User) -> Revoked
             )
         ).scalars()
     )
-    if done:
-        audit.record(
-            session,
-            actor_type="system",
-            actor_id=None,
-            action="user.unverified_grants_revoked",
-            target_type="user",
-            target_id=user.id,
-            keys=done.keys,
-            enroll_tokens=done.enroll_tokens,
-            onboarding_sessions=done.onboarding_sessions,
-            install_tokens=done.install_tokens,
-            setup_links=done.setup_links,
-            policies_reset=done.policies_reset,
-        )
     return done
 
 

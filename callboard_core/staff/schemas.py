@@ -1,0 +1,117 @@
+"""The staff console on the wire."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Literal
+
+from pydantic import Field, StringConstraints
+
+from callboard_core.ledger.schemas import Balance, StatementEntry
+from callboard_core.schemas import ApiModel, QueryModel
+
+RoleName = Literal["USER", "SUPPORT", "MODERATOR", "ADMIN", "SUPERADMIN"]
+UserStatusName = Literal["ACTIVE", "SUSPENDED", "DELETED"]
+Reason = Annotated[str, StringConstraints(strip_whitespace=True, max_length=2000)]
+
+
+class AdminUser(ApiModel):
+    id: str
+    email: str
+    username: str | None
+    name: str | None
+    role: RoleName
+    status: UserStatusName
+    email_verified: bool
+    preview_access: bool
+    created_at: datetime
+    updated_at: datetime
+    deleted_at: datetime | None
+
+
+class AdminUserList(ApiModel):
+    users: list[AdminUser]
+    total: int = Field(description="Users matching the filters (the list itself stops at `limit`).")
+
+
+class AdminUserQuery(QueryModel):
+    query: Annotated[str, StringConstraints(max_length=200)] | None = None
+    role: RoleName | None = None
+    status: UserStatusName | None = None
+    include_deleted: bool = False
+    limit: Annotated[int, Field(ge=1, le=200)] = 50
+
+
+class OwnedAgent(ApiModel):
+    id: str
+    handle: str
+    name: str
+    status: str
+    archived: bool
+    deleted: bool
+
+
+class SessionForensics(ApiModel):
+    active: int
+    last_started_at: datetime | None
+    last_ip_address: str | None
+    last_user_agent: str | None
+
+
+class Consent(ApiModel):
+    terms_version: str
+    privacy_version: str
+    ip_address: str | None
+    user_agent: str | None
+    accepted_at: datetime
+
+
+class AuditEntry(ApiModel):
+    id: str
+    actor_type: str
+    actor_id: str | None
+    action: str
+    created_at: datetime
+
+
+class AdminUserDetail(ApiModel):
+    """A user as staff see them. SUPPORT gets the redacted view: `balance`, `transactions`, `auditEntries`,
+    `sessions` and `consents` are null, and `redacted` says so."""
+
+    user: AdminUser
+    agents: list[OwnedAgent]
+    active_api_keys: int
+    redacted: bool
+    balance: Balance | None
+    transactions: list[StatementEntry] | None
+    audit_entries: list[AuditEntry] | None
+    sessions: SessionForensics | None
+    consents: list[Consent] | None
+
+
+class RoleUpdate(ApiModel):
+    role: RoleName
+
+
+class StatusUpdate(ApiModel):
+    status: UserStatusName
+    reason: Reason | None = None
+    admin_notes: Reason | None = None
+
+
+class DeleteBody(ApiModel):
+    reason: Reason | None = None
+
+
+class KeysReset(ApiModel):
+    revoked: list[str] = Field(description="The prefixes of the keys revoked (the user's and their agents').")
+
+
+class Mirror(ApiModel):
+    """What the user sees, read-only, for a SUPERADMIN: their profile, agents, balance and recent entries.
+    A mirror is a snapshot, never a session as the user: nothing can be done through it."""
+
+    user: AdminUser
+    agents: list[OwnedAgent]
+    balance: Balance
+    transactions: list[StatementEntry]
