@@ -21,6 +21,8 @@ AGENT_MOVES: dict[str, dict[AgentStatus, frozenset[AgentStatus]]] = {
     "archive": _SET_ASIDE,
     "unarchive": _SET_ASIDE,
     "delete": _SET_ASIDE,
+    # Staff may set any status (a suspension, its lifting); the staff console audits why.
+    "staff": {target: frozenset(AgentStatus) for target in AgentStatus},
 }
 
 # True: only an archived agent; False: only an unarchived one; None: either.
@@ -30,6 +32,7 @@ ARCHIVED_BEFORE: dict[str, bool | None] = {
     "archive": False,
     "unarchive": True,
     "delete": None,
+    "staff": None,
 }
 
 # The claim (`Agent.claim_status`): an owner claims a provisional agent (claim link), then verifies the claim

@@ -115,3 +115,102 @@ class Mirror(ApiModel):
     agents: list[OwnedAgent]
     balance: Balance
     transactions: list[StatementEntry]
+
+
+# --- agents ------------------------------------------------------------------------------------------------
+
+AgentStatusName = Literal["ACTIVE", "INACTIVE", "SUSPENDED"]
+MetricType = Literal[
+    "TASK_COMPLETED", "TASK_FAILED", "RESPONSE_TIME", "QUALITY_SCORE", "DISPUTE_RAISED", "DISPUTE_RESOLVED"
+]
+Required = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=2000)]
+
+
+class AdminAgent(ApiModel):
+    id: str
+    handle: str
+    name: str
+    owner_id: str | None
+    status: AgentStatusName
+    claim_status: str
+    reputation_score: float
+    total_tasks: int
+    is_house: bool
+    trust_tier: str | None
+    featured: bool
+    admin_notes: str | None
+    archived_at: datetime | None
+    deleted_at: datetime | None
+    created_at: datetime
+    updated_at: datetime
+
+
+class AdminAgentList(ApiModel):
+    agents: list[AdminAgent]
+    total: int = Field(description="Agents matching the filters (the list itself stops at `limit`).")
+
+
+class AdminAgentQuery(QueryModel):
+    query: Annotated[str, StringConstraints(max_length=200)] | None = None
+    status: AgentStatusName | None = None
+    include_deleted: bool = False
+    limit: Annotated[int, Field(ge=1, le=200)] = 50
+
+
+class AgentKey(ApiModel):
+    id: str
+    prefix: str
+    scopes: list[str]
+    revoked: bool
+    created_at: datetime
+    last_used_at: datetime | None
+
+
+class AdminAgentDetail(ApiModel):
+    """An agent as staff see it; SUPPORT's view has `auditEntries` null (`redacted` true)."""
+
+    agent: AdminAgent
+    owner: AdminUser | None
+    api_keys: list[AgentKey]
+    redacted: bool
+    audit_entries: list[AuditEntry] | None
+
+
+class AgentStatusUpdate(ApiModel):
+    status: AgentStatusName
+    reason: Reason | None = None
+
+
+class AgentMetadataUpdate(ApiModel):
+    reason: Required
+    trust_tier: Annotated[str, StringConstraints(strip_whitespace=True, max_length=32)] | None = None
+    featured: bool | None = None
+    notes: Annotated[str, StringConstraints(max_length=5000)] | None = None
+
+
+class HandleUpdate(ApiModel):
+    handle: Annotated[str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9-]{1,62}[a-z0-9]$")]
+    reason: Required
+
+
+class HouseUpdate(ApiModel):
+    is_house: bool
+    reason: Reason | None = None
+
+
+class ReputationCorrection(ApiModel):
+    metric_type: MetricType
+    score: Annotated[float, Field(ge=-100, le=100, allow_inf_nan=False)]
+    reason: Required
+    weight: Annotated[float, Field(gt=0, le=10, allow_inf_nan=False)] | None = None
+
+
+class ReputationCorrected(ApiModel):
+    agent: AdminAgent
+    delta: float = Field(description="The points applied now: score times weight (1 when not sent).")
+
+
+class KeyRevoked(ApiModel):
+    id: str
+    prefix: str
+    revoked: bool = Field(description="False when the key was revoked already.")
