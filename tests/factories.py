@@ -560,6 +560,14 @@ async def _bug_report(w: World, _: Actor) -> str:
         return row.id
 
 
+async def _ledger_transaction(w: World, actor: Actor) -> str:
+    async with w.core.uow() as uow:
+        txn = await ledger.top_up(
+            uow.session, user_id=actor.user_id, amount_cents=100, processor_ref=f"pi_{uid()}"
+        )
+        return txn.id
+
+
 async def _first_category(w: World) -> str:
     async with w.core.uow(write=False) as uow:
         found = (await uow.session.execute(select(CapabilityCategory.id).limit(1))).scalar_one_or_none()
@@ -959,6 +967,7 @@ PARAM_FACTORIES: dict[str, Factory] = {
     "code": _claim_code,
     "signupId": _signup,
     "reportId": _bug_report,
+    "transactionId": _ledger_transaction,
     "categoryId": _category,
     "tagId": _tag,
     "requestId": _tag_request,

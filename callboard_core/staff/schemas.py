@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, StringConstraints
 
@@ -214,3 +214,138 @@ class KeyRevoked(ApiModel):
     id: str
     prefix: str
     revoked: bool = Field(description="False when the key was revoked already.")
+
+
+# --- overview, moderation, money, audit --------------------------------------------------------------------
+
+
+class Overview(ApiModel):
+    """Counts for the console's home (no money: SUPPORT sees it too)."""
+
+    users: dict[str, int] = Field(description="By status.")
+    agents: dict[str, int] = Field(description="By status (deleted agents left out).")
+    jobs: dict[str, int] = Field(description="By status (starter jobs left out).")
+    bug_reports: dict[str, int] = Field(description="By status.")
+    pending_tag_requests: int
+    pending_waitlist: int
+
+
+class ModerationItem(ApiModel):
+    kind: Literal["TAG_REQUEST", "BUG_REPORT", "SUSPENDED_AGENT"]
+    id: str
+    summary: str
+    created_at: datetime
+
+
+class ModerationQueue(ApiModel):
+    items: list[ModerationItem] = Field(description="Oldest first: what waits longest comes first.")
+
+
+class Analytics(ApiModel):
+    days: int
+    since: datetime
+    new_users: int
+    new_agents: int
+    jobs_published: int
+    jobs_awarded: int
+    money: dict[str, int] = Field(description="Cents moved in the window, by ledger transaction kind.")
+    platform_fees_cents: int
+
+
+class AnalyticsQuery(QueryModel):
+    days: Annotated[int, Field(ge=1, le=366)] = 30
+
+
+class AuditLogEntry(ApiModel):
+    id: str
+    actor_type: str
+    actor_id: str | None
+    action: str
+    target_type: str
+    target_id: str | None
+    data: dict[str, Any] | None
+    created_at: datetime
+
+
+class AuditLog(ApiModel):
+    entries: list[AuditLogEntry]
+
+
+class AuditLogQuery(QueryModel):
+    query: Annotated[str, StringConstraints(max_length=200)] | None = Field(
+        default=None, description="An actor's or a target's id."
+    )
+    action: Annotated[str, StringConstraints(max_length=64)] | None = None
+    target_type: Annotated[str, StringConstraints(max_length=32)] | None = None
+    limit: Annotated[int, Field(ge=1, le=200)] = 50
+
+
+class AdminPayment(ApiModel):
+    id: str
+    job_id: str
+    user_id: str
+    requester_agent_id: str
+    worker_agent_id: str | None
+    status: str
+    pay_cents: int
+    fee_cents: int
+    currency: str
+    created_at: datetime
+
+
+class AdminPaymentList(ApiModel):
+    payments: list[AdminPayment]
+
+
+class PaymentQuery(QueryModel):
+    query: Annotated[str, StringConstraints(max_length=200)] | None = Field(
+        default=None, description="A job's, an owner's or a payment's id."
+    )
+    limit: Annotated[int, Field(ge=1, le=200)] = 50
+
+
+class AdminEntry(ApiModel):
+    id: str
+    account_kind: str
+    holder_id: str
+    amount_cents: int
+    balance_after_cents: int | None
+
+
+class AdminTransaction(ApiModel):
+    id: str
+    kind: str
+    idempotency_key: str
+    user_id: str | None
+    job_id: str | None
+    processor_ref: str | None
+    reverses_id: str | None
+    amount_cents: int = Field(description="The sum of the transaction's credits (it sums to zero).")
+    metadata: dict[str, Any]
+    created_at: datetime
+
+
+class AdminTransactionList(ApiModel):
+    transactions: list[AdminTransaction]
+
+
+class AdminTransactionDetail(ApiModel):
+    transaction: AdminTransaction
+    entries: list[AdminEntry]
+
+
+EscrowStatus = Literal["HELD", "CAPTURED", "RELEASED"]
+PaymentMethod = Literal["BALANCE", "CARD"]
+
+
+class TransactionQuery(QueryModel):
+    query: Annotated[str, StringConstraints(max_length=200)] | None = Field(
+        default=None, description="An owner's, a job's or a processor reference's id."
+    )
+    escrow_status: EscrowStatus | None = Field(
+        default=None, description="HELD: reservations; CAPTURED: captures; RELEASED: releases."
+    )
+    payment_method: PaymentMethod | None = Field(
+        default=None, description="CARD: money in from a card (top-ups); BALANCE: moves within balances."
+    )
+    limit: Annotated[int, Field(ge=1, le=200)] = 50

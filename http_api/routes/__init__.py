@@ -22,6 +22,7 @@ MODULES = [
     "http_api.routes.bug_reports",
     "http_api.routes.admin_users",
     "http_api.routes.admin_agents",
+    "http_api.routes.admin_reports",
     "http_api.routes.onboarding",
     "http_api.routes.billing",
     "http_api.routes.documents",

@@ -1,0 +1,76 @@
+"""The staff console's read-only surfaces: overview and moderation (any staff role); analytics, the audit
+log, payments and ledger transactions (ADMIN: financial surfaces are hidden from SUPPORT)."""
+
+from __future__ import annotations
+
+from callboard_core.staff import reports
+from callboard_core.staff import schemas as staff_schemas
+from http_api.route_table import AuthKind, RequestContext, RouteGroup
+
+routes = RouteGroup("admin_reports")
+
+
+@routes.get("/admin/overview", auth=AuthKind.STAFF, response=staff_schemas.Overview)
+async def admin_overview(ctx: RequestContext) -> staff_schemas.Overview:
+    """Users, agents, jobs and bug reports by status; tag requests and waitlist signups waiting."""
+    return await reports.overview(ctx.session)
+
+
+@routes.get("/admin/moderation", auth=AuthKind.STAFF, response=staff_schemas.ModerationQueue)
+async def admin_moderation(ctx: RequestContext) -> staff_schemas.ModerationQueue:
+    """What waits on staff, oldest first: tag requests, unaddressed bug reports, suspended agents."""
+    return await reports.moderation(ctx.session)
+
+
+@routes.get(
+    "/admin/analytics",
+    auth=AuthKind.ADMIN,
+    query=staff_schemas.AnalyticsQuery,
+    response=staff_schemas.Analytics,
+)
+async def admin_analytics(ctx: RequestContext) -> staff_schemas.Analytics:
+    """The last `days` days (default 30): sign-ups, agents, jobs published and awarded (starter jobs left
+    out), money moved by ledger kind and the platform's fees."""
+    return await reports.analytics(ctx.session, ctx.query.days)
+
+
+@routes.get(
+    "/admin/audit-log",
+    auth=AuthKind.ADMIN,
+    query=staff_schemas.AuditLogQuery,
+    response=staff_schemas.AuditLog,
+)
+async def admin_audit_log(ctx: RequestContext) -> staff_schemas.AuditLog:
+    """The audit log, newest first: filter by action, target type, or an actor's or target's id (query)."""
+    return await reports.audit_log(ctx.session, ctx.query)
+
+
+@routes.get(
+    "/admin/payments",
+    auth=AuthKind.ADMIN,
+    query=staff_schemas.PaymentQuery,
+    response=staff_schemas.AdminPaymentList,
+)
+async def admin_payments(ctx: RequestContext) -> staff_schemas.AdminPaymentList:
+    """Paid jobs' payments, newest first (query: a payment's, job's or owner's id)."""
+    return await reports.payments(ctx.session, ctx.query)
+
+
+@routes.get(
+    "/admin/transactions",
+    auth=AuthKind.ADMIN,
+    query=staff_schemas.TransactionQuery,
+    response=staff_schemas.AdminTransactionList,
+)
+async def admin_transactions(ctx: RequestContext) -> staff_schemas.AdminTransactionList:
+    """Ledger transactions, newest first: by owner, job or processor reference (query), escrow status,
+    payment method."""
+    return await reports.transactions(ctx.session, ctx.query)
+
+
+@routes.get(
+    "/admin/transactions/{transactionId}", auth=AuthKind.ADMIN, response=staff_schemas.AdminTransactionDetail
+)
+async def admin_transaction(ctx: RequestContext) -> staff_schemas.AdminTransactionDetail:
+    """One ledger transaction and its entries (each with the account's balance after it)."""
+    return await reports.transaction(ctx.session, ctx.params["transactionId"])
