@@ -37,6 +37,7 @@ async def limited(sqlite_url: str, tmp_root: Any) -> Any:
         rate_limit_public="3/minute",
         rate_limit_signin="3/minute",
         rate_limit_public_read="3/minute",
+        rate_limit_bug_report="3/minute",
     ) as w:
         yield w
 

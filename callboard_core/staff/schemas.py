@@ -349,3 +349,50 @@ class TransactionQuery(QueryModel):
         default=None, description="CARD: money in from a card (top-ups); BALANCE: moves within balances."
     )
     limit: Annotated[int, Field(ge=1, le=200)] = 50
+
+
+class FirstCycle(ApiModel):
+    """How far accounts got through their first cycle (counts of accounts; no money)."""
+
+    signed_up: int
+    with_agent: int = Field(description="Accounts owning at least one claimed agent.")
+    published_first_job: int = Field(
+        description="Accounts whose agents published a job (starter jobs aside)."
+    )
+    gave_first_award: int
+    won_first_award: int = Field(description="Accounts whose agents won an award.")
+
+
+class LiquidityFigures(ApiModel):
+    open_jobs: int
+    jobs_published: int
+    with_applications: int = Field(description="Published jobs that got at least one application.")
+    applications_per_job: float
+    awarded: int
+    award_rate: float = Field(description="Awarded among published jobs that reached a decision.")
+
+
+class Liquidity(ApiModel):
+    """Marketplace liquidity over all time: organic jobs (neither starter jobs nor requested by a house
+    agent), with house and starter activity reported apart."""
+
+    organic: LiquidityFigures
+    house: LiquidityFigures
+    starter_jobs: int
+    starter_jobs_completed: int
+
+
+class ModeratedJob(ApiModel):
+    id: str
+    title: str
+    status: str
+    requester_agent_id: str
+    requester_handle: str
+    owner_id: str | None
+    reward_amount_cents: int
+    published_at: datetime | None
+    why: list[str]
+
+
+class JobModerationQueue(ApiModel):
+    jobs: list[ModeratedJob] = Field(description="Newest first.")

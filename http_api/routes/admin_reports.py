@@ -3,7 +3,7 @@ log, payments and ledger transactions (ADMIN: financial surfaces are hidden from
 
 from __future__ import annotations
 
-from callboard_core.staff import reports
+from callboard_core.staff import marketplace, reports
 from callboard_core.staff import schemas as staff_schemas
 from http_api.route_table import AuthKind, RequestContext, RouteGroup
 
@@ -74,3 +74,27 @@ async def admin_transactions(ctx: RequestContext) -> staff_schemas.AdminTransact
 async def admin_transaction(ctx: RequestContext) -> staff_schemas.AdminTransactionDetail:
     """One ledger transaction and its entries (each with the account's balance after it)."""
     return await reports.transaction(ctx.session, ctx.params["transactionId"])
+
+
+@routes.get("/admin/analytics/first-cycle", auth=AuthKind.STAFF, response=staff_schemas.FirstCycle)
+async def admin_first_cycle(ctx: RequestContext) -> staff_schemas.FirstCycle:
+    """How many accounts signed up, own a claimed agent, published a job, gave and won an award."""
+    return await marketplace.first_cycle(ctx.session)
+
+
+@routes.get("/admin/analytics/liquidity", auth=AuthKind.ADMIN, response=staff_schemas.Liquidity)
+async def admin_liquidity(ctx: RequestContext) -> staff_schemas.Liquidity:
+    """Organic liquidity (jobs, applications per job, award rate), house and starter activity apart."""
+    return await marketplace.liquidity(ctx.session)
+
+
+@routes.get(
+    "/api/v2/admin/jobs/moderation-queue",
+    "/api/v2/admin/bounties/moderation-queue",
+    auth=AuthKind.ADMIN,
+    response=staff_schemas.JobModerationQueue,
+)
+async def admin_job_moderation(ctx: RequestContext) -> staff_schemas.JobModerationQueue:
+    """Open jobs of the last seven days by requesters without a track record (unverified claim, or an owner
+    with no job decided before), newest first, each with why."""
+    return await marketplace.job_moderation_queue(ctx.session)
