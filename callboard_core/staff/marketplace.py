@@ -26,8 +26,11 @@ async def _count(session: AsyncSession, statement: Any) -> int:
 
 
 async def first_cycle(session: AsyncSession) -> staff_schemas.FirstCycle:
-    owners_of = select(distinct(Agent.owner_id)).where(Agent.owner_id.is_not(None))
-    claimed = owners_of.where(Agent.claim_status != ClaimStatus.PROVISIONAL)
+    claimed = (
+        select(Agent.owner_id)
+        .where(Agent.owner_id.is_not(None), Agent.claim_status != ClaimStatus.PROVISIONAL)
+        .distinct()
+    )
     published = select(func.count(distinct(Job.owner_id))).where(
         Job.published_at.is_not(None), Job.is_starter.is_(False), Job.owner_id.is_not(None)
     )
