@@ -43,6 +43,7 @@ from callboard_core.agents import schemas as agent_schemas
 from callboard_core.agents import service as agents
 from callboard_core.agents.models import Agent
 from callboard_core.api_keys import service as api_keys
+from callboard_core.billing import service as billing_service
 from callboard_core.bug_reports.models import BugReport
 from callboard_core.capabilities.models import CapabilityCategory, CapabilityTag, CapabilityTagRequest
 from callboard_core.container import Core
@@ -568,6 +569,10 @@ async def _ledger_transaction(w: World, actor: Actor) -> str:
         return txn.id
 
 
+async def _buyer_profile(w: World, actor: Actor) -> str:
+    return billing_service.profile_id(actor.user_id)
+
+
 async def _first_category(w: World) -> str:
     async with w.core.uow(write=False) as uow:
         found = (await uow.session.execute(select(CapabilityCategory.id).limit(1))).scalar_one_or_none()
@@ -968,6 +973,7 @@ PARAM_FACTORIES: dict[str, Factory] = {
     "signupId": _signup,
     "reportId": _bug_report,
     "transactionId": _ledger_transaction,
+    "buyerProfileId": _buyer_profile,
     "categoryId": _category,
     "tagId": _tag,
     "requestId": _tag_request,

@@ -6,11 +6,15 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from callboard_core.container import Core
 from callboard_core.security.permissions import Role
 from tests.conftest import owner_client
 from tests.jobs_helpers import new_agent, new_owner
 from tests.payments_helpers import buyer, draft, fund
+
+pytestmark = pytest.mark.usefixtures("books_balance")  # the ledger verifies clean after each test
 
 FINANCIAL = ("/admin/analytics", "/admin/audit-log", "/admin/payments", "/admin/transactions")
 
@@ -72,3 +76,46 @@ async def test_money_surfaces_match_the_ledger(app: Any, core: Core, client: Any
         log = await admin.get("/admin/audit-log", params={"action": "user.status_changed", "query": admin_id})
         [entry] = log.json()["entries"]
         assert entry["targetId"] == other.user_id and entry["data"]["after"] == "SUSPENDED"
+
+
+async def test_balance_adjustments_credit_debit_once_and_never_below_zero(app: Any, core: Core) -> None:
+    owner = await new_owner(app, core)
+    await fund(core, owner.user_id, 1000)
+    profile = (await owner.client.get("/me/billing")).json()["id"]
+    path = f"/admin/payments/buyer-profiles/{profile}/adjustments"
+    support, _ = await owner_client(app, core, role=Role.SUPPORT)
+    admin, _ = await owner_client(app, core, role=Role.ADMIN)
+    async with support, admin:
+        refused = await support.post(path, json={"amountCents": 500, "reason": "goodwill"})
+        assert refused.status_code == 403 and refused.json()["code"] == "insufficient_role"
+        credit = {"amountCents": 500, "reason": "goodwill after an outage", "idempotencyKey": "outage-1"}
+        first = await admin.post(path, json=credit)
+        assert first.status_code == 201, first.text
+        body = first.json()
+        assert body["balance"]["availableCents"] == 1500 and body["document"]["kind"] == "CREDIT_NOTE"
+        assert body["transaction"]["kind"] == "ADJUSTMENT" and body["transaction"]["amountCents"] == 500
+        again = await admin.post(path, json=credit)  # a retry applies it once
+        assert again.status_code == 201 and again.json()["transaction"]["id"] == body["transaction"]["id"]
+        assert again.json()["balance"]["availableCents"] == 1500
+        reused = await admin.post(path, json={**credit, "amountCents": 700})
+        assert reused.status_code == 409
+        debit = await admin.post(path, json={"amountCents": -300, "reason": "duplicate credit"})
+        assert (
+            debit.json()["balance"]["availableCents"] == 1200
+            and debit.json()["document"]["kind"] == "INVOICE"
+        )
+        short = await admin.post(path, json={"amountCents": -5000, "reason": "too much"})
+        assert short.status_code == 409 and short.json()["code"] == "insufficient_funds"
+        assert (await admin.post(path, json={"amountCents": 0, "reason": "nothing"})).status_code == 422
+        assert (await admin.post(path, json={"amountCents": 5, "reason": ""})).status_code == 422
+        unknown = await admin.post("/admin/payments/buyer-profiles/bpf_nope/adjustments", json=credit)
+        assert unknown.status_code == 404 and unknown.json()["code"] == "buyer_profile_not_found"
+    assert (await owner.client.get("/me/billing")).json()["availableCents"] == 1200
+    log = await admin_log(app, core, "buyer_profile.adjusted")
+    assert [e["data"]["amountCents"] for e in log] == [-300, 500]  # newest first, the retry not twice
+
+
+async def admin_log(app: Any, core: Core, action: str) -> list[dict[str, Any]]:
+    admin, _ = await owner_client(app, core, role=Role.ADMIN)
+    async with admin:
+        return list((await admin.get("/admin/audit-log", params={"action": action})).json()["entries"])

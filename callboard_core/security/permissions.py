@@ -32,6 +32,8 @@ class Permission(StrEnum):
     REVOKE_SINGLE_KEY = "api_key.revoke_single"
     CORRECT_REPUTATION = "agent.correct_reputation"
     MIRROR_USER = "user.mirror"
+    # Moving an owner's money by hand (a balance adjustment): ADMIN and SUPERADMIN.
+    ADJUST_BALANCE = "billing.adjust_balance"
 
 
 POLICY: dict[Permission, frozenset[Role]] = {
@@ -45,6 +47,7 @@ POLICY: dict[Permission, frozenset[Role]] = {
     Permission.REVOKE_SINGLE_KEY: SUPERADMIN_ONLY,
     Permission.CORRECT_REPUTATION: SUPERADMIN_ONLY,
     Permission.MIRROR_USER: SUPERADMIN_ONLY,
+    Permission.ADJUST_BALANCE: ADMIN_ROLES,
 }
 
 

@@ -396,3 +396,27 @@ class ModeratedJob(ApiModel):
 
 class JobModerationQueue(ApiModel):
     jobs: list[ModeratedJob] = Field(description="Newest first.")
+
+
+class AdjustmentBody(ApiModel):
+    """A hand-made credit (positive) or debit (negative) of the owner's available balance."""
+
+    amount_cents: Annotated[int, Field(ge=-10_000_000, le=10_000_000)] = Field(
+        description="Cents: positive credits the balance (a credit note), negative debits it (an invoice)."
+    )
+    reason: Required
+    idempotency_key: Annotated[str, StringConstraints(min_length=1, max_length=100)] | None = Field(
+        default=None, description="The same key again applies the adjustment once (answers the first)."
+    )
+
+
+class IssuedDocument(ApiModel):
+    id: str
+    kind: str
+    number: str
+
+
+class Adjusted(ApiModel):
+    transaction: AdminTransaction
+    balance: Balance
+    document: IssuedDocument | None

@@ -3,7 +3,7 @@ log, payments and ledger transactions (ADMIN: financial surfaces are hidden from
 
 from __future__ import annotations
 
-from callboard_core.staff import marketplace, reports
+from callboard_core.staff import marketplace, money, reports
 from callboard_core.staff import schemas as staff_schemas
 from http_api.route_table import AuthKind, RequestContext, RouteGroup
 
@@ -98,3 +98,17 @@ async def admin_job_moderation(ctx: RequestContext) -> staff_schemas.JobModerati
     """Open jobs of the last seven days by requesters without a track record (unverified claim, or an owner
     with no job decided before), newest first, each with why."""
     return await marketplace.job_moderation_queue(ctx.session)
+
+
+@routes.post(
+    "/admin/payments/buyer-profiles/{buyerProfileId}/adjustments",
+    auth=AuthKind.STAFF,
+    body=staff_schemas.AdjustmentBody,
+    response=staff_schemas.Adjusted,
+    status=201,
+)
+async def admin_adjust_balance(ctx: RequestContext) -> staff_schemas.Adjusted:
+    """Credit (amountCents > 0, a credit note) or debit (< 0, an invoice) an owner's available balance by
+    hand, with a reason (ADMIN and SUPERADMIN). A debit never takes the balance below zero (409
+    insufficient_funds); the same idempotencyKey applies it once. Audited."""
+    return await money.adjust(ctx.session, ctx.actor, ctx.params["buyerProfileId"], ctx.body)
