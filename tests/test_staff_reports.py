@@ -4,6 +4,7 @@ transactions) for ADMIN only, with figures that match the ledger."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -119,3 +120,17 @@ async def admin_log(app: Any, core: Core, action: str) -> list[dict[str, Any]]:
     admin, _ = await owner_client(app, core, role=Role.ADMIN)
     async with admin:
         return list((await admin.get("/admin/audit-log", params={"action": action})).json()["entries"])
+
+
+async def test_concurrent_adjustments_with_one_key_credit_once(app: Any, core: Core) -> None:
+    owner = await new_owner(app, core)
+    path = (
+        f"/admin/payments/buyer-profiles/{(await owner.client.get('/me/billing')).json()['id']}/adjustments"
+    )
+    admin, _ = await owner_client(app, core, role=Role.ADMIN)
+    body = {"amountCents": 400, "reason": "refund of a failed job", "idempotencyKey": "race-1"}
+    async with admin:
+        answers = await asyncio.gather(*(admin.post(path, json=body) for _ in range(5)))
+    assert {r.status_code for r in answers} <= {201, 409}, [r.text for r in answers]
+    assert len({r.json()["transaction"]["id"] for r in answers if r.status_code == 201}) == 1
+    assert (await owner.client.get("/me/billing")).json()["availableCents"] == 400

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from callboard_core.audit.models import AuditEvent
@@ -46,3 +47,14 @@ def by(
         target_id=target_id,
         **data,
     )
+
+
+async def about(session: AsyncSession, target_type: str, target_id: str, limit: int) -> list[AuditEvent]:
+    """The newest audit entries about one target."""
+    rows = await session.scalars(
+        select(AuditEvent)
+        .where(AuditEvent.target_type == target_type, AuditEvent.target_id == target_id)
+        .order_by(AuditEvent.created_at.desc(), AuditEvent.id.desc())
+        .limit(limit)
+    )
+    return list(rows)

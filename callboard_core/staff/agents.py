@@ -26,7 +26,6 @@ from callboard_core.agents.states import AGENT_MOVES
 from callboard_core.api_keys import service as api_keys
 from callboard_core.api_keys.models import ApiKey
 from callboard_core.audit import service as audit
-from callboard_core.audit.models import AuditEvent
 from callboard_core.errors import Conflict, NotFound
 from callboard_core.principals import Actor
 from callboard_core.security.permissions import Permission
@@ -101,21 +100,9 @@ async def detail(session: AsyncSession, actor: Actor, agent_id: str) -> staff_sc
     whole = actor.can(Permission.VIEW_UNREDACTED)
     entries = None
     if whole:
-        events = await session.scalars(
-            select(AuditEvent)
-            .where(AuditEvent.target_type == "agent", AuditEvent.target_id == agent_id)
-            .order_by(AuditEvent.created_at.desc(), AuditEvent.id.desc())
-            .limit(RECENT_AUDIT)
-        )
         entries = [
-            staff_schemas.AuditEntry(
-                id=e.id,
-                actor_type=e.actor_type,
-                actor_id=e.actor_id,
-                action=e.action,
-                created_at=e.created_at,
-            )
-            for e in events
+            staff_schemas.AuditEntry.of(e)
+            for e in await audit.about(session, "agent", agent_id, RECENT_AUDIT)
         ]
     return staff_schemas.AdminAgentDetail(
         agent=admin_view(agent),

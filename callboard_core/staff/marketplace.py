@@ -14,15 +14,12 @@ from callboard_core.agents.models import Agent, ClaimStatus
 from callboard_core.jobs.models import Award, Job, JobApplication
 from callboard_core.jobs.states import JobStatus
 from callboard_core.staff import schemas as staff_schemas
+from callboard_core.staff.reports import count_of
 from callboard_core.users.models import User
 
 MODERATION_WINDOW = timedelta(days=7)
 MODERATION_LIMIT = 200
 DECIDED = (JobStatus.AWARDED, JobStatus.NO_AWARD)
-
-
-async def _count(session: AsyncSession, statement: Any) -> int:
-    return int(await session.scalar(statement) or 0)
 
 
 async def first_cycle(session: AsyncSession) -> staff_schemas.FirstCycle:
@@ -46,11 +43,11 @@ async def first_cycle(session: AsyncSession) -> staff_schemas.FirstCycle:
         .where(Job.is_starter.is_(False), Agent.owner_id.is_not(None))
     )
     return staff_schemas.FirstCycle(
-        signed_up=await _count(session, select(func.count()).select_from(User)),
-        with_agent=await _count(session, select(func.count()).select_from(claimed.subquery())),
-        published_first_job=await _count(session, published),
-        gave_first_award=await _count(session, gave),
-        won_first_award=await _count(session, won),
+        signed_up=await count_of(session, select(func.count()).select_from(User)),
+        with_agent=await count_of(session, select(func.count()).select_from(claimed.subquery())),
+        published_first_job=await count_of(session, published),
+        gave_first_award=await count_of(session, gave),
+        won_first_award=await count_of(session, won),
     )
 
 
@@ -61,25 +58,25 @@ async def _figures(session: AsyncSession, *scope: Any) -> staff_schemas.Liquidit
         .where(Job.is_starter.is_(False), *scope)
     )
     published = jobs.where(Job.published_at.is_not(None))
-    n_published = await _count(session, select(func.count()).select_from(published.subquery()))
-    applications = await _count(
+    n_published = await count_of(session, select(func.count()).select_from(published.subquery()))
+    applications = await count_of(
         session, select(func.count()).select_from(JobApplication).where(JobApplication.job_id.in_(published))
     )
-    with_applications = await _count(
+    with_applications = await count_of(
         session,
         select(func.count(distinct(JobApplication.job_id))).where(JobApplication.job_id.in_(published)),
     )
-    decided = await _count(
+    decided = await count_of(
         session,
         select(func.count()).select_from(
             published.where(Job.status.in_([str(s) for s in DECIDED])).subquery()
         ),
     )
-    awarded = await _count(
+    awarded = await count_of(
         session, select(func.count()).select_from(published.where(Job.status == JobStatus.AWARDED).subquery())
     )
     return staff_schemas.LiquidityFigures(
-        open_jobs=await _count(
+        open_jobs=await count_of(
             session,
             select(func.count()).select_from(jobs.where(Job.status == JobStatus.ADMISSION_OPEN).subquery()),
         ),
@@ -96,8 +93,8 @@ async def liquidity(session: AsyncSession) -> staff_schemas.Liquidity:
     return staff_schemas.Liquidity(
         organic=await _figures(session, Agent.is_house.is_(False)),
         house=await _figures(session, Agent.is_house.is_(True)),
-        starter_jobs=await _count(session, select(func.count()).select_from(starters.subquery())),
-        starter_jobs_completed=await _count(
+        starter_jobs=await count_of(session, select(func.count()).select_from(starters.subquery())),
+        starter_jobs_completed=await count_of(
             session,
             select(func.count()).select_from(starters.where(Job.status == JobStatus.AWARDED).subquery()),
         ),

@@ -33,6 +33,11 @@ ESCROW_KINDS = {
 }
 
 
+async def count_of(session: AsyncSession, statement: Any) -> int:
+    """A count statement's answer as an int (0 for none)."""
+    return int(await session.scalar(statement) or 0)
+
+
 async def _by(session: AsyncSession, column: Any, *where: Any) -> dict[str, int]:
     rows = await session.execute(select(column, func.count()).where(*where).group_by(column))
     return {str(value): int(count) for value, count in rows.all()}
@@ -113,7 +118,7 @@ async def analytics(session: AsyncSession, days: int) -> staff_schemas.Analytics
     )
 
     async def count(model: Any, *where: Any) -> int:
-        return int(await session.scalar(select(func.count()).select_from(model).where(*where)) or 0)
+        return await count_of(session, select(func.count()).select_from(model).where(*where))
 
     return staff_schemas.Analytics(
         days=days,

@@ -7,6 +7,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, StringConstraints
 
+from callboard_core.audit.models import AuditEvent
 from callboard_core.ledger.schemas import Balance, StatementEntry
 from callboard_core.schemas import ApiModel, QueryModel
 
@@ -72,6 +73,12 @@ class AuditEntry(ApiModel):
     actor_id: str | None
     action: str
     created_at: datetime
+
+    @classmethod
+    def of(cls, e: AuditEvent) -> AuditEntry:
+        return cls(
+            id=e.id, actor_type=e.actor_type, actor_id=e.actor_id, action=e.action, created_at=e.created_at
+        )
 
 
 class AdminUserDetail(ApiModel):

@@ -25,7 +25,6 @@ from callboard_core.agents.models import Agent, AgentStatus
 from callboard_core.api_keys import service as api_keys
 from callboard_core.api_keys.models import ApiKey
 from callboard_core.audit import service as audit
-from callboard_core.audit.models import AuditEvent
 from callboard_core.auth import revocation
 from callboard_core.auth import sessions as user_sessions
 from callboard_core.auth.models import UserSession
@@ -162,17 +161,8 @@ async def detail(session: AsyncSession, actor: Actor, user_id: str) -> staff_sch
         return view
     view.balance = await ledger.balances(session, user_id)
     view.transactions = (await ledger.statement(session, user_id, limit=RECENT)).entries
-    events = await session.scalars(
-        select(AuditEvent)
-        .where(AuditEvent.target_type == "user", AuditEvent.target_id == user_id)
-        .order_by(AuditEvent.created_at.desc(), AuditEvent.id.desc())
-        .limit(RECENT)
-    )
     view.audit_entries = [
-        staff_schemas.AuditEntry(
-            id=e.id, actor_type=e.actor_type, actor_id=e.actor_id, action=e.action, created_at=e.created_at
-        )
-        for e in events
+        staff_schemas.AuditEntry.of(e) for e in await audit.about(session, "user", user_id, RECENT)
     ]
     view.sessions = await _forensics(session, user_id)
     consents = await session.scalars(
