@@ -140,6 +140,13 @@ class Settings(BaseSettings):
     # The smallest reward a paid job may carry (cents), so the platform fee of every paid job is at least a
     # cent and a job is worth a worker's time; 0 stays a free job.
     min_paid_reward_cents: int = Field(default=100, ge=1)
+    # Disputes (callboard_core/disputes): a party may open one until this many days after the job closed;
+    # staff owe a first response and a resolution within these hours of the opening, and the SLA indicator
+    # shows "due soon" this many hours before each deadline.
+    dispute_window_days: int = Field(default=14, ge=1)
+    dispute_response_hours: float = Field(default=24.0, gt=0)
+    dispute_resolution_hours: float = Field(default=120.0, gt=0)
+    dispute_due_soon_hours: float = Field(default=4.0, ge=0)
 
     @field_validator("trusted_origins", mode="before")
     @classmethod

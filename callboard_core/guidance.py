@@ -56,6 +56,8 @@ class Act(StrEnum):
     AWARD = "AWARD"
     NO_AWARD = "NO_AWARD"
     RELEASED_ARTIFACT = "RELEASED_ARTIFACT"
+    OPEN_DISPUTE = "OPEN_DISPUTE"
+    DISPUTE_STATUS = "DISPUTE_STATUS"
     JOB_PAYMENT = "JOB_PAYMENT"
     RETRY_PAYMENT = "RETRY_PAYMENT"
     SETUP_LINK = "SETUP_LINK"  # a card or payout setup URL for the agent's human

@@ -13,6 +13,7 @@ from callboard_core.agents import capability_links, lifecycle
 from callboard_core.billing import cards, topups
 from callboard_core.bus import AfterCommit, HandlerTable, InTransaction
 from callboard_core.capabilities import service as capabilities
+from callboard_core.disputes.events import DisputeOpened, DisputeResolved
 from callboard_core.documents import issue as documents
 from callboard_core.documents.events import DocumentsIssued
 from callboard_core.jobs import lifecycle_hooks
@@ -50,6 +51,8 @@ def table(core: Core) -> HandlerTable:
         DocumentsIssued: [InTransaction(triggers.on_documents)],
         PayoutFailed: [InTransaction(triggers.on_payout_failed)],
         BankPayoutFailed: [InTransaction(triggers.on_bank_payout_failed)],
+        DisputeOpened: [InTransaction(triggers.on_dispute_opened)],
+        DisputeResolved: [InTransaction(triggers.on_dispute_resolved)],
         EmailNotificationQueued: [AfterCommit(deliver_email)],
         # The agent lifecycle asks what blocks an archive or delete, and whether there is history.
         lifecycle.BlockersOf: [InTransaction(lifecycle_hooks.job_blockers)],

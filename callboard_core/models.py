@@ -9,6 +9,7 @@ from callboard_core.billing import models as billing
 from callboard_core.bug_reports import models as bug_reports
 from callboard_core.capabilities import models as capabilities
 from callboard_core.db.base import Base
+from callboard_core.disputes import models as disputes
 from callboard_core.documents import models as documents
 from callboard_core.files import models as files
 from callboard_core.idempotency import models as idempotency
@@ -38,6 +39,7 @@ __all__ = [
     "billing",
     "bug_reports",
     "capabilities",
+    "disputes",
     "documents",
     "files",
     "idempotency",

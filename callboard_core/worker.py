@@ -19,6 +19,7 @@ from callboard_core import metrics
 from callboard_core.agents import presence
 from callboard_core.config import Settings
 from callboard_core.container import Core
+from callboard_core.disputes import service as disputes
 from callboard_core.idempotency.service import purge_expired
 from callboard_core.jobs.sweeper import sweep
 from callboard_core.ledger import service as ledger
@@ -39,6 +40,7 @@ async def run_once(
     moved = await sweep(core)
     async with core.uow() as uow:  # presences whose last beat left the freshness window
         moved["presence_lowered"] = await presence.sweep(uow.session)
+    moved["dispute_sla"] = await disputes.sweep_sla(core)
     if any(moved.values()):
         log.info("sweeper moved %s", {k: v for k, v in moved.items() if v})
     # Each step stands alone: a processor that is down must not hold up the sweep or the deliveries.

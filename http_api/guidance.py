@@ -32,6 +32,8 @@ ROUTES: dict[Act, tuple[str, str]] = {
     Act.AWARD: ("POST", "/api/v2/jobs/{job_id}/award"),
     Act.NO_AWARD: ("POST", "/api/v2/jobs/{job_id}/no-award"),
     Act.RELEASED_ARTIFACT: ("GET", "/api/v2/awards/{award_id}/released-artifact"),
+    Act.OPEN_DISPUTE: ("POST", "/api/v2/jobs/{job_id}/disputes"),
+    Act.DISPUTE_STATUS: ("GET", "/api/v2/jobs/{job_id}"),
     Act.JOB_PAYMENT: ("GET", "/api/v2/jobs/{job_id}/payment"),
     Act.RETRY_PAYMENT: ("POST", "/api/v2/jobs/{job_id}/payment/retry"),
     Act.SETUP_LINK: ("POST", "/api/v2/agents/me/setup-links"),

@@ -39,6 +39,8 @@ TOOLS: dict[Act, tuple[str, str | None]] = {
     Act.AWARD: ("award", None),
     Act.NO_AWARD: ("no_award", "decision"),
     Act.RELEASED_ARTIFACT: ("released_artifact", None),
+    Act.OPEN_DISPUTE: ("open_dispute", "dispute"),
+    Act.DISPUTE_STATUS: ("dispute_status", None),
     Act.JOB_PAYMENT: ("job_payment", None),
     Act.RETRY_PAYMENT: ("retry_job_payment", None),
     Act.SETUP_LINK: ("setup_link_create", None),

@@ -779,11 +779,15 @@ async def _own_open(w: World, actor: Actor) -> dict[str, str]:
 
 async def _own_paid_job(w: World, actor: Actor) -> dict[str, str]:
     """A paid job of the actor's, published: pay and fee reserved from its owner's balance (funded here)."""
+    return {"id": await paid_job(w, await _acting_agent(w, actor))}
+
+
+async def paid_job(w: World, requester: str) -> str:
+    """A paid job of `requester`'s, published: pay and fee reserved from its owner's balance (funded here)."""
     from callboard_core.agents.models import Agent
     from callboard_core.ids import new_id
     from callboard_core.ledger import service as ledger
 
-    requester = await _acting_agent(w, actor)
     async with w.core.uow() as uow:
         agent = await uow.session.get(Agent, requester)
         assert agent is not None and agent.owner_id is not None
@@ -793,7 +797,7 @@ async def _own_paid_job(w: World, actor: Actor) -> dict[str, str]:
         )
     job_id = await draft_job(w, requester, rewardAmountCents=1000)
     assert await publish_job(w, requester, job_id) == "ADMISSION_OPEN"
-    return {"id": job_id}
+    return job_id
 
 
 async def _own_open_to_invite(w: World, actor: Actor) -> dict[str, str]:
@@ -814,6 +818,50 @@ async def _own_in_review(w: World, actor: Actor) -> dict[str, str]:
 
 async def _own_award(w: World, actor: Actor) -> dict[str, str]:
     return {"id": (await awarded(w, await _acting_agent(w, actor), await w.stranger()))[1]}
+
+
+async def _open_dispute(w: World, actor: Actor) -> dict[str, str]:
+    """A dispute the stranger (as requester) opened on its job in review (staff routes act on any)."""
+    from callboard_core.disputes import schemas as dispute_schemas
+    from callboard_core.disputes import service as disputes
+
+    requester = await w.stranger()
+    job_id, _ = await submitted(w, requester, await _acting_agent(w, actor))
+    async with w.core.uow() as uow:
+        opened = await disputes.open_dispute(
+            uow.session,
+            CoreActor.agent(requester),
+            job_id,
+            dispute_schemas.DisputeOpen(reason_code="OTHER", reason_text="The work is not what was asked."),
+            disputes.DisputePolicy.of(w.core.settings),
+        )
+    return {"id": opened.id}
+
+
+async def _review_overdue(w: World, actor: Actor) -> dict[str, str]:
+    """A job in review whose review deadline has passed (staff may auto-award it)."""
+    from callboard_core.jobs.models import Job
+
+    job_id, submission_id = await submitted(w, await w.stranger(), await _acting_agent(w, actor))
+    async with w.core.uow() as uow:
+        job = await uow.session.get(Job, job_id)
+        assert job is not None
+        job.review_deadline_at = clock.now() - timedelta(minutes=1)
+    return {"id": job_id, "submissionId": submission_id}
+
+
+async def _others_in_review(w: World, actor: Actor) -> dict[str, str]:
+    job_id, submission_id = await submitted(w, await w.stranger(), await _acting_agent(w, actor))
+    return {"id": job_id, "submissionId": submission_id}
+
+
+async def _any_paid_job(w: World, _: Actor) -> dict[str, str]:
+    """A paid, published job of the stranger's (its escrow held), as the staff task routes name it."""
+    return {"taskId": await paid_job(w, await w.stranger())}
+
+
+async def _task(w: World, _: Actor) -> str:
+    return await open_job(w, await w.stranger())
 
 
 async def _any_submission(w: World, actor: Actor) -> dict[str, str]:
@@ -932,6 +980,11 @@ PATH_FACTORIES: list[tuple[re.Pattern[str], PathFactory]] = [
         (_JOB + r"/no-award$", _own_open),
         (r"^/api/v2/(?:owner/|admin/)?awards/\{id\}/released-artifact$", _own_award),
         (r"^/api/v2/admin/submissions/\{id\}/raw-artifact$", _any_submission),
+        (_JOB + r"/disputes$", _own_in_review),
+        (r"^/api/v2/admin/(?:job|bounty)-disputes/\{id\}", _open_dispute),
+        (r"^/api/v2/admin/(?:jobs|bounties)/\{id\}/auto-award$", _review_overdue),
+        (r"^/api/v2/admin/(?:jobs|bounties)/\{id\}/award-override$", _others_in_review),
+        (r"^/admin/tasks/\{taskId\}/refund$", _any_paid_job),
         (_INVITATION + r"/withdraw$", _own_invitation_sent),
         # worker side
         (_JOB + r"/applications$", _others_open_job),
@@ -972,6 +1025,7 @@ PARAM_FACTORIES: dict[str, Factory] = {
     "code": _claim_code,
     "signupId": _signup,
     "reportId": _bug_report,
+    "taskId": _task,
     "transactionId": _ledger_transaction,
     "buyerProfileId": _buyer_profile,
     "categoryId": _category,

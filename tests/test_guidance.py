@@ -247,7 +247,13 @@ def test_every_action_renders_to_a_tool_and_arguments_its_input_schema_accepts()
         Act.SETUP_LINK: {"kind": "CARD"},
         Act.UPDATE_PROFILE: {"capabilities": []},
     }
-    own_content = {Act.UPLOAD_FILE, Act.CREATE_JOB, Act.NO_AWARD, Act.HEARTBEAT}  # named in prose only
+    own_content = {
+        Act.UPLOAD_FILE,
+        Act.CREATE_JOB,
+        Act.NO_AWARD,
+        Act.HEARTBEAT,
+        Act.OPEN_DISPUTE,
+    }  # prose only
     ids = {"job_id": "job_1", "slot_id": "slt_1", "invitation_id": "inv_1", "submission_id": "sub_1"}
     for act, (tool, _) in TOOLS.items():
         assert tool in declared, (act, tool)

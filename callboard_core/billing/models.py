@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import datetime
 from enum import StrEnum
 
-from sqlalchemy import BigInteger, Boolean, CheckConstraint, ForeignKey, Index, Integer, String
+from sqlalchemy import BigInteger, Boolean, CheckConstraint, ForeignKey, Index, Integer, String, Text
 from sqlalchemy.orm import Mapped, mapped_column
 
 from callboard_core.db import Base, id_column, now_column
@@ -121,5 +121,43 @@ class TopUp(Base):
     payment_intent_id: Mapped[str | None] = mapped_column(String(255))
     ledger_transaction_id: Mapped[str | None] = mapped_column(String(40))
     failure_code: Mapped[str | None] = mapped_column(String(80))
+    created_at: Mapped[datetime] = now_column()
+    updated_at: Mapped[datetime] = now_column(onupdate=True)
+
+
+class BalanceRefundStatus(StrEnum):
+    PENDING = "PENDING"  # held from the balance; the processor has not answered yet (a retry finishes it)
+    SUCCEEDED = "SUCCEEDED"
+    FAILED = "FAILED"  # the processor refused: the hold went back to the balance
+
+
+BALANCE_REFUND_MOVES: dict[BalanceRefundStatus, frozenset[BalanceRefundStatus]] = {
+    BalanceRefundStatus.SUCCEEDED: frozenset({BalanceRefundStatus.PENDING}),
+    BalanceRefundStatus.FAILED: frozenset({BalanceRefundStatus.PENDING}),
+}
+
+
+class BalanceRefund(Base):
+    """One piece of a staff refund of an owner's unspent balance to the card that paid it: each piece refunds
+    (part of) one card payment (a top-up's ledger transaction), under its own processor idempotency key."""
+
+    __tablename__ = "balance_refunds"
+    __table_args__ = (
+        CheckConstraint("amount_cents > 0", name="amount_positive"),
+        Index("ix_balance_refunds_request", "request_key"),
+        Index("ix_balance_refunds_source", "source_transaction_id"),
+    )
+
+    id: Mapped[str] = id_column("brf")
+    user_id: Mapped[str] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))
+    request_key: Mapped[str] = mapped_column(String(200))  # the staff request's key: its pieces share it
+    source_transaction_id: Mapped[str] = mapped_column(String(40))  # the TOPUP transaction refunded
+    processor_payment_ref: Mapped[str] = mapped_column(String(255))  # its payment intent or charge
+    amount_cents: Mapped[int] = mapped_column(BigInteger)
+    status: Mapped[str] = mapped_column(String(16), default=BalanceRefundStatus.PENDING)
+    processor_refund_id: Mapped[str | None] = mapped_column(String(255))
+    error: Mapped[str | None] = mapped_column(Text)
+    reason: Mapped[str] = mapped_column(Text)
+    staff_user_id: Mapped[str | None] = mapped_column(String(40))
     created_at: Mapped[datetime] = now_column()
     updated_at: Mapped[datetime] = now_column(onupdate=True)

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Annotated, Literal
 
 from pydantic import Field, StrictBool, StrictInt, StringConstraints
 
 from callboard_core.billing.models import MAX_SETTING_CENTS, MAX_TOPUP_CENTS, MIN_AUTOTOPUP_AMOUNT_CENTS
 from callboard_core.guidance import Hint
-from callboard_core.ledger.schemas import StatementEntry
+from callboard_core.ledger.schemas import Balance, StatementEntry
 from callboard_core.ledger.service import STATEMENT_MAX_LIMIT
 from callboard_core.schemas import ApiModel, QueryModel
 
@@ -151,3 +152,32 @@ class RequesterPaymentMethod(ApiModel):
     processor_customer_id: str | None
     auto_topup_enabled: bool
     setup_route: Hint
+
+
+class BalanceRefundBody(ApiModel):
+    """Refund part of an owner's unspent balance to the cards that paid it (staff)."""
+
+    amount_cents: Annotated[int, Field(ge=1, le=10_000_000)]
+    reason: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=2000)]
+    idempotency_key: Annotated[str, StringConstraints(min_length=1, max_length=100)] | None = Field(
+        default=None,
+        description="The same key again refunds once; it also finishes a refund the processor left pending.",
+    )
+
+
+class BalanceRefundPiece(ApiModel):
+    id: str
+    amount_cents: int
+    status: Literal["PENDING", "SUCCEEDED", "FAILED"]
+    processor_refund_id: str | None
+    error: str | None
+    created_at: datetime
+
+
+class BalanceRefundResult(ApiModel):
+    status: Literal["PENDING", "SUCCEEDED", "PARTIAL", "FAILED"] = Field(
+        description="PENDING: the processor did not answer for a piece (its money stays held): repeat the "
+        "request with the same idempotencyKey."
+    )
+    refunds: list[BalanceRefundPiece] = Field(description="One piece per card payment refunded.")
+    balance: Balance

@@ -195,6 +195,8 @@ async def _capture(session: AsyncSession, txn: LedgerTransaction, amount: int) -
 
 
 async def _release(session: AsyncSession, txn: LedgerTransaction, amount: int) -> list[_Draft]:
+    if txn.meta.get("hold"):  # a dispute's hold going back: the owner's own money, never charged
+        return []
     title = await _job_title(session, txn.job_id)
     pay, fee = txn.meta.get("payCents"), txn.meta.get("feeCents")
     if isinstance(pay, int) and isinstance(fee, int) and pay > 0 and fee >= 0 and pay + fee == amount:
@@ -255,6 +257,7 @@ PLANS: dict[TransactionKind, tuple[AccountKind, Plan]] = {
     TransactionKind.TOPUP: (AccountKind.OWNER_AVAILABLE, _topup),
     TransactionKind.CAPTURE: (AccountKind.OWNER_RESERVED, _capture),
     TransactionKind.RELEASE: (AccountKind.OWNER_AVAILABLE, _release),
+    TransactionKind.CAPTURE_REVERSED: (AccountKind.OWNER_AVAILABLE, _release),
     TransactionKind.REFUND: (AccountKind.OWNER_AVAILABLE, _refund),
     TransactionKind.ADJUSTMENT: (AccountKind.OWNER_AVAILABLE, _adjustment),
 }

@@ -81,6 +81,9 @@ class Job(Base):
     no_award_reason_text: Mapped[str | None] = mapped_column(Text)
     awarded_submission_id: Mapped[str | None] = mapped_column(String(40))
     review_overdue_at: Mapped[datetime | None]
+    # The dispute open on this job (callboard_core/disputes): while set, the job's money does not move.
+    open_dispute_id: Mapped[str | None] = mapped_column(String(40), index=True)
+    staff_archived_at: Mapped[datetime | None]  # hidden from the staff task list unless asked for
     published_at: Mapped[datetime | None]
     admission_closed_at: Mapped[datetime | None]
     review_started_at: Mapped[datetime | None]

@@ -229,9 +229,17 @@ async def review_packets(
 # --- award and no-award --------------------------------------------------------------------------
 
 
-async def _close_work(session: AsyncSession, job: Job, *, winner: Submission | None) -> None:
+async def submitter_ids(session: AsyncSession, job_id: str) -> list[str]:
+    """The agents that submitted to the job (the parties a closing move tells)."""
+    return list(await session.scalars(select(Submission.worker_agent_id).where(Submission.job_id == job_id)))
+
+
+async def _close_work(
+    session: AsyncSession, job: Job, *, winner: Submission | None, count: bool = True
+) -> None:
     """What every closed job does: decide the submissions, end leftover slots and applications, count the
-    completed work for each submitter (starter jobs are practice and count nothing)."""
+    completed work for each submitter (starter jobs are practice and count nothing; a job staff cancelled
+    counts nothing either: `count` False)."""
     now = clock.now()
     await states.compare_and_set_where(
         session,
@@ -261,11 +269,9 @@ async def _close_work(session: AsyncSession, job: Job, *, winner: Submission | N
         decided_at=now,
         updated_at=now,
     )
-    if job.is_starter:
+    if job.is_starter or not count:
         return
-    submitters = (
-        await session.scalars(select(Submission.worker_agent_id).where(Submission.job_id == job.id))
-    ).all()
+    submitters = await submitter_ids(session, job.id)
     for agent_id in submitters:
         agent = await session.get(Agent, agent_id)
         if agent is None:
@@ -310,19 +316,37 @@ async def award(
 
 
 async def award_submission(
-    session: AsyncSession, job: Job, submission: Submission, actor: Actor
+    session: AsyncSession,
+    job: Job,
+    submission: Submission,
+    actor: Actor,
+    *,
+    by_staff: bool = False,
+    held_cents: int = 0,
 ) -> job_schemas.AwardResult:
     """Award `submission` of `job` (locked by the caller): the job IN_REVIEW -> AWARDED, the submission
     SUBMITTED -> AWARDED and every other one NOT_AWARDED, the job's work closed. The requester's award and
     the starter job's automatic award both come here. A paid job's escrow is captured in the same
-    transaction."""
+    transaction. `by_staff` (an award override, a dispute's FORCE_AWARD) also awards a job still in progress
+    or closed with no award (its escrow taken again from the requester's balance, `held_cents` of it
+    already held by the dispute)."""
     now = clock.now()
+    reopened = job.status == JobStatus.NO_AWARD
     job = await move(
-        session, job, "award", JobStatus.AWARDED, closed_at=now, awarded_submission_id=submission.id
+        session,
+        job,
+        "staff_award" if by_staff else "award",
+        JobStatus.AWARDED,
+        closed_at=now,
+        awarded_submission_id=submission.id,
     )
     worker = await session.get(Agent, submission.worker_agent_id)
     assert worker is not None
-    await payments.capture(session, job.id, worker)  # a paid job's escrow pays the worker's owner and the fee
+    # A paid job's escrow pays the worker's owner and the fee.
+    if reopened:
+        await payments.capture_released(session, job.id, worker, held_cents=held_cents, key=f"award:{job.id}")
+    else:
+        await payments.capture(session, job.id, worker)
     rookie = (
         await session.scalars(
             select(JobApplication.rookie)
@@ -351,7 +375,8 @@ async def award_submission(
         details={"target_state": SubmissionStatus.AWARDED},
         decided_at=now,
     )
-    await _close_work(session, job, winner=submission)
+    if not reopened:  # a job closed with no award had its work closed (and counted) then
+        await _close_work(session, job, winner=submission)
     losers = (
         await session.scalars(
             select(Submission.worker_agent_id).where(
@@ -413,9 +438,7 @@ async def no_award(
         no_award_reason_text=body.reason_text,
     )
     await _close_work(session, job, winner=None)
-    submitters = (
-        await session.scalars(select(Submission.worker_agent_id).where(Submission.job_id == job.id))
-    ).all()
+    submitters = await submitter_ids(session, job.id)
     await events.record(
         session,
         job.id,
@@ -426,6 +449,25 @@ async def no_award(
         title=f"No award: {job.title}",
     )
     return view(job)
+
+
+async def cancel_by_staff(session: AsyncSession, actor: Actor, job: Job, reason: str) -> Job:
+    """Staff stop a job that is not over (locked by the caller): CANCELLED, its escrow returned in full,
+    its work ended; the parties are told."""
+    job = await move(session, job, "staff_cancel", JobStatus.CANCELLED, closed_at=clock.now())
+    await _close_work(session, job, winner=None, count=False)
+    submitters = await submitter_ids(session, job.id)
+    await events.record(
+        session,
+        job.id,
+        "cancelled_by_staff",
+        actor,
+        {"reason": reason},
+        notify=[job.requester_agent_id, *submitters],
+        title=f"Cancelled by callboard staff: {job.title}",
+        body=reason,
+    )
+    return job
 
 
 # --- released and raw artifacts ------------------------------------------------------------------

@@ -251,6 +251,9 @@ class JobView(ApiModel):
     no_award_reason_code: str | None
     no_award_reason_text: str | None
     awarded_submission_id: str | None
+    open_dispute_id: str | None = Field(
+        default=None, description="The dispute open on this job: its money is frozen until staff resolve it."
+    )
     published_at: datetime | None
     admission_closed_at: datetime | None
     review_started_at: datetime | None

@@ -23,6 +23,7 @@ from callboard_core.directory import service as directory
 from callboard_core.errors import Conflict, NotFound, ValidationFailed, field_error
 from callboard_core.files import service as files
 from callboard_core.files.models import FileStatus
+from callboard_core.guidance import Act, step
 from callboard_core.job_types import service as job_types
 from callboard_core.jobs import events
 from callboard_core.jobs import schemas as job_schemas
@@ -39,6 +40,7 @@ DEFAULT_JOB_TYPE = "general"
 DEFAULT_APPLICATION_CAP = 50
 DEFAULT_PARTICIPANT_CAP = 3
 ENDED_WITHOUT_AWARD = frozenset({JobStatus.NO_AWARD, JobStatus.CANCELLED})
+MONEY_MOVES = ENDED_WITHOUT_AWARD | {JobStatus.AWARDED}  # the moves that capture or release a job's escrow
 
 
 # --- views ---------------------------------------------------------------------------------------
@@ -79,6 +81,7 @@ def view(job: Job) -> job_schemas.JobView:
         no_award_reason_code=job.no_award_reason_code,
         no_award_reason_text=job.no_award_reason_text,
         awarded_submission_id=job.awarded_submission_id,
+        open_dispute_id=job.open_dispute_id,
         published_at=job.published_at,
         admission_closed_at=job.admission_closed_at,
         review_started_at=job.review_started_at,
@@ -126,6 +129,18 @@ async def get(session: AsyncSession, job_id: str) -> Job:
     return job
 
 
+def check_not_frozen(job: Job) -> None:
+    """An open dispute freezes the job's money: no award, no-award, cancellation or refund until staff
+    resolve it (callboard_core/disputes)."""
+    if job.open_dispute_id is not None:
+        raise Conflict(
+            "A dispute is open on this job: its money is frozen until staff resolve the dispute.",
+            code="dispute_open",
+            dispute_id=job.open_dispute_id,
+            next_action=step(Act.DISPUTE_STATUS, "Follow the dispute; staff will resolve it.", job_id=job.id),
+        )
+
+
 def is_requester(actor: Actor, job: Job) -> bool:
     if actor.staff:
         return True
@@ -163,7 +178,10 @@ async def requester_job(session: AsyncSession, actor: Actor, job_id: str, *, for
 async def move(session: AsyncSession, job: Job, move_name: str, target: JobStatus, **values: Any) -> Job:
     """Move the job along `JOB_MOVES[move_name]` (compare-and-set); a lost race is a 409 with the current state.
     A move that ends a paid job without an award (no-award, a cancelled Direct Hire, the deadlines) releases
-    its escrow in the same transaction (payments.release); the award captures it (review.award_submission)."""
+    its escrow in the same transaction (payments.release); the award captures it (review.award_submission).
+    While a dispute is open on the job its money is frozen: such a move is 409 `dispute_open`."""
+    if target in MONEY_MOVES:
+        check_not_frozen(job)
     moved = await states.move(
         session,
         Job,

@@ -68,6 +68,20 @@ JOB_MOVES: dict[str, dict[JobStatus, frozenset[JobStatus]]] = {
     "start_review": {JobStatus.IN_REVIEW: frozenset({JobStatus.IN_PROGRESS})},
     "nothing_submitted": {JobStatus.NO_AWARD: frozenset({JobStatus.IN_PROGRESS})},
     "award": {JobStatus.AWARDED: frozenset({JobStatus.IN_REVIEW})},
+    # Staff only: a dispute's FORCE_AWARD (also after a no-award) and an award override.
+    "staff_award": {
+        JobStatus.AWARDED: frozenset({JobStatus.IN_PROGRESS, JobStatus.IN_REVIEW, JobStatus.NO_AWARD})
+    },
+    "staff_cancel": {
+        JobStatus.CANCELLED: frozenset(
+            {
+                JobStatus.PENDING_ACCEPTANCE,
+                JobStatus.ADMISSION_OPEN,
+                JobStatus.IN_PROGRESS,
+                JobStatus.IN_REVIEW,
+            }
+        )
+    },
     "no_award": {
         JobStatus.NO_AWARD: frozenset({JobStatus.IN_REVIEW, JobStatus.IN_PROGRESS, JobStatus.ADMISSION_OPEN})
     },
@@ -90,7 +104,8 @@ SLOT_MOVES: dict[SlotStatus, frozenset[SlotStatus]] = {
 }
 
 SUBMISSION_MOVES: dict[SubmissionStatus, frozenset[SubmissionStatus]] = {
-    SubmissionStatus.AWARDED: frozenset({SubmissionStatus.SUBMITTED}),
+    # NOT_AWARDED -> AWARDED only through staff_award (a job's submissions are NOT_AWARDED once it closed).
+    SubmissionStatus.AWARDED: frozenset({SubmissionStatus.SUBMITTED, SubmissionStatus.NOT_AWARDED}),
     SubmissionStatus.NOT_AWARDED: frozenset({SubmissionStatus.SUBMITTED}),
 }
 

@@ -11,7 +11,7 @@ from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import Any, NamedTuple
 
-from sqlalchemy import func, select
+from sqlalchemy import exists, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from callboard_core import clock
@@ -100,6 +100,12 @@ class Due(NamedTuple):
     step: Callable[..., Awaitable[bool]]  # moves one row (its own unit of work)
 
 
+def _undisputed(job_id: Any) -> Any:
+    """The job of `job_id` has no open dispute: a disputed job's deadlines wait for staff (its money is
+    frozen; moving it could release or capture it)."""
+    return ~exists().where(Job.id == job_id, Job.open_dispute_id.is_not(None))
+
+
 def _due(now: datetime) -> dict[str, Due]:
     """The sweeper's one table: what is due at `now`, per kind. The sweep walks it; `oldest_due` reads its
     deadlines."""
@@ -113,25 +119,41 @@ def _due(now: datetime) -> dict[str, Due]:
         "admission": Due(
             Job.id,
             Job.admission_closes_at,
-            (Job.status == JobStatus.ADMISSION_OPEN, Job.admission_closes_at <= now),
+            (
+                Job.status == JobStatus.ADMISSION_OPEN,
+                Job.admission_closes_at <= now,
+                Job.open_dispute_id.is_(None),
+            ),
             _close_admission,
         ),
         "acknowledgement": Due(
             ParticipationSlot.id,
             ParticipationSlot.acknowledge_by,
-            (ParticipationSlot.status == SlotStatus.GRANTED, ParticipationSlot.acknowledge_by < now),
+            (
+                ParticipationSlot.status == SlotStatus.GRANTED,
+                ParticipationSlot.acknowledge_by < now,
+                _undisputed(ParticipationSlot.job_id),
+            ),
             _expire_ack,
         ),
         "work": Due(
             ParticipationSlot.id,
             ParticipationSlot.work_deadline_at,
-            (ParticipationSlot.status == SlotStatus.ACKNOWLEDGED, ParticipationSlot.work_deadline_at < now),
+            (
+                ParticipationSlot.status == SlotStatus.ACKNOWLEDGED,
+                ParticipationSlot.work_deadline_at < now,
+                _undisputed(ParticipationSlot.job_id),
+            ),
             _expire_work,
         ),
         "submission_deadline": Due(
             Job.id,
             Job.latest_submission_deadline_at,
-            (Job.status == JobStatus.IN_PROGRESS, Job.latest_submission_deadline_at <= now),
+            (
+                Job.status == JobStatus.IN_PROGRESS,
+                Job.latest_submission_deadline_at <= now,
+                Job.open_dispute_id.is_(None),
+            ),
             _submission_deadline,
         ),
         "review_overdue": Due(

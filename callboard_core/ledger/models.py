@@ -78,6 +78,7 @@ class TransactionKind(StrEnum):
     PAYOUT_REVERSED = "PAYOUT_REVERSED"  # a settled transfer the processor took back (`reverses_id`)
     REFUND = "REFUND"
     ADJUSTMENT = "ADJUSTMENT"
+    CAPTURE_REVERSED = "CAPTURE_REVERSED"  # a dispute gave an award's pay and fee back (`reverses_id`)
 
 
 class LedgerAccount(Base):

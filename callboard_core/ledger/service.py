@@ -41,6 +41,12 @@ refund (REFUND, `refund:<processor refund id>`): unspent top-up money goes back 
     OWNER_AVAILABLE             -amount
     PROCESSOR_CLEARING          +amount
 
+reverse_capture (CAPTURE_REVERSED, `capture_reversal:<job id>`): a dispute refunds an award whose payout was not
+sent: the worker's owner's earnings and the fee go back to the requester's owner (guarded like any debit).
+    OWNER_PAYABLE (worker owner) -pay
+    PLATFORM_FEES                -fee        (no entry when the fee is 0)
+    OWNER_AVAILABLE (requester)  +(pay + fee)
+
 adjust (ADJUSTMENT, the caller's key, e.g. `adjust:<adjustment id>`): staff adjustment or dispute
 resolution; a positive amount credits the owner, a negative one debits (guarded like any debit).
     OWNER_AVAILABLE             +amount
@@ -384,6 +390,26 @@ async def release(
     )
 
 
+async def _award_legs(
+    session: AsyncSession,
+    requester: tuple[AccountKind, str],
+    worker_owner_user_id: str,
+    pay: int,
+    fee: int,
+    sign: int,
+) -> list[Leg]:
+    """An award's three legs (sign 1) or their reversal (sign -1): the requester's account gives pay + fee,
+    the worker's owner gets the pay, the platform the fee (no fee leg for a zero fee)."""
+    wanted: list[tuple[AccountKind, str | None]] = [
+        requester,
+        (AccountKind.OWNER_PAYABLE, worker_owner_user_id),
+    ]
+    if fee:
+        wanted.append((AccountKind.PLATFORM_FEES, None))
+    found = await accounts.several(session, *wanted)
+    return list(zip(found, [-sign * (pay + fee), sign * pay, sign * fee][: len(found)], strict=True))
+
+
 async def capture(
     session: AsyncSession,
     *,
@@ -399,14 +425,9 @@ async def capture(
     pay = _positive(pay_cents, "payCents")
     if type(fee_cents) is not int or fee_cents < 0:
         raise _invalid("The fee is a non-negative integer number of cents.", "feeCents", "invalid_amount")
-    wanted: list[tuple[AccountKind, str | None]] = [
-        (AccountKind.OWNER_RESERVED, requester_user_id),
-        (AccountKind.OWNER_PAYABLE, worker_owner_user_id),
-    ]
-    if fee_cents:
-        wanted.append((AccountKind.PLATFORM_FEES, None))
-    found = await accounts.several(session, *wanted)
-    legs: list[Leg] = list(zip(found, [-(pay + fee_cents), pay, fee_cents][: len(found)], strict=True))
+    legs = await _award_legs(
+        session, (AccountKind.OWNER_RESERVED, requester_user_id), worker_owner_user_id, pay, fee_cents, 1
+    )
     return await post(
         session,
         key=key or f"capture:{job_id}",
@@ -421,6 +442,39 @@ async def capture(
             "feeCents": fee_cents,
         },
         savepoint=savepoint,
+    )
+
+
+async def reverse_capture(
+    session: AsyncSession,
+    *,
+    requester_user_id: str,
+    worker_owner_user_id: str,
+    pay_cents: int,
+    fee_cents: int,
+    job_id: str,
+    metadata: dict[str, Any] | None = None,
+) -> LedgerTransaction:
+    pay = _positive(pay_cents, "payCents")
+    legs = await _award_legs(
+        session, (AccountKind.OWNER_AVAILABLE, requester_user_id), worker_owner_user_id, pay, fee_cents, -1
+    )
+    captured = await _by_key(session, f"capture:{job_id}")
+    return await post(
+        session,
+        key=f"capture_reversal:{job_id}",
+        kind=TransactionKind.CAPTURE_REVERSED,
+        entries=legs,
+        job_id=job_id,
+        user_id=requester_user_id,
+        reverses_id=captured.id if captured is not None else None,
+        metadata={
+            **(metadata or {}),
+            "workerOwnerId": worker_owner_user_id,
+            "payCents": pay,
+            "feeCents": fee_cents,
+        },
+        savepoint=False,
     )
 
 

@@ -25,6 +25,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from callboard_core import clock
 from callboard_core.agents.models import Agent
+from callboard_core.disputes.events import DisputeOpened, DisputeResolved
 from callboard_core.documents.events import DocumentsIssued
 from callboard_core.documents.models import DocumentKind
 from callboard_core.jobs.events import JobEventRecorded
@@ -290,6 +291,18 @@ async def dispute_resolved(
             f'The dispute on "{job.title}" was resolved: {outcome}.',
             metadata={"jobId": job.id, "disputeId": dispute_id, "outcome": outcome},
         )
+
+
+async def on_dispute_opened(session: AsyncSession, event: DisputeOpened) -> None:
+    job = await session.get(Job, event.job_id)
+    if job is not None:
+        await dispute_opened(session, event.dispute_id, job, list(event.owner_ids))
+
+
+async def on_dispute_resolved(session: AsyncSession, event: DisputeResolved) -> None:
+    job = await session.get(Job, event.job_id)
+    if job is not None:
+        await dispute_resolved(session, event.dispute_id, job, list(event.owner_ids), event.outcome)
 
 
 # --- the weekly digest ----------------------------------------------------------------------------------

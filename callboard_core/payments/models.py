@@ -43,6 +43,10 @@ class JobPayment(Base):
     reserve_transaction_id: Mapped[str | None] = mapped_column(String(40))
     capture_transaction_id: Mapped[str | None] = mapped_column(String(40))
     release_transaction_id: Mapped[str | None] = mapped_column(String(40))
+    # A dispute's refund of a captured payment; staff's partial refunds of a reservation (off the pay).
+    refund_transaction_id: Mapped[str | None] = mapped_column(String(40))
+    refunded_cents: Mapped[int] = mapped_column(BigInteger, default=0)
+    refunded_at: Mapped[datetime | None]
     worker_agent_id: Mapped[str | None] = mapped_column(String(40))
     worker_owner_id: Mapped[str | None] = mapped_column(String(40))
     reserved_at: Mapped[datetime | None]

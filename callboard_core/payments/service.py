@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import func, select, update
 from sqlalchemy import inspect as sa_inspect
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -581,11 +581,14 @@ async def secure(
 # --- the end of a paid job --------------------------------------------------------------------------------
 
 
-async def capture(session: AsyncSession, job_id: str, worker: Agent) -> JobPayment | None:
+async def capture(
+    session: AsyncSession, job_id: str, worker: Agent, *, source: PaymentStatus = PaymentStatus.RESERVED
+) -> JobPayment | None:
     """In the award's transaction: the escrow pays the worker's owner the pay and the platform the fee.
-    A free job has no payment (None). The worker must still have an owner (409 `worker_has_no_owner`)."""
+    A free job has no payment (None). The worker must still have an owner (409 `worker_has_no_owner`).
+    (`source` RELEASED: staff's award after a no-award, the escrow taken again by `capture_released`.)"""
     payment = await find(session, job_id)
-    if payment is None or payment.status != PaymentStatus.RESERVED:
+    if payment is None or payment.status != source:
         return None
     if worker.owner_id is None:
         raise Conflict(
@@ -638,6 +641,100 @@ async def release(session: AsyncSession, job_id: str) -> JobPayment | None:
     )
     payment.release_transaction_id = txn.id
     await session.flush()
+    return payment
+
+
+async def capture_released(
+    session: AsyncSession, job_id: str, worker: Agent, *, held_cents: int, key: str
+) -> JobPayment | None:
+    """Staff's FORCE_AWARD after a no-award: the escrow had gone back, so the job's pay and fee are taken
+    from the requester's balance again (what a dispute held, plus any shortfall: 409 `insufficient_funds`
+    when the balance is short), then captured as an award's would be."""
+    payment = await find(session, job_id)
+    if payment is None or payment.status != PaymentStatus.RELEASED:
+        return await capture(session, job_id, worker)
+    shortfall = payment.pay_cents + payment.fee_cents - held_cents
+    if shortfall > 0:
+        await ledger.reserve(
+            session,
+            user_id=payment.user_id,
+            amount_cents=shortfall,
+            job_id=job_id,
+            key=f"{key}:reserve",
+            metadata={"jobPaymentId": payment.id},
+            savepoint=False,
+        )
+    return await capture(session, job_id, worker, source=PaymentStatus.RELEASED)
+
+
+async def refund_captured(session: AsyncSession, job_id: str) -> JobPayment | None:
+    """A dispute's REFUND_REQUESTER after an award whose payout was not sent (the caller cancelled it): the
+    worker's owner's earnings and the fee go back to the requester's balance (a credit note)."""
+    payment = await find(session, job_id)
+    if payment is None or payment.status != PaymentStatus.CAPTURED:
+        return None
+    assert payment.worker_owner_id is not None
+    txn = await ledger.reverse_capture(
+        session,
+        requester_user_id=payment.user_id,
+        worker_owner_user_id=payment.worker_owner_id,
+        pay_cents=payment.pay_cents,
+        fee_cents=payment.fee_cents,
+        job_id=job_id,
+        metadata={"jobPaymentId": payment.id},
+    )
+    return await _move(
+        session, payment, PaymentStatus.REFUNDED, refunded_at=clock.now(), refund_transaction_id=txn.id
+    )
+
+
+async def refund_part(session: AsyncSession, job_id: str, amount_cents: int, key: str) -> JobPayment:
+    """Staff's partial refund of a job's escrow (RESERVED): `amount_cents` of the pay goes back to the
+    requester's balance (a credit note) and the reward shrinks by it; at least a cent of pay stays (cancel
+    the job to return it all). The fee, charged at publish, is unchanged."""
+    payment = await find(session, job_id)
+    if payment is None or payment.status != PaymentStatus.RESERVED:
+        raise Conflict(
+            "Only a job whose reward is in escrow (a paid, published job not yet awarded) can be refunded "
+            "in part.",
+            code="payment_not_reserved",
+            current_state=payment.status if payment else None,
+        )
+    if amount_cents >= payment.pay_cents:
+        raise field_error(
+            "amountCents",
+            f"A partial refund leaves at least a cent of the {payment.pay_cents} cents of pay (at most "
+            f"{payment.pay_cents - 1}); cancel the job to return the whole escrow.",
+            "refund_too_large",
+        )
+    await ledger.release(
+        session,
+        user_id=payment.user_id,
+        amount_cents=amount_cents,
+        job_id=job_id,
+        key=key,
+        metadata={"jobPaymentId": payment.id, "payCents": amount_cents, "feeCents": 0, "partial": True},
+    )
+    moved = await session.execute(
+        update(JobPayment)
+        .where(JobPayment.id == payment.id, JobPayment.status == PaymentStatus.RESERVED)
+        .values(
+            pay_cents=JobPayment.pay_cents - amount_cents,
+            refunded_cents=JobPayment.refunded_cents + amount_cents,
+            refunded_at=clock.now(),
+        )
+        .returning(JobPayment.id)
+        .execution_options(synchronize_session=False)
+    )
+    if moved.scalar() is None:
+        raise Conflict("The job's payment changed while this request ran; try again.", code="payment_changed")
+    await session.execute(
+        update(Job)
+        .where(Job.id == job_id)
+        .values(reward_amount_cents=Job.reward_amount_cents - amount_cents)
+        .execution_options(synchronize_session=False)
+    )
+    await session.refresh(payment)
     return payment
 
 

@@ -31,13 +31,14 @@ from collections import Counter
 from datetime import timedelta
 from typing import Any, Protocol
 
-from sqlalchemy import select, update
+from sqlalchemy import exists, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from callboard_core import bus, clock, states
 from callboard_core.agent_notifications import service as agent_notifications
 from callboard_core.db.uow import UnitsOfWork
 from callboard_core.errors import Conflict, NotFound
+from callboard_core.jobs.models import Job
 from callboard_core.ledger import service as ledger
 from callboard_core.ledger.events import LedgerPosted
 from callboard_core.ledger.models import LedgerTransaction, TransactionKind
@@ -96,13 +97,38 @@ async def queue_for_capture(session: AsyncSession, txn: LedgerTransaction) -> No
     await session.flush()
 
 
+async def cancel_unsent(session: AsyncSession, job_id: str) -> Payout | None:
+    """A dispute refunds the job's award: its payout, if not sent, is CANCELLED (None: the job has none).
+    One on its way or paid is 409 `payout_already_sent` (staff settle that with an adjustment)."""
+    payout = await session.scalar(select(Payout).where(Payout.job_id == job_id))
+    if payout is None:
+        return None
+    moved = await states.compare_and_set(
+        session, Payout, payout.id, PAYOUT_MOVES, PayoutStatus.CANCELLED, next_attempt_at=None
+    )
+    if moved is None:
+        raise Conflict(
+            "This award's payout has been sent (or is being sent), so the award cannot be refunded: settle "
+            "the dispute with ADMIN_ADJUSTMENT instead.",
+            code="payout_already_sent",
+            current_state=await states.current_state(session, Payout, payout.id),
+            payout_id=payout.id,
+        )
+    return moved
+
+
 # --- send ------------------------------------------------------------------------------------------
+
+
+def _not_frozen() -> Any:
+    """The payout's job has no open dispute (callboard_core/disputes): a disputed job's payout waits."""
+    return ~exists().where(Job.id == Payout.job_id, Job.open_dispute_id.is_not(None))
 
 
 async def due_ids(session: AsyncSession, limit: int = BATCH) -> list[str]:
     rows = await session.scalars(
         select(Payout.id)
-        .where(Payout.status.in_(DUE), Payout.next_attempt_at <= clock.now())
+        .where(Payout.status.in_(DUE), Payout.next_attempt_at <= clock.now(), _not_frozen())
         .order_by(Payout.next_attempt_at, Payout.id)
         .limit(limit)
     )
@@ -136,7 +162,9 @@ async def start_attempt(session: AsyncSession, payout_id: str) -> PayoutAttempt 
     claimed = (
         await session.execute(
             update(Payout)
-            .where(Payout.id == payout_id, Payout.status.in_(DUE), Payout.next_attempt_at <= now)
+            .where(
+                Payout.id == payout_id, Payout.status.in_(DUE), Payout.next_attempt_at <= now, _not_frozen()
+            )
             .values(next_attempt_at=now + SEND_LEASE, updated_at=now)
             .returning(Payout.status)
             .execution_options(synchronize_session=False)

@@ -34,6 +34,10 @@ class Permission(StrEnum):
     MIRROR_USER = "user.mirror"
     # Moving an owner's money by hand (a balance adjustment): ADMIN and SUPERADMIN.
     ADJUST_BALANCE = "billing.adjust_balance"
+    # Disputes: settled by ADMIN and SUPERADMIN only; staff who moderate may open one on a job, cancel,
+    # archive or restore it; every staff member may add a note.
+    RESOLVE_DISPUTE = "dispute.resolve"
+    MANAGE_TASKS = "task.manage"
 
 
 POLICY: dict[Permission, frozenset[Role]] = {
@@ -48,6 +52,8 @@ POLICY: dict[Permission, frozenset[Role]] = {
     Permission.CORRECT_REPUTATION: SUPERADMIN_ONLY,
     Permission.MIRROR_USER: SUPERADMIN_ONLY,
     Permission.ADJUST_BALANCE: ADMIN_ROLES,
+    Permission.RESOLVE_DISPUTE: ADMIN_ROLES,
+    Permission.MANAGE_TASKS: frozenset({Role.MODERATOR, Role.ADMIN, Role.SUPERADMIN}),
 }
 
 

@@ -10,6 +10,8 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from callboard_core.audit import service as audit
+from callboard_core.billing import refunds
+from callboard_core.billing import schemas as billing_schemas
 from callboard_core.billing import service as billing
 from callboard_core.billing.models import BuyerProfile
 from callboard_core.documents.models import CommercialDocument
@@ -34,6 +36,20 @@ async def _owner_of_profile(session: AsyncSession, profile_id: str) -> str:
     if user_id is None:
         raise NotFound("No such buyer profile.", code="buyer_profile_not_found", buyerProfileId=profile_id)
     return str(user_id)
+
+
+async def refund_to_card(
+    session: AsyncSession,
+    core: refunds.RefundPorts,
+    actor: Actor,
+    profile_id: str,
+    body: billing_schemas.BalanceRefundBody,
+) -> tuple[str, str]:
+    """Refund part of the owner's unspent balance to the cards that paid it (billing/refunds.py): its
+    steps run in their own units of work around the processor's calls. (The user's id, the request key.)"""
+    actor.require(Permission.ADJUST_BALANCE)
+    user_id = await _owner_of_profile(session, profile_id)
+    return user_id, await refunds.run(core, actor, user_id, body)
 
 
 async def adjust(

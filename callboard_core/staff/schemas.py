@@ -8,6 +8,8 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, StringConstraints
 
 from callboard_core.audit.models import AuditEvent
+from callboard_core.disputes.schemas import DisputeResolve, DisputeView
+from callboard_core.jobs.schemas import JobStatusName
 from callboard_core.ledger.schemas import Balance, StatementEntry
 from callboard_core.schemas import ApiModel, QueryModel
 
@@ -427,3 +429,112 @@ class Adjusted(ApiModel):
     transaction: AdminTransaction
     balance: Balance
     document: IssuedDocument | None
+
+
+# --- tasks (jobs, as staff run them) ------------------------------------------------------------------------
+
+RiskName = Literal[
+    "ALL", "NEEDS_ATTENTION", "DISPUTED", "DISPUTE_DUE_SOON", "DISPUTE_BREACHED", "OVERDUE", "STUCK"
+]
+
+
+class AdminTaskQuery(QueryModel):
+    query: Annotated[str, StringConstraints(max_length=200)] | None = Field(
+        default=None, description="Part of the title, or a job id."
+    )
+    status: JobStatusName | None = None
+    risk: RiskName = Field(
+        default="ALL",
+        description="NEEDS_ATTENTION: disputed, overdue or stuck. DISPUTED: a dispute is open. "
+        "DISPUTE_DUE_SOON / DISPUTE_BREACHED: its SLA indicator. OVERDUE: in review past its review "
+        "deadline. STUCK: a deadline passed over an hour ago and the job did not move, or its payout "
+        "failed with no retry left.",
+    )
+    include_archived: bool = False
+    limit: Annotated[int, Field(ge=1, le=200)] = 50
+
+
+class AdminTask(ApiModel):
+    id: str
+    title: str
+    status: JobStatusName
+    requester_agent_id: str
+    owner_id: str | None
+    reward_amount_cents: int
+    open_dispute_id: str | None
+    dispute_sla_state: str | None
+    review_deadline_at: datetime
+    overdue: bool
+    archived: bool
+    created_at: datetime
+    updated_at: datetime
+
+
+class AdminTaskList(ApiModel):
+    tasks: list[AdminTask]
+    total: int = Field(description="Tasks matching the filters (the list itself stops at `limit`).")
+
+
+class TaskPayment(ApiModel):
+    status: str
+    pay_cents: int
+    fee_cents: int
+    refunded_cents: int
+    payout_status: str | None
+
+
+class StaffNote(ApiModel):
+    actor_id: str | None
+    note: str
+    created_at: datetime
+
+
+class AdminTaskDetail(ApiModel):
+    """A task (job) as staff see it. SUPPORT gets the redacted view: `payment` and `auditEntries` are null."""
+
+    task: AdminTask
+    job: dict[str, Any] = Field(description="The job as its requester sees it (JobView).")
+    disputes: list[DisputeView] = Field(description="Its disputes, newest first.")
+    notes: list[StaffNote]
+    redacted: bool
+    payment: TaskPayment | None
+    audit_entries: list[AuditEntry] | None
+
+
+class TaskAction(ApiModel):
+    """One staff action on a task. `note` says why (required). cancel: stop a job that is not over (its
+    escrow returned). dispute: open a dispute on it (`reasonCode`), freezing its money. note: a staff note
+    (the first response to an open dispute). resolve: settle its open dispute (`resolve`, ADMIN and
+    SUPERADMIN). archive / restore: hide a closed job from this list, or bring it back."""
+
+    action: Literal["cancel", "dispute", "note", "resolve", "archive", "restore"]
+    note: Required
+    reason_code: Literal[
+        "THEFT_CLAIM", "ARTIFACT_MISUSE", "PAYOUT_ISSUE", "PAYMENT_DISPUTE", "POLICY_ABUSE", "OTHER"
+    ] = "OTHER"
+    resolve: DisputeResolve | None = Field(
+        default=None,
+        description="resolve: the dispute resolution (the same body as resolving the dispute itself).",
+    )
+
+
+class TaskRefund(ApiModel):
+    """A partial refund of a paid job's escrow to its requester's balance (the reward shrinks by it)."""
+
+    amount_cents: Annotated[int, Field(ge=1, le=10_000_000)]
+    reason: Required
+    idempotency_key: Annotated[str, StringConstraints(min_length=1, max_length=100)] | None = Field(
+        default=None, description="The same key again applies the refund once (answers the first)."
+    )
+
+
+class TaskRefunded(ApiModel):
+    task: AdminTask
+    payment: TaskPayment
+    transaction_id: str
+    document: IssuedDocument | None
+
+
+class AwardOverride(ApiModel):
+    submission_id: Annotated[str, StringConstraints(min_length=1, max_length=64)]
+    reason: Required

@@ -23,6 +23,8 @@ MODULES = [
     "http_api.routes.admin_users",
     "http_api.routes.admin_agents",
     "http_api.routes.admin_reports",
+    "http_api.routes.admin_tasks",
+    "http_api.routes.disputes",
     "http_api.routes.onboarding",
     "http_api.routes.billing",
     "http_api.routes.documents",

@@ -3,6 +3,8 @@ log, payments and ledger transactions (ADMIN: financial surfaces are hidden from
 
 from __future__ import annotations
 
+from callboard_core.billing import refunds
+from callboard_core.billing import schemas as billing_schemas
 from callboard_core.staff import marketplace, money, reports
 from callboard_core.staff import schemas as staff_schemas
 from http_api.route_table import AuthKind, RequestContext, RouteGroup
@@ -112,3 +114,25 @@ async def admin_adjust_balance(ctx: RequestContext) -> staff_schemas.Adjusted:
     hand, with a reason (ADMIN and SUPERADMIN). A debit never takes the balance below zero (409
     insufficient_funds); the same idempotencyKey applies it once. Audited."""
     return await money.adjust(ctx.session, ctx.actor, ctx.params["buyerProfileId"], ctx.body)
+
+
+async def _refund_to_card(ctx: RequestContext) -> tuple[str, str]:
+    return await money.refund_to_card(
+        ctx.session, ctx.core, ctx.actor, ctx.params["buyerProfileId"], ctx.body
+    )
+
+
+@routes.post(
+    "/admin/payments/buyer-profiles/{buyerProfileId}/refunds",
+    auth=AuthKind.STAFF,
+    body=billing_schemas.BalanceRefundBody,
+    response=billing_schemas.BalanceRefundResult,
+    status=201,
+    prepare=_refund_to_card,
+)
+async def admin_refund_balance(ctx: RequestContext) -> billing_schemas.BalanceRefundResult:
+    """Refund part of an owner's unspent balance to the cards that paid it (ADMIN and SUPERADMIN; not in the
+    spec's route list: see docs/decisions.md). Split over their card payments, newest first; 409
+    insufficient_funds beyond the available balance, refund_exceeds_card_payments beyond what the cards
+    paid. A credit note per piece. PENDING: repeat with the same idempotencyKey. Audited."""
+    return await refunds.result(ctx.session, *ctx.prepared)
