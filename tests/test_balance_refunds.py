@@ -10,9 +10,11 @@ from typing import Any
 import pytest
 from sqlalchemy import func, select
 
+from callboard_core.billing import refunds
 from callboard_core.billing import service as billing
 from callboard_core.container import Core
 from callboard_core.documents.models import CommercialDocument
+from callboard_core.processor import ProcessorUnavailable
 from callboard_core.processor.sandbox.models import SandboxObject
 from callboard_core.security.permissions import Role
 from tests.conftest import owner_client
@@ -102,3 +104,36 @@ async def test_a_refused_refund_gives_the_hold_back(app: Any, core: Core) -> Non
         assert r.status_code == 201, r.text
         assert r.json()["status"] == "FAILED" and r.json()["refunds"][0]["error"]
     assert await money(core, owner.user_id) == (5000, 0, 0)
+
+
+async def test_an_outage_or_a_crash_mid_refund_is_finished_by_the_retry_once(
+    app: Any, core: Core, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    owner = await new_owner(app, core)
+    await top_up(app, core, owner, 3000)
+    path = f"/admin/payments/buyer-profiles/{billing.profile_id(owner.user_id)}/refunds"
+    body = {"amountCents": 1200, "reason": "Closing.", "idempotencyKey": "k-1"}
+    real_refund, real_finish = core.processor.refund, refunds.finish
+
+    async def down(*args: Any, **kwargs: Any) -> Any:
+        raise ProcessorUnavailable()
+
+    async def crash_after_the_processor(*args: Any, **kwargs: Any) -> None:
+        raise RuntimeError("the process died before recording the processor's answer")
+
+    admin, _ = await owner_client(app, core, role=Role.ADMIN)
+    async with admin:
+        monkeypatch.setattr(core.processor, "refund", down)
+        r = await admin.post(path, json=body)
+        assert r.status_code == 201 and r.json()["status"] == "PENDING", r.text
+        assert await money(core, owner.user_id) == (1800, 1200, 0)  # held, not gone
+        monkeypatch.setattr(core.processor, "refund", real_refund)
+        monkeypatch.setattr(refunds, "finish", crash_after_the_processor)
+        with pytest.raises(RuntimeError):  # the processor refunded; the process died before we recorded it
+            await admin.post(path, json=body)
+        assert await refunded_at_processor(core) == 1200
+        monkeypatch.setattr(refunds, "finish", real_finish)
+        done = await admin.post(path, json=body)
+        assert done.status_code == 201 and done.json()["status"] == "SUCCEEDED", done.text
+    assert await refunded_at_processor(core) == 1200  # the processor's key: refunded once
+    assert await money(core, owner.user_id) == (1800, 0, 0)
