@@ -73,6 +73,7 @@ class Actor:
     role: Role = Role.USER  # the person's role (permission checks)
     staff: bool = False  # acting through a staff route: may see every owner's objects
     key: KeyPrincipal | None = None  # the API key acted through (its owner and scopes), if any
+    request_id: str | None = None  # the request acted in (audit entries name it)
 
     @classmethod
     def agent(cls, agent_id: str) -> Actor:

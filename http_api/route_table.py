@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
@@ -89,9 +89,9 @@ class RequestContext:
         if isinstance(self.principal, KeyPrincipal):
             actor = Actor.of_key(self.principal)
             actor.require_agent()
-            return actor
-        staff = self.auth in (AuthKind.ADMIN, AuthKind.STAFF)
-        return Actor.of_user(self.user, staff=staff)
+        else:
+            actor = Actor.of_user(self.user, staff=self.auth in (AuthKind.ADMIN, AuthKind.STAFF))
+        return replace(actor, request_id=self.request_id)
 
     @property
     def key_actor(self) -> Actor:

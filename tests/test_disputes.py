@@ -332,6 +332,12 @@ async def test_a_retried_resolution_applies_once(app: Any, core: Core, client: A
     assert first.status_code == again.status_code == 200, (first.text, again.text)
     assert first.json() == again.json()
     assert other.status_code == 409 and other.json()["code"] == "dispute_already_resolved"
+    auditor, _ = await owner_client(app, core, role=Role.ADMIN)
+    async with auditor:  # audited once, with the staff member's role and the request it was made in
+        log = (await auditor.get("/admin/audit-log", params={"action": "dispute.resolved"})).json()["entries"]
+    [entry] = [e for e in log if e["targetId"] == opened.json()["id"]]
+    assert entry["actorRole"] == "ADMIN" and entry["requestId"] == first.headers["x-request-id"]
+    assert entry["data"]["resolution"] == "ADMIN_ADJUSTMENT" and entry["data"]["notes"]
     assert (await money(core, c.b.owner.user_id))[0] == 5_000 - REWARD - FEE + 250
     adjustments = await count(
         core,

@@ -19,11 +19,15 @@ def record(
     action: str,
     target_type: str,
     target_id: str | None,
+    actor_role: str | None = None,
+    request_id: str | None = None,
     **data: Any,
 ) -> AuditEvent:
     event = AuditEvent(
         actor_type=actor_type,
         actor_id=actor_id,
+        actor_role=actor_role,
+        request_id=request_id,
         action=action,
         target_type=target_type,
         target_id=target_id,
@@ -36,12 +40,14 @@ def record(
 def by(
     session: AsyncSession, actor: Actor, action: str, target_type: str, target_id: str | None, **data: Any
 ) -> AuditEvent:
-    """`record` for what `actor` did (its kind and id as the audit names them)."""
+    """`record` for what `actor` did (its kind and id as the audit names them, a person's role, the request)."""
     actor_type, actor_id = actor.audit
     return record(
         session,
         actor_type=actor_type,
         actor_id=actor_id,
+        actor_role=str(actor.role) if actor.user_id else None,
+        request_id=actor.request_id,
         action=action,
         target_type=target_type,
         target_id=target_id,

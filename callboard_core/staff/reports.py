@@ -156,6 +156,8 @@ async def audit_log(session: AsyncSession, q: staff_schemas.AuditLogQuery) -> st
                 id=e.id,
                 actor_type=e.actor_type,
                 actor_id=e.actor_id,
+                actor_role=e.actor_role,
+                request_id=e.request_id,
                 action=e.action,
                 target_type=e.target_type,
                 target_id=e.target_id,

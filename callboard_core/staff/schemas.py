@@ -269,6 +269,8 @@ class AuditLogEntry(ApiModel):
     id: str
     actor_type: str
     actor_id: str | None
+    actor_role: str | None = Field(default=None, description="A person's role when they acted.")
+    request_id: str | None = Field(default=None, description="The request the action was made in.")
     action: str
     target_type: str
     target_id: str | None

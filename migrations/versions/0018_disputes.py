@@ -1,4 +1,4 @@
-"""disputes: the dispute table, the job's open dispute and staff archive, a payment's refunds, balance refunds
+"""disputes: the dispute table, the job's open dispute and staff archive, a payment's refunds, balance refunds, the audit entry's role and request
 
 Revision ID: 0018
 Revises: 0017
@@ -82,6 +82,9 @@ def upgrade() -> None:
         batch.add_column(sa.Column("open_dispute_id", sa.String(length=40), nullable=True))
         batch.add_column(sa.Column("staff_archived_at", TIME, nullable=True))
         batch.create_index("ix_jobs_open_dispute_id", ["open_dispute_id"])
+    with op.batch_alter_table("audit_events") as batch:
+        batch.add_column(sa.Column("actor_role", sa.String(length=16), nullable=True))
+        batch.add_column(sa.Column("request_id", sa.String(length=128), nullable=True))
     with op.batch_alter_table("job_payments") as batch:
         batch.add_column(sa.Column("refund_transaction_id", sa.String(length=40), nullable=True))
         batch.add_column(sa.Column("refunded_cents", sa.BigInteger(), nullable=False, server_default="0"))
@@ -89,6 +92,9 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
+    with op.batch_alter_table("audit_events") as batch:
+        batch.drop_column("request_id")
+        batch.drop_column("actor_role")
     with op.batch_alter_table("job_payments") as batch:
         batch.drop_column("refunded_at")
         batch.drop_column("refunded_cents")
