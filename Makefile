@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint typecheck migrate worker openapi bench bench-jobs bench-mcp bench-money bench-directory bench-tools clean install
+.PHONY: run test lint typecheck migrate worker openapi browser bench bench-jobs bench-mcp bench-money bench-directory bench-tools clean install
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -36,6 +36,15 @@ typecheck: $(STAMP)
 
 openapi: $(STAMP)
 	$(BIN)/python -m http_api openapi
+
+# Debian's Chromium for the console's browser tests (Playwright drives it; no browser download). Installed
+# when missing, as root or with sudo; without it those tests skip and say why.
+browser:
+	@command -v chromium >/dev/null 2>&1 || { \
+		echo "installing chromium (Debian package) for the browser tests"; \
+		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+		$$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq chromium; \
+	}
 
 # The load generator the HTTP benchmarks drive: Debian's wrk, installed when missing (as root, or with sudo).
 bench-tools:

@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
-from urllib.parse import parse_qs
+from urllib.parse import parse_qs, urlencode
 
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
@@ -27,10 +27,23 @@ from http_api.route_table import RequestContext
 
 TEMPLATES = Jinja2Templates(directory=str(Path(__file__).parent / "templates"))
 
+
+def money(cents: int | None) -> str:
+    """Cents as dollars for people: 123456 -> "$1,234.56" (negative amounts with a minus sign)."""
+    if cents is None:
+        return "—"
+    sign = "-" if cents < 0 else ""
+    return f"{sign}${abs(cents) // 100:,}.{abs(cents) % 100:02d}"
+
+
+TEMPLATES.env.filters["money"] = money
+
 PAGE_HEADERS = {
     "X-Frame-Options": "DENY",
     "Content-Security-Policy": (
-        "default-src 'none'; style-src 'unsafe-inline'; img-src 'self'; form-action 'self'; "
+        # form-action: our own pages, and the processor's hosted checkout a top-up form is sent on to.
+        "default-src 'none'; style-src 'unsafe-inline'; img-src 'self'; "
+        "form-action 'self' https://checkout.stripe.com https://connect.stripe.com; "
         "frame-ancestors 'none'; base-uri 'none'"
     ),
     # same-origin keeps the Origin/Referer our own form posts need; the token in /auth/magic never leaks.
@@ -67,7 +80,7 @@ async def read_form(ctx: RequestContext) -> dict[str, str]:
     raw = await ctx.request.body()  # Starlette keeps the body: reading the form twice reads it once
     if len(raw) > MAX_FORM_BYTES:
         return {}
-    parsed = parse_qs(raw.decode("utf-8", "replace"), keep_blank_values=True, max_num_fields=32)
+    parsed = parse_qs(raw.decode("utf-8", "replace"), keep_blank_values=True, max_num_fields=64)
     return {key: values[0] for key, values in parsed.items()}
 
 
@@ -84,6 +97,18 @@ class ErrorPage:
     template: str
     title: str | None = None
     context: Callable[[RequestContext], Awaitable[dict[str, Any]]] | None = None
+
+
+class SignInFirst(Exception):
+    """A console page opened signed out: the sign-in page, then back to `next_url`."""
+
+    def __init__(self, next_url: str) -> None:
+        super().__init__(next_url)
+        self.next_url = next_url
+
+
+def login_url(next_url: str) -> str:
+    return "/login" + ("?" + urlencode({"next": next_url}) if next_url != "/" else "")
 
 
 class FormRefused(Exception):
@@ -116,6 +141,8 @@ def shows_errors(spec: ErrorPage) -> Callable[[PageHandler], PageHandler]:
         async def run(ctx: RequestContext) -> Response:
             try:
                 return await handler(ctx)
+            except SignInFirst as signed_out:
+                return redirect(login_url(signed_out.next_url))
             except FormRefused as refused:
                 return await error_page(ctx, refused.error, spec, refused.values)
             except CallboardError as exc:

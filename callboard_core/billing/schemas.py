@@ -135,6 +135,14 @@ class TopUpBody(ApiModel):
     return_url: ReturnUrl | None = None
 
 
+class TopUpView(ApiModel):
+    id: str
+    amount_cents: int
+    status: Literal["PENDING", "SUCCEEDED", "FAILED"]
+    failure_code: str | None
+    created_at: datetime
+
+
 class TopUpStarted(ApiModel):
     """The hosted checkout to pay: open `url`. The balance grows when the processor reports the payment."""
 

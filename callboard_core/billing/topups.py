@@ -29,7 +29,7 @@ from callboard_core import states
 from callboard_core.billing import service as billing
 from callboard_core.billing.cards import ensure_customer
 from callboard_core.billing.models import TOPUP_MOVES, BuyerProfile, TopUp, TopUpStatus
-from callboard_core.billing.schemas import TopUpBody, TopUpStarted
+from callboard_core.billing.schemas import TopUpBody, TopUpStarted, TopUpView
 from callboard_core.config import Settings
 from callboard_core.db.uow import UnitsOfWork
 from callboard_core.errors import Conflict
@@ -119,6 +119,25 @@ async def record_checkout(session: AsyncSession, topup_id: str, checkout: Checko
     row.checkout_id = checkout.id
     await session.flush()
     return TopUpStarted(url=checkout.url, session_id=checkout.id, topup_id=row.id)
+
+
+async def latest(session: AsyncSession, actor: Actor) -> TopUpView | None:
+    """The owner's newest top-up, as a person back from the processor's page sees it (None: none yet)."""
+    row = await session.scalar(
+        select(TopUp)
+        .where(TopUp.user_id == actor.require_user())
+        .order_by(TopUp.created_at.desc(), TopUp.id.desc())
+        .limit(1)
+    )
+    if row is None:
+        return None
+    return TopUpView(
+        id=row.id,
+        amount_cents=row.amount_cents,
+        status=row.status,
+        failure_code=row.failure_code,
+        created_at=row.created_at,
+    )
 
 
 # --- processor events ---------------------------------------------------------------------------------------

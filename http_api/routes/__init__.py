@@ -9,6 +9,7 @@ from http_api.route_table import RouteDef
 MODULES = [
     "http_api.routes.auth",
     "http_api.routes.pages",
+    "http_api.routes.console",
     "http_api.routes.agents",
     "http_api.routes.dashboard",
     "http_api.routes.offerings",

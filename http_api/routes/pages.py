@@ -8,26 +8,22 @@ is shown as the route's error page (http_api/pages_support.py), not as problem+j
 from __future__ import annotations
 
 from typing import Any
-from urllib.parse import urlencode
 
 from starlette.responses import HTMLResponse, Response
 
 from callboard_core.agents import service as agents
 from callboard_core.auth import service as auth
 from callboard_core.auth import sessions
+from callboard_core.console import service as console
 from callboard_core.principals import Actor
 from callboard_core.ratelimit import SIGNIN
 from callboard_core.users import service as users
 from http_api.auth import check_origin, optional_user, require_verified
-from http_api.pages_support import ErrorPage, attempt, read_form, redirect, render, shows_errors
+from http_api.pages_support import ErrorPage, attempt, login_url, read_form, redirect, render, shows_errors
 from http_api.route_table import AuthKind, Cookie, RequestContext, RouteGroup
 from http_api.routes.auth import previous_token, set_session_cookie
 
 routes = RouteGroup("pages")
-
-
-def login_url(next_url: str) -> str:
-    return "/login" + ("?" + urlencode({"next": next_url}) if next_url != "/" else "")
 
 
 def _login_context(ctx: RequestContext, next_url: str = "/") -> dict[str, Any]:
@@ -55,8 +51,12 @@ CLAIM_ERROR = ErrorPage("claim.html")
 
 @routes.get("/", auth=AuthKind.PUBLIC, page=True)
 async def home_page(ctx: RequestContext) -> Response:
-    """Home: who is signed in."""
+    """Home: signed in (and verified), the owner's console home (agents, balance, jobs that need them,
+    unread notifications, the first steps); otherwise what callboard is, and the way in."""
     principal = await optional_user(ctx.request, ctx.session)
+    if principal is not None and principal.email_verified:
+        actor = Actor.of_user(principal)
+        return render(ctx, "console/home.html", nav="home", home=await console.home(ctx.session, actor))
     user = await users.get(ctx.session, principal.user_id) if principal else None
     return render(ctx, "home.html", user=user)
 

@@ -1,0 +1,162 @@
+"""The web console for owners: server-rendered pages that work without JavaScript, calling the same core
+services as the JSON routes (no second set of rules). Signed out, a page sends the person to the sign-in
+page and back; a form posts with the session from a trusted origin; a refusal shows its message on a page.
+
+Pages: billing (balance, top-up through the processor's hosted page and back to a page that says what
+happened, the statement), notifications and their preferences (the page the unsubscribe mail points to).
+The home page is `/` (routes/pages.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import ValidationError
+from starlette.responses import Response
+
+from callboard_core.billing import schemas as billing_schemas
+from callboard_core.billing import service as billing
+from callboard_core.billing import topups
+from callboard_core.errors import CallboardError, field_error, from_pydantic
+from callboard_core.owner_notifications import service as notifications
+from callboard_core.owner_notifications.schemas import PreferenceChange, PreferencesUpdate
+from callboard_core.owner_notifications.states import OwnerNotificationType
+from http_api.console_support import viewer
+from http_api.pages_support import ErrorPage, read_form, redirect, render, shows_errors
+from http_api.route_table import AuthKind, RequestContext, RouteGroup
+
+routes = RouteGroup("console")
+PAGE_ERROR = ErrorPage("message.html", title="That did not work")
+STATEMENT_PAGE = 20
+
+
+def _cents(raw: str | None, field: str) -> int:
+    """A dollar amount typed by a person ("25", "25.50", "$1,000") as cents."""
+    text = (raw or "").strip().replace("$", "").replace(",", "")
+    try:
+        whole, _, part = text.partition(".")
+        if not whole.isdigit() or (part and (not part.isdigit() or len(part) > 2)):
+            raise ValueError(text)
+        return int(whole) * 100 + int(part.ljust(2, "0") or 0)
+    except ValueError:
+        raise field_error(
+            field, "Type an amount in dollars, such as 25 or 25.50.", "invalid_amount"
+        ) from None
+
+
+# --- billing ---------------------------------------------------------------------------------------------
+
+
+@routes.get("/billing", auth=AuthKind.PUBLIC, page=True)
+@shows_errors(PAGE_ERROR)
+async def billing_page(ctx: RequestContext) -> Response:
+    """Billing: the balance, a top-up form, cards and the statement (paged)."""
+    actor = await viewer(ctx)
+    cursor = ctx.request.query_params.get("cursor") or None
+    statement = await billing.statement(ctx.session, actor, cursor=cursor, limit=STATEMENT_PAGE)
+    return render(ctx, "console/billing.html", nav="billing", statement=statement, balance=statement.profile)
+
+
+async def _start_topup(ctx: RequestContext) -> Any:
+    """The prepare step of the top-up form: the processor's hosted checkout (outside the write unit of
+    work). A refusal is handed to the page handler, which shows it."""
+    try:
+        actor = await viewer(ctx, change=True)
+        form = await read_form(ctx)
+        body = billing_schemas.TopUpBody(
+            amount_cents=_cents(form.get("amount"), "amount"),
+            return_url=ctx.core.settings.base_url.rstrip("/") + "/billing/topup/done",
+        )
+        return await topups.prepare_topup(ctx.core.processor, ctx.core, ctx.core.settings, actor, body, None)
+    except CallboardError as exc:
+        return exc
+    except ValidationError as exc:  # the amount is out of range
+        return from_pydantic(exc)
+
+
+@routes.post("/billing/topup", auth=AuthKind.PUBLIC, page=True, idempotent=False, prepare=_start_topup)
+@shows_errors(PAGE_ERROR)
+async def billing_topup(ctx: RequestContext) -> Response:
+    """Start a top-up: on to the processor's hosted checkout, which comes back to /billing/topup/done."""
+    if isinstance(ctx.prepared, Exception):
+        raise ctx.prepared
+    row, checkout = ctx.prepared
+    started = await topups.record_checkout(ctx.session, row.id, checkout)
+    return redirect(started.url)
+
+
+@routes.get("/billing/topup/done", auth=AuthKind.PUBLIC, page=True)
+@shows_errors(PAGE_ERROR)
+async def billing_topup_done(ctx: RequestContext) -> Response:
+    """Back from the processor's page: what happened to the newest top-up, and the balance now."""
+    actor = await viewer(ctx)
+    return render(
+        ctx,
+        "console/topup_done.html",
+        nav="billing",
+        topup=await topups.latest(ctx.session, actor),
+        balance=await billing.balance(ctx.session, actor),
+    )
+
+
+# --- notifications ---------------------------------------------------------------------------------------
+
+
+@routes.get("/notifications", auth=AuthKind.PUBLIC, page=True)
+@shows_errors(PAGE_ERROR)
+async def notifications_page(ctx: RequestContext) -> Response:
+    """Your notifications, newest first (paged); mark one read."""
+    actor = await viewer(ctx)
+    listed = await notifications.list_for(
+        ctx.session,
+        actor.require_user(),
+        ctx.core.settings.base_url,
+        cursor=ctx.request.query_params.get("cursor") or None,
+        limit=STATEMENT_PAGE,
+    )
+    return render(ctx, "console/notifications.html", nav="notifications", listed=listed)
+
+
+@routes.post("/notifications/{notificationId}/read", auth=AuthKind.PUBLIC, page=True, idempotent=False)
+@shows_errors(PAGE_ERROR)
+async def notification_read(ctx: RequestContext) -> Response:
+    actor = await viewer(ctx, change=True)
+    await notifications.mark_read(
+        ctx.session, actor.require_user(), ctx.params["notificationId"], ctx.core.settings.base_url
+    )
+    return redirect("/notifications")
+
+
+@routes.get("/notifications/preferences", auth=AuthKind.PUBLIC, page=True)
+@shows_errors(PAGE_ERROR)
+async def preferences_page(ctx: RequestContext) -> Response:
+    """Which notifications reach you by email and in the console, per type."""
+    actor = await viewer(ctx)
+    prefs = await notifications.preferences(ctx.session, actor.require_user())
+    return render(
+        ctx,
+        "console/preferences.html",
+        nav="notifications",
+        prefs=prefs.preferences,
+        label=notifications.type_label,
+        saved=ctx.request.query_params.get("saved") == "1",
+    )
+
+
+@routes.post("/notifications/preferences", auth=AuthKind.PUBLIC, page=True, idempotent=False)
+@shows_errors(PAGE_ERROR)
+async def preferences_save(ctx: RequestContext) -> Response:
+    """Save every type's two switches at once (an unticked box is off)."""
+    actor = await viewer(ctx, change=True)
+    form = await read_form(ctx)
+    changes = [
+        PreferenceChange(
+            type=t.value,
+            email_enabled=form.get(f"email:{t.value}") == "on",
+            in_app_enabled=form.get(f"in_app:{t.value}") == "on",
+        )
+        for t in OwnerNotificationType
+    ]
+    await notifications.update_preferences(
+        ctx.session, actor.require_user(), PreferencesUpdate(preferences=changes)
+    )
+    return redirect("/notifications/preferences?saved=1")

@@ -1,0 +1,129 @@
+"""The console in a real browser: Playwright for Python driving Debian's Chromium (`make browser` installs it)
+against the app served by uvicorn. A person signs in by magic link (read from the mail outbox), lands back
+on the page they asked for, tops up with the sandbox's test card on the processor's hosted page and comes
+back to a page that shows the new balance. Each step asserts what the person sees and saves a screenshot
+under the test's output directory; axe-core reports no serious or critical violation on each page; the same
+walk runs once with JavaScript disabled. Skipped, saying why, where no browser is installed."""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import shutil
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from callboard_core import worker
+from callboard_core.container import Core
+from tests.conftest import make_settings
+from tests.mcp_helpers import serving
+from tests.netutil import free_port
+from tests.test_auth import last_token
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+playwright_api = pytest.importorskip(
+    "playwright.async_api", reason="playwright is not installed (make install)"
+)
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        CHROMIUM is None, reason="no Chromium on this machine: `make browser` installs Debian's"
+    ),
+]
+SERIOUS = {"serious", "critical"}
+
+
+@contextlib.asynccontextmanager
+async def site(core: Core, database_url: str, tmp_root: Path) -> AsyncIterator[tuple[Core, str]]:
+    """The app on a real port, its base URL (links in mail, the processor's return) that port."""
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    served = Core.build(make_settings(database_url, tmp_root, base_url=url))
+    await served.start()
+    try:
+        async with serving(served, port=port):
+            yield served, url
+    finally:
+        await served.bus.drain()
+        await served.read_cache.aclose()
+        await served.db.dispose()
+
+
+async def accessible(page: Any, name: str) -> None:
+    """axe-core on the page as it is now: no serious or critical violation."""
+    from axe_playwright_python.async_playwright import Axe
+
+    results = await Axe().run(page)
+    bad = [v for v in results.response["violations"] if v.get("impact") in SERIOUS]
+    assert not bad, f"{name}: " + "; ".join(f"{v['id']}: {v['help']}" for v in bad)
+
+
+@pytest.mark.parametrize("javascript", [True, False], ids=["js", "no-js"])
+async def test_sign_in_by_magic_link_and_top_up(
+    core: Core, database_url: str, tmp_root: Path, tmp_path: Path, javascript: bool
+) -> None:
+    email = f"walk-{'js' if javascript else 'nojs'}@example.com"
+    shots = tmp_path / "screenshots"
+    shots.mkdir()
+    async with site(core, database_url, tmp_root) as (served, url), playwright_api.async_playwright() as pw:
+        browser = await pw.chromium.launch(executable_path=CHROMIUM, headless=True)
+        context = await browser.new_context(
+            java_script_enabled=javascript, viewport={"width": 1100, "height": 900}
+        )
+        page = await context.new_page()
+
+        async def step(name: str) -> None:
+            await page.screenshot(path=str(shots / f"{name}.png"), full_page=True)
+            if javascript:
+                await accessible(page, name)
+
+        # Signed out, billing sends the person to sign in first.
+        await page.goto(f"{url}/billing")
+        assert re.search(r"/login\?next=%2Fbilling$", page.url), page.url
+        await step("01-sign-in")
+        await page.fill("#email", email)
+        await page.check("input[name=accept_legal] >> nth=0")
+        await page.click("text=Send link")
+        assert await page.locator("text=Check your mail").is_visible()
+        await step("02-check-mail")
+
+        # The link from the mail, then Continue: signed in, back on billing.
+        token = await last_token(served, email)
+        await page.goto(f"{url}/auth/magic?token={token}")
+        await step("03-continue")
+        await page.click("button:has-text('Continue')")
+        await page.wait_for_load_state()
+        assert page.url == f"{url}/billing", (page.url, await page.content())
+        assert await page.locator("h1", has_text="Billing").is_visible()
+        assert (await page.locator("[data-testid=available]").inner_text()) == "$0.00"
+        await step("04-billing")
+
+        # Top up with the sandbox's test card on the processor's hosted page.
+        await page.fill("#amount", "25")
+        await page.click("text=Continue to payment")
+        assert "/sandbox/processor/" in page.url, page.url
+        await step("05-hosted-checkout")
+        await page.fill("#card_number", "4242424242424242")
+        await page.click("form button[type=submit]")
+        await page.wait_for_url(f"{url}/billing/topup/done")
+        assert await page.locator("text=waiting for the payment processor").is_visible()
+        await step("06-waiting")
+
+        # The processor's webhook arrives (the worker's pass); the page then says what happened.
+        async with httpx.AsyncClient(base_url=url) as hooks:
+            await worker.run_once(served, housekeeping=False, webhook_client=hooks)
+        await page.goto(f"{url}/billing/topup/done")
+        assert await page.locator("text=Payment received: $25.00 was added").is_visible()
+        assert (await page.locator("[data-testid=available]").inner_text()) == "$25.00"
+        await step("07-done")
+
+        await page.click("text=Back to billing")
+        assert (await page.locator("[data-testid=available]").inner_text()) == "$25.00"
+        await page.set_viewport_size({"width": 375, "height": 800})  # a phone
+        await step("08-billing-phone")
+        await browser.close()
+    assert len(list(shots.glob("*.png"))) == 8

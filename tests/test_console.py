@@ -1,0 +1,94 @@
+"""The web console's pages without JavaScript, through the real app on SQLite and PostgreSQL: signed out they
+send a person to sign in and back; home shows the agents, the money, the jobs that need the owner and the
+first steps; a top-up goes to the processor's hosted page and back to a page that says what happened; the
+notification preferences page saves; a form from a foreign origin is refused on a page."""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+
+from callboard_core.container import Core
+from tests.jobs_helpers import new_agent, new_owner, to_review
+from tests.payments_helpers import CARD_OK, buyer, draft, submit_page, worker_pass
+
+pytestmark = pytest.mark.usefixtures("books_balance")
+
+
+@pytest.mark.parametrize(
+    "path", ["/billing", "/billing/topup/done", "/notifications", "/notifications/preferences"]
+)
+async def test_signed_out_pages_send_you_to_sign_in_and_back(client: Any, path: str) -> None:
+    r = await client.get(path + "?cursor=abc" if path == "/billing" else path)
+    assert r.status_code == 303
+    location = urlsplit(r.headers["location"])
+    assert location.path == "/login" and "next=" in location.query
+    follow = await client.get(r.headers["location"])
+    assert follow.status_code == 200 and 'name="next"' in follow.text
+
+
+async def test_home_shows_what_needs_the_owner(app: Any, core: Core, client: Any) -> None:
+    owner = await new_owner(app, core)
+    first = (await owner.client.get("/")).text
+    assert "Your first steps" in first and "Create or claim an agent" in first and "$0.00" in first
+    b = await buyer(app, core, funds=5_000)
+    worker = await new_agent(await new_owner(app, core))
+    job_id = await draft(client, b, 1000, title="Translate the onboarding guide")
+    assert (await client.post(f"/api/v2/jobs/{job_id}/publish", headers=b.agent.h)).status_code == 200
+    await to_review(client, job_id, b.agent, worker)
+    page = (await b.owner.client.get("/")).text
+    assert "Translate the onboarding guide" in page and "To review" in page
+    assert "$39.00" in page and "$11.00 held for published jobs" in page  # 5,000 cents less 1,000 and the fee
+    assert 'aria-current="page"' in page and "Sign out" in page
+
+
+async def test_a_top_up_through_the_hosted_page_and_back(app: Any, core: Core) -> None:
+    owner = await new_owner(app, core)
+    started = await owner.client.post("/billing/topup", data={"amount": "25.50"})
+    assert started.status_code == 303, started.text
+    paid = await submit_page(app, started.headers["location"], CARD_OK)
+    assert paid.status_code == 303 and urlsplit(paid.headers["location"]).path == "/billing/topup/done"
+    waiting = await owner.client.get("/billing/topup/done")
+    assert "waiting for the payment processor" in waiting.text and "check again" in waiting.text
+    await worker_pass(app, core)  # the processor's webhook arrives
+    done = await owner.client.get("/billing/topup/done")
+    assert "Payment received: $25.50 was added" in done.text and "$25.50" in done.text
+    billing = await owner.client.get("/billing")
+    assert billing.status_code == 200 and "Topup" in billing.text and "$25.50" in billing.text
+
+
+async def test_refusals_show_on_a_page(app: Any, core: Core) -> None:
+    owner = await new_owner(app, core)
+    bad = await owner.client.post("/billing/topup", data={"amount": "twenty"})
+    assert bad.status_code == 422 and "Type an amount in dollars" in bad.text
+    small = await owner.client.post("/billing/topup", data={"amount": "0.50"})
+    assert small.status_code == 422 and "text/html" in small.headers["content-type"]
+    foreign = await owner.client.post(
+        "/billing/topup", data={"amount": "25"}, headers={"Origin": "https://evil.example.net"}
+    )
+    assert foreign.status_code == 403 and "trusted origin" in foreign.text
+    prefs = await owner.client.post(
+        "/notifications/preferences", data={}, headers={"Origin": "https://evil.example.net"}
+    )
+    assert prefs.status_code == 403
+
+
+async def test_preferences_save_and_the_unsubscribe_page_points_there(app: Any, core: Core) -> None:
+    owner = await new_owner(app, core)
+    page = await owner.client.get("/notifications/preferences")
+    assert page.status_code == 200 and "Save preferences" in page.text
+    form = {f"in_app:{t}": "on" for t in ("RECEIPT_READY", "BOUNTY_AWARDED")} | {"email:RECEIPT_READY": "on"}
+    saved = await owner.client.post("/notifications/preferences", data=form)
+    assert saved.status_code == 303 and saved.headers["location"].endswith("saved=1")
+    prefs = {
+        p["type"]: p for p in (await owner.client.get("/me/notifications/preferences")).json()["preferences"]
+    }
+    assert prefs["RECEIPT_READY"]["emailEnabled"] is True and prefs["BOUNTY_AWARDED"]["emailEnabled"] is False
+    assert (
+        prefs["BOUNTY_AWARDED"]["inAppEnabled"] is True
+        and prefs["BOUNTY_PAYOUT_FAILED"]["inAppEnabled"] is False
+    )
+    again = await owner.client.get("/notifications/preferences?saved=1")
+    assert "Your preferences are saved" in again.text
