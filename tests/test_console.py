@@ -92,3 +92,51 @@ async def test_preferences_save_and_the_unsubscribe_page_points_there(app: Any, 
     )
     again = await owner.client.get("/notifications/preferences?saved=1")
     assert "Your preferences are saved" in again.text
+
+
+async def test_a_job_page_awards_and_the_receipt_opens(app: Any, core: Core, client: Any) -> None:
+    b = await buyer(app, core, funds=5_000)
+    worker = await new_agent(await new_owner(app, core))
+    job_id = await draft(client, b, 1000, title="Label 200 photos")
+    assert (await client.post(f"/api/v2/jobs/{job_id}/publish", headers=b.agent.h)).status_code == 200
+    submission = await to_review(client, job_id, b.agent, worker)
+    listed = await b.owner.client.get("/jobs?status=IN_REVIEW")
+    assert f'href="/jobs/{job_id}"' in listed.text and "Label 200 photos" in listed.text
+    page = await b.owner.client.get(f"/jobs/{job_id}")
+    assert page.status_code == 200 and "Award this submission" in page.text and "Reserved" in page.text
+    awarded = await b.owner.client.post(f"/jobs/{job_id}/award", data={"submissionId": submission})
+    assert awarded.status_code == 303 and awarded.headers["location"] == f"/jobs/{job_id}"
+    after = (await b.owner.client.get(f"/jobs/{job_id}")).text
+    assert "Awarded" in after and "Captured" in after and "Award this submission" not in after
+    again = await b.owner.client.post(f"/jobs/{job_id}/award", data={"submissionId": submission})
+    assert again.status_code == 409 and "already been awarded" in again.text
+    # The receipt's notification links the console's printable page; signed out it asks to sign in first.
+    notes = (await b.owner.client.get("/me/notifications")).json()["notifications"]
+    receipt = next(n for n in notes if n["type"] == "RECEIPT_READY")
+    path = urlsplit(receipt["actionUrl"]).path
+    shown = await b.owner.client.get(path)
+    assert shown.status_code == 200 and "Receipt" in shown.text and "Label 200 photos" in shown.text
+    signed_out = await client.get(path)
+    assert signed_out.status_code == 303 and signed_out.headers["location"].startswith("/login?next=")
+    documents = await b.owner.client.get("/billing/documents")
+    assert path in documents.text
+    stranger = await new_owner(app, core)
+    assert (await stranger.client.get(path)).status_code == 404
+    assert (await stranger.client.get(f"/jobs/{job_id}")).status_code == 404
+
+
+async def test_a_dispute_opened_from_the_job_page(app: Any, core: Core, client: Any) -> None:
+    b = await buyer(app, core, funds=5_000)
+    worker = await new_agent(await new_owner(app, core))
+    job_id = await draft(client, b, 1000)
+    assert (await client.post(f"/api/v2/jobs/{job_id}/publish", headers=b.agent.h)).status_code == 200
+    await to_review(client, job_id, b.agent, worker)
+    missing = await b.owner.client.post(f"/jobs/{job_id}/disputes", data={"reasonCode": "THEFT_CLAIM"})
+    assert missing.status_code == 422
+    opened = await b.owner.client.post(
+        f"/jobs/{job_id}/disputes", data={"reasonCode": "THEFT_CLAIM", "reasonText": "Copied from our repo."}
+    )
+    assert opened.status_code == 303
+    page = (await b.owner.client.get(f"/jobs/{job_id}")).text
+    assert "Disputed: its money is frozen" in page and "Copied from our repo." in page
+    assert "Award this submission" not in page

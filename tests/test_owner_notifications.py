@@ -112,7 +112,7 @@ async def test_paid_publishing_documents_and_no_award(
     await fund(core, b.owner.user_id, 5000)  # a top-up: its receipt
     assert await _types(b.owner) == ["BOUNTY_PAYMENT_ACTION_REQUIRED", "RECEIPT_READY"]
     receipt = next(n for n in await _log(b.owner) if n["type"] == "RECEIPT_READY")
-    assert receipt["actionUrl"].endswith(f"/me/billing/documents/{receipt['metadata']['documentId']}")
+    assert receipt["actionUrl"].endswith(f"/billing/documents/{receipt['metadata']['documentId']}")
     assert (await client.post(f"/api/v2/jobs/{job_id}/payment/retry", headers=b.agent.h)).status_code == 200
     # Nobody applies; admission closes the job without an award: the escrow comes back with a credit note.
     assert (await client.post(f"/api/v2/jobs/{job_id}/admission/run", headers=b.agent.h)).status_code == 200
@@ -248,7 +248,7 @@ async def test_email_arrives_as_text_and_html_and_its_link_unsubscribes(
     assert "Your receipt" in message["Subject"]
     text = message.get_body(("plain",)).get_content()  # type: ignore[union-attr]
     page = message.get_body(("html",)).get_content()  # type: ignore[union-attr]
-    assert "25.00 USD" in text and "<p>" in page and "/me/billing/documents/" in page
+    assert "25.00 USD" in text and "<p>" in page and "/billing/documents/" in page
     link = re.search(r"(http://\S+/notifications/unsubscribe/\S+)", text)
     assert link, text
     path = link.group(1).removeprefix(BASE_URL)

@@ -199,7 +199,7 @@ async def on_documents(session: AsyncSession, event: DocumentsIssued) -> None:
                 "number": document.number,
                 "totalCents": document.total_cents,
             },
-            action_path=f"/me/billing/documents/{document.id}",
+            action_path=f"/billing/documents/{document.id}",  # the console's page (signed out: sign in first)
         )
 
 

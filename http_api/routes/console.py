@@ -3,12 +3,14 @@ services as the JSON routes (no second set of rules). Signed out, a page sends t
 page and back; a form posts with the session from a trusted origin; a refusal shows its message on a page.
 
 Pages: billing (balance, top-up through the processor's hosted page and back to a page that says what
-happened, the statement), notifications and their preferences (the page the unsubscribe mail points to).
+happened, the statement, documents as printable pages), jobs (the list; a job's state, payment, timeline,
+review packets with award and no-award, disputes), notifications and their preferences (the page the
+unsubscribe mail points to).
 The home page is `/` (routes/pages.py)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, get_args
 
 from pydantic import ValidationError
 from starlette.responses import Response
@@ -16,7 +18,13 @@ from starlette.responses import Response
 from callboard_core.billing import schemas as billing_schemas
 from callboard_core.billing import service as billing
 from callboard_core.billing import topups
+from callboard_core.disputes import schemas as dispute_schemas
+from callboard_core.disputes import service as disputes
+from callboard_core.documents import service as documents
 from callboard_core.errors import CallboardError, field_error, from_pydantic
+from callboard_core.jobs import review
+from callboard_core.jobs import schemas as job_schemas
+from callboard_core.jobs import service as jobs
 from callboard_core.owner_notifications import service as notifications
 from callboard_core.owner_notifications.schemas import PreferenceChange, PreferencesUpdate
 from callboard_core.owner_notifications.states import OwnerNotificationType
@@ -27,6 +35,9 @@ from http_api.route_table import AuthKind, RequestContext, RouteGroup
 routes = RouteGroup("console")
 PAGE_ERROR = ErrorPage("message.html", title="That did not work")
 STATEMENT_PAGE = 20
+JOB_STATUSES = get_args(job_schemas.JobStatusName)
+NO_AWARD_REASONS = get_args(job_schemas.NoAwardReason)
+DISPUTE_REASONS = get_args(dispute_schemas.ReasonCodeName)
 
 
 def _cents(raw: str | None, field: str) -> int:
@@ -160,3 +171,115 @@ async def preferences_save(ctx: RequestContext) -> Response:
         ctx.session, actor.require_user(), PreferencesUpdate(preferences=changes)
     )
     return redirect("/notifications/preferences?saved=1")
+
+
+# --- documents -------------------------------------------------------------------------------------------
+
+
+@routes.get("/billing/documents", auth=AuthKind.PUBLIC, page=True)
+@shows_errors(PAGE_ERROR)
+async def documents_page(ctx: RequestContext) -> Response:
+    """Your receipts, invoices and credit notes, newest first (paged)."""
+    actor = await viewer(ctx)
+    listed = await documents.list_documents(
+        ctx.session, actor, cursor=ctx.request.query_params.get("cursor") or None, limit=STATEMENT_PAGE
+    )
+    return render(ctx, "console/documents.html", nav="billing", listed=listed)
+
+
+@routes.get("/billing/documents/{documentId}", auth=AuthKind.PUBLIC, page=True)
+@shows_errors(PAGE_ERROR)
+async def document_page(ctx: RequestContext) -> Response:
+    """One document as a printable page (the mail's link: signed out, sign in first and come back)."""
+    actor = await viewer(ctx)
+    document = await documents.get_document(ctx.session, actor, ctx.params["documentId"])
+    return render(ctx, "document.html", doc=document)
+
+
+# --- jobs ------------------------------------------------------------------------------------------------
+
+
+@routes.get("/jobs", auth=AuthKind.PUBLIC, page=True)
+@shows_errors(PAGE_ERROR)
+async def jobs_page(ctx: RequestContext) -> Response:
+    """The jobs your agents posted, newest first (paged), filtered by status."""
+    actor = await viewer(ctx)
+    status = ctx.request.query_params.get("status") or None
+    query = job_schemas.OwnerJobsQuery.model_validate(
+        {"status": status, "cursor": ctx.request.query_params.get("cursor") or None, "limit": STATEMENT_PAGE}
+    )
+    listed = await jobs.list_for_owner(ctx.session, actor, query)
+    return render(ctx, "console/jobs.html", nav="jobs", listed=listed, chosen=status, statuses=JOB_STATUSES)
+
+
+@routes.get("/jobs/{jobId}", auth=AuthKind.PUBLIC, page=True)
+@shows_errors(PAGE_ERROR)
+async def job_page(ctx: RequestContext) -> Response:
+    """A job of yours: its state, payment, timeline, review packets (award / no award) and disputes."""
+    actor = await viewer(ctx)
+    job_id = ctx.params["jobId"]
+    job = await jobs.get_for_requester(ctx.session, actor, job_id)
+    payment = None
+    if job.reward_amount_cents > 0 and job.status != "DRAFT":
+        payment = await jobs.payment(ctx.session, actor, job_id)
+    packets = None
+    if job.status in ("IN_REVIEW", "AWARDED", "NO_AWARD"):
+        packets = await review.review_packets(ctx.session, ctx.core.blobs, actor, job_id)
+    return render(
+        ctx,
+        "console/job.html",
+        nav="jobs",
+        job=job,
+        payment=payment,
+        packets=packets,
+        timeline=await review.job_events(ctx.session, actor, job_id),
+        disputes=(await disputes.for_party(ctx.session, actor, job_id)).disputes,
+        reasons=NO_AWARD_REASONS,
+        dispute_reasons=DISPUTE_REASONS,
+    )
+
+
+@routes.post("/jobs/{jobId}/award", auth=AuthKind.PUBLIC, page=True, idempotent=False)
+@shows_errors(PAGE_ERROR)
+async def job_award(ctx: RequestContext) -> Response:
+    actor = await viewer(ctx, change=True)
+    form = await read_form(ctx)
+    body = job_schemas.AwardBody(submission_id=form.get("submissionId", ""))
+    await review.award(ctx.session, actor, ctx.params["jobId"], body)
+    return redirect(f"/jobs/{ctx.params['jobId']}")
+
+
+@routes.post("/jobs/{jobId}/no-award", auth=AuthKind.PUBLIC, page=True, idempotent=False)
+@shows_errors(PAGE_ERROR)
+async def job_no_award(ctx: RequestContext) -> Response:
+    actor = await viewer(ctx, change=True)
+    form = await read_form(ctx)
+    body = _parsed(
+        job_schemas.NoAwardBody,
+        reason_code=form.get("reasonCode") or "OTHER",
+        reason_text=form.get("reasonText") or None,
+    )
+    await review.no_award(ctx.session, actor, ctx.params["jobId"], body)
+    return redirect(f"/jobs/{ctx.params['jobId']}")
+
+
+@routes.post("/jobs/{jobId}/disputes", auth=AuthKind.PUBLIC, page=True, idempotent=False)
+@shows_errors(PAGE_ERROR)
+async def job_open_dispute(ctx: RequestContext) -> Response:
+    actor = await viewer(ctx, change=True)
+    form = await read_form(ctx)
+    body = _parsed(
+        dispute_schemas.DisputeOpen, reason_code=form.get("reasonCode"), reason_text=form.get("reasonText")
+    )
+    await disputes.open_dispute(
+        ctx.session, actor, ctx.params["jobId"], body, disputes.DisputePolicy.of(ctx.core.settings)
+    )
+    return redirect(f"/jobs/{ctx.params['jobId']}")
+
+
+def _parsed(model: Any, **fields: Any) -> Any:
+    """A form's fields as the JSON route's body model (its rules and its 422 on a page)."""
+    try:
+        return model(**fields)
+    except ValidationError as exc:
+        raise from_pydantic(exc) from None
