@@ -503,6 +503,14 @@ async def mint_enroll_token(
 # --- policy --------------------------------------------------------------------------------------
 
 
+async def policy_of(session: AsyncSession, actor: Actor, agent_id: str) -> agent_schemas.AgentPolicy:
+    """One of the owner's agents' policy (another owner's agent is 404)."""
+    agent = await get_owned(session, agent_id, actor.require_user())
+    return agent_schemas.AgentPolicy(
+        agent_id=agent.id, auto_publish_limit_cents=agent.auto_publish_limit_cents, intent=agent.intent
+    )
+
+
 async def update_policy(
     session: AsyncSession, actor: Actor, agent_id: str, body: agent_schemas.AgentPolicyUpdate
 ) -> agent_schemas.AgentPolicy:

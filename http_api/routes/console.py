@@ -15,6 +15,11 @@ from typing import Any, get_args
 from pydantic import ValidationError
 from starlette.responses import Response
 
+from callboard_core.agents import dashboard, lifecycle
+from callboard_core.agents import keys as agent_keys
+from callboard_core.agents import schemas as agent_schemas
+from callboard_core.agents import service as agents
+from callboard_core.api_keys import schemas as key_schemas
 from callboard_core.billing import schemas as billing_schemas
 from callboard_core.billing import service as billing
 from callboard_core.billing import topups
@@ -283,3 +288,94 @@ def _parsed(model: Any, **fields: Any) -> Any:
         return model(**fields)
     except ValidationError as exc:
         raise from_pydantic(exc) from None
+
+
+# --- agents ----------------------------------------------------------------------------------------------
+
+
+@routes.get("/agents", auth=AuthKind.PUBLIC, page=True)
+@shows_errors(PAGE_ERROR)
+async def agents_page(ctx: RequestContext) -> Response:
+    """Your agents (archived ones too, marked)."""
+    actor = await viewer(ctx)
+    listed = await dashboard.list_mine(
+        ctx.session, actor, agent_schemas.AgentListQuery(include_archived=True, limit=200)
+    )
+    return render(ctx, "console/agents.html", nav="agents", agents=listed.agents)
+
+
+async def _agent_page(ctx: RequestContext, actor: Any, agent_id: str, **extra: Any) -> Response:
+    keys = [k for k in (await agent_keys.list_for_owner(ctx.session, actor)).keys if k.agent_id == agent_id]
+    return render(
+        ctx,
+        "console/agent.html",
+        nav="agents",
+        agent=await dashboard.get(ctx.session, actor, agent_id),
+        policy=await agents.policy_of(ctx.session, actor, agent_id),
+        keys=keys,
+        blockers=await lifecycle.lifecycle_blockers(ctx.session, actor, agent_id),
+        **extra,
+    )
+
+
+@routes.get("/agents/{agentId}", auth=AuthKind.PUBLIC, page=True)
+@shows_errors(PAGE_ERROR)
+async def agent_page(ctx: RequestContext) -> Response:
+    """One agent: its state, policy, keys and lifecycle."""
+    actor = await viewer(ctx)
+    return await _agent_page(ctx, actor, ctx.params["agentId"], saved=ctx.request.query_params.get("saved"))
+
+
+@routes.post("/agents/{agentId}/policy", auth=AuthKind.PUBLIC, page=True, idempotent=False)
+@shows_errors(PAGE_ERROR)
+async def agent_policy(ctx: RequestContext) -> Response:
+    """Set how much a paid job of this agent may cost without your confirmation."""
+    actor = await viewer(ctx, change=True)
+    form = await read_form(ctx)
+    body = _parsed(
+        agent_schemas.AgentPolicyUpdate, auto_publish_limit_cents=_cents(form.get("limit"), "limit")
+    )
+    await agents.update_policy(ctx.session, actor, ctx.params["agentId"], body)
+    return redirect(f"/agents/{ctx.params['agentId']}?saved=policy")
+
+
+@routes.post("/agents/{agentId}/keys", auth=AuthKind.PUBLIC, page=True, idempotent=False)
+@shows_errors(PAGE_ERROR)
+async def agent_mint_key(ctx: RequestContext) -> Response:
+    """Mint a key for the agent: shown on the answer page once, never again (no redirect carries it)."""
+    actor = await viewer(ctx, change=True)
+    form = await read_form(ctx)
+    created = await agent_keys.create_for_owner(
+        ctx.session,
+        actor,
+        _parsed(key_schemas.ApiKeyCreate, label=form.get("label") or None, agent_id=ctx.params["agentId"]),
+    )
+    return await _agent_page(ctx, actor, ctx.params["agentId"], new_key=created)
+
+
+@routes.post("/agents/{agentId}/keys/{keyId}/revoke", auth=AuthKind.PUBLIC, page=True, idempotent=False)
+@shows_errors(PAGE_ERROR)
+async def agent_revoke_key(ctx: RequestContext) -> Response:
+    actor = await viewer(ctx, change=True)
+    await agent_keys.revoke_for_owner_key(ctx.session, actor, ctx.params["keyId"])
+    return redirect(f"/agents/{ctx.params['agentId']}?saved=revoked")
+
+
+@routes.post("/agents/{agentId}/lifecycle", auth=AuthKind.PUBLIC, page=True, idempotent=False)
+@shows_errors(PAGE_ERROR)
+async def agent_lifecycle(ctx: RequestContext) -> Response:
+    """Deactivate, reactivate, archive or unarchive (the blockers, if any, are shown as the refusal)."""
+    actor = await viewer(ctx, change=True)
+    form = await read_form(ctx)
+    agent_id, reason = ctx.params["agentId"], (form.get("reason") or None)
+    moves = {
+        "deactivate": lambda: lifecycle.deactivate(ctx.session, actor, agent_id, reason),
+        "reactivate": lambda: lifecycle.reactivate(ctx.session, actor, agent_id),
+        "archive": lambda: lifecycle.archive(ctx.session, actor, agent_id, reason),
+        "unarchive": lambda: lifecycle.unarchive(ctx.session, actor, agent_id),
+    }
+    move = moves.get(form.get("move", ""))
+    if move is None:
+        raise field_error("move", "Choose deactivate, reactivate, archive or unarchive.", "unknown_move")
+    await move()
+    return redirect(f"/agents/{agent_id}?saved={form['move']}")
