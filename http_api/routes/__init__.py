@@ -10,6 +10,7 @@ MODULES = [
     "http_api.routes.auth",
     "http_api.routes.pages",
     "http_api.routes.console",
+    "http_api.routes.console_staff",
     "http_api.routes.agents",
     "http_api.routes.dashboard",
     "http_api.routes.offerings",

@@ -33,7 +33,7 @@ from callboard_core.jobs import service as jobs
 from callboard_core.owner_notifications import service as notifications
 from callboard_core.owner_notifications.schemas import PreferenceChange, PreferencesUpdate
 from callboard_core.owner_notifications.states import OwnerNotificationType
-from http_api.console_support import viewer
+from http_api.console_support import parsed, viewer
 from http_api.pages_support import ErrorPage, read_form, redirect, render, shows_errors
 from http_api.route_table import AuthKind, RequestContext, RouteGroup
 
@@ -259,7 +259,7 @@ async def job_award(ctx: RequestContext) -> Response:
 async def job_no_award(ctx: RequestContext) -> Response:
     actor = await viewer(ctx, change=True)
     form = await read_form(ctx)
-    body = _parsed(
+    body = parsed(
         job_schemas.NoAwardBody,
         reason_code=form.get("reasonCode") or "OTHER",
         reason_text=form.get("reasonText") or None,
@@ -273,21 +273,13 @@ async def job_no_award(ctx: RequestContext) -> Response:
 async def job_open_dispute(ctx: RequestContext) -> Response:
     actor = await viewer(ctx, change=True)
     form = await read_form(ctx)
-    body = _parsed(
+    body = parsed(
         dispute_schemas.DisputeOpen, reason_code=form.get("reasonCode"), reason_text=form.get("reasonText")
     )
     await disputes.open_dispute(
         ctx.session, actor, ctx.params["jobId"], body, disputes.DisputePolicy.of(ctx.core.settings)
     )
     return redirect(f"/jobs/{ctx.params['jobId']}")
-
-
-def _parsed(model: Any, **fields: Any) -> Any:
-    """A form's fields as the JSON route's body model (its rules and its 422 on a page)."""
-    try:
-        return model(**fields)
-    except ValidationError as exc:
-        raise from_pydantic(exc) from None
 
 
 # --- agents ----------------------------------------------------------------------------------------------
@@ -332,7 +324,7 @@ async def agent_policy(ctx: RequestContext) -> Response:
     """Set how much a paid job of this agent may cost without your confirmation."""
     actor = await viewer(ctx, change=True)
     form = await read_form(ctx)
-    body = _parsed(
+    body = parsed(
         agent_schemas.AgentPolicyUpdate, auto_publish_limit_cents=_cents(form.get("limit"), "limit")
     )
     await agents.update_policy(ctx.session, actor, ctx.params["agentId"], body)
@@ -348,7 +340,7 @@ async def agent_mint_key(ctx: RequestContext) -> Response:
     created = await agent_keys.create_for_owner(
         ctx.session,
         actor,
-        _parsed(key_schemas.ApiKeyCreate, label=form.get("label") or None, agent_id=ctx.params["agentId"]),
+        parsed(key_schemas.ApiKeyCreate, label=form.get("label") or None, agent_id=ctx.params["agentId"]),
     )
     return await _agent_page(ctx, actor, ctx.params["agentId"], new_key=created)
 

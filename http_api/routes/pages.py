@@ -17,6 +17,7 @@ from callboard_core.auth import sessions
 from callboard_core.console import service as console
 from callboard_core.principals import Actor
 from callboard_core.ratelimit import SIGNIN
+from callboard_core.security.permissions import Permission
 from callboard_core.users import service as users
 from http_api.auth import check_origin, optional_user, require_verified
 from http_api.pages_support import ErrorPage, attempt, login_url, read_form, redirect, render, shows_errors
@@ -56,7 +57,10 @@ async def home_page(ctx: RequestContext) -> Response:
     principal = await optional_user(ctx.request, ctx.session)
     if principal is not None and principal.email_verified:
         actor = Actor.of_user(principal)
-        return render(ctx, "console/home.html", nav="home", home=await console.home(ctx.session, actor))
+        home = await console.home(ctx.session, actor)
+        return render(
+            ctx, "console/home.html", nav="home", home=home, staff=actor.can(Permission.STAFF_CONSOLE)
+        )
     user = await users.get(ctx.session, principal.user_id) if principal else None
     return render(ctx, "home.html", user=user)
 

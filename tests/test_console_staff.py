@@ -1,0 +1,108 @@
+"""The staff console's pages through the real app on SQLite and PostgreSQL: the same role rules as the JSON
+routes (SUPPORT sees tasks redacted and no money, disputes or audit log; a user none of it), a dispute
+resolved from its page once even when the form is sent twice, and found in the audit log with the role."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from callboard_core.container import Core
+from callboard_core.security.permissions import Role
+from tests.conftest import owner_client
+from tests.jobs_helpers import new_agent, new_owner, to_review
+from tests.payments_helpers import buyer, draft, money
+
+pytestmark = pytest.mark.usefixtures("books_balance")
+
+
+async def disputed(app: Any, core: Core, client: Any) -> tuple[Any, str, str]:
+    b = await buyer(app, core, funds=5_000)
+    worker = await new_agent(await new_owner(app, core))
+    job_id = await draft(client, b, 1000, title="Write the release notes")
+    assert (await client.post(f"/api/v2/jobs/{job_id}/publish", headers=b.agent.h)).status_code == 200
+    await to_review(client, job_id, b.agent, worker)
+    opened = await client.post(
+        f"/api/v2/jobs/{job_id}/disputes",
+        json={"reasonCode": "THEFT_CLAIM", "reasonText": "Copied from our changelog."},
+        headers=b.agent.h,
+    )
+    assert opened.status_code == 201, opened.text
+    return b, job_id, opened.json()["id"]
+
+
+async def test_roles_decide_what_each_staff_member_sees(app: Any, core: Core, client: Any) -> None:
+    _, job_id, dispute_id = await disputed(app, core, client)
+    support, _ = await owner_client(app, core, role=Role.SUPPORT)
+    user, _ = await owner_client(app, core)
+    async with support, user:
+        home = await support.get("/staff")
+        assert home.status_code == 200 and "Tasks" in home.text and "Payments" not in home.text
+        listed = await support.get("/staff/tasks", params={"risk": "DISPUTED"})
+        assert listed.status_code == 200 and "Write the release notes" in listed.text
+        task = await support.get(f"/staff/tasks/{job_id}")
+        assert "not shown to your role" in task.text and "Copied from our changelog." in task.text
+        assert "Cancel the job" not in task.text  # SUPPORT notes only
+        for path in ("/staff/payments", "/staff/audit", "/staff/disputes", f"/staff/disputes/{dispute_id}"):
+            refused = await support.get(path)
+            assert refused.status_code == 403 and "does not allow" in refused.text, path
+        assert (await user.get("/staff")).status_code == 403
+    assert (await client.get("/staff/tasks")).status_code == 303  # signed out: sign in first
+
+
+async def test_a_dispute_resolved_from_its_page_once(app: Any, core: Core, client: Any) -> None:
+    b, job_id, dispute_id = await disputed(app, core, client)
+    admin, _ = await owner_client(app, core, role=Role.ADMIN)
+    async with admin:
+        open_list = await admin.get("/staff/disputes", params={"status": "OPEN"})
+        assert f"/staff/disputes/{dispute_id}" in open_list.text
+        page = await admin.get(f"/staff/disputes/{dispute_id}")
+        assert "Resolve the dispute" in page.text
+        key = page.text.split('name="idempotencyKey" value="')[1].split('"')[0]
+        form = {
+            "resolution": "REFUND_REQUESTER",
+            "resolutionNotes": "The deliverable was copied.",
+            "idempotencyKey": key,
+        }
+        first = await admin.post(f"/staff/disputes/{dispute_id}/resolve", data=form)
+        twice = await admin.post(f"/staff/disputes/{dispute_id}/resolve", data=form)
+        assert first.status_code == twice.status_code == 303, twice.text
+        other = await admin.post(
+            f"/staff/disputes/{dispute_id}/resolve", data={**form, "idempotencyKey": "x"}
+        )
+        assert other.status_code == 409 and "resolved already" in other.text
+        done = await admin.get(f"/staff/disputes/{dispute_id}")
+        assert "Resolved: refund requester" in done.text
+        audit = await admin.get("/staff/audit", params={"query": dispute_id})
+        assert "dispute.resolved" in audit.text and "ADMIN" in audit.text
+        payments = await admin.get("/staff/payments", params={"query": job_id})
+        assert "Released" in payments.text
+    assert await money(core, b.owner.user_id) == (5_000, 0, 0)
+
+
+async def test_staff_act_on_a_task_from_its_page(app: Any, core: Core, client: Any) -> None:
+    b = await buyer(app, core, funds=5_000)
+    job_id = await draft(client, b, 1000)
+    assert (await client.post(f"/api/v2/jobs/{job_id}/publish", headers=b.agent.h)).status_code == 200
+    moderator, _ = await owner_client(app, core, role=Role.MODERATOR)
+    async with moderator:
+        noted = await moderator.post(
+            f"/staff/tasks/{job_id}/action", data={"action": "note", "note": "Checked."}
+        )
+        assert noted.status_code == 303
+        cancelled = await moderator.post(
+            f"/staff/tasks/{job_id}/action", data={"action": "cancel", "note": "Spam."}
+        )
+        assert cancelled.status_code == 303
+        page = await moderator.get(f"/staff/tasks/{job_id}")
+        assert "Cancelled" in page.text and "Checked." in page.text
+        empty = await moderator.post(f"/staff/tasks/{job_id}/action", data={"action": "note", "note": ""})
+        assert empty.status_code == 422
+        foreign = await moderator.post(
+            f"/staff/tasks/{job_id}/action",
+            data={"action": "note", "note": "x"},
+            headers={"Origin": "https://evil.example.net"},
+        )
+        assert foreign.status_code == 403
+    assert await money(core, b.owner.user_id) == (5_000, 0, 0)
