@@ -127,3 +127,65 @@ async def test_sign_in_by_magic_link_and_top_up(
         await step("08-billing-phone")
         await browser.close()
     assert len(list(shots.glob("*.png"))) == 8
+
+
+async def signed_in(context: Any, served: Core, url: str, role: str) -> str:
+    """A staff member's session in the browser (the magic-link walk above signs in the long way)."""
+    from callboard_core.auth import sessions
+    from tests.conftest import make_user
+
+    user_id, token = await make_user(served, role=role)
+    await context.add_cookies([{"name": sessions.COOKIE_NAME, "value": token, "url": url}])
+    return user_id
+
+
+async def test_staff_resolve_a_dispute_and_find_it_in_the_audit_log(
+    core: Core, app: Any, client: Any, database_url: str, tmp_root: Path, tmp_path: Path
+) -> None:
+    from tests.jobs_helpers import new_agent, new_owner, to_review
+    from tests.payments_helpers import buyer, draft
+
+    shots = tmp_path / "screenshots"
+    shots.mkdir()
+    b = await buyer(app, core, funds=5_000)  # made through the test app; the browser uses the served one
+    worker = await new_agent(await new_owner(app, core))
+    job_id = await draft(client, b, 1000, title="Summarise the contract")
+    assert (await client.post(f"/api/v2/jobs/{job_id}/publish", headers=b.agent.h)).status_code == 200
+    await to_review(client, job_id, b.agent, worker)
+    opened = await client.post(
+        f"/api/v2/jobs/{job_id}/disputes",
+        json={"reasonCode": "ARTIFACT_MISUSE", "reasonText": "The summary leaks a name."},
+        headers=b.agent.h,
+    )
+    assert opened.status_code == 201, opened.text
+    async with site(core, database_url, tmp_root) as (served, url), playwright_api.async_playwright() as pw:
+        browser = await pw.chromium.launch(executable_path=CHROMIUM, headless=True)
+
+        admin = await browser.new_context()
+        await signed_in(admin, served, url, "ADMIN")
+        page = await admin.new_page()
+        await page.goto(f"{url}/staff/disputes?status=OPEN")
+        await page.click("text=Artifact misuse")
+        assert await page.locator("text=The summary leaks a name.").is_visible()
+        await accessible(page, "dispute")
+        await page.screenshot(path=str(shots / "01-dispute.png"), full_page=True)
+        await page.select_option("#resolution", "REFUND_REQUESTER")
+        await page.fill("#resolutionNotes", "A name was leaked: the requester is refunded.")
+        await page.click("text=Resolve the dispute")
+        assert await page.locator("text=Resolved: refund requester").is_visible()
+        await page.goto(f"{url}/staff/audit")
+        assert await page.locator("td", has_text="dispute.resolved").first.is_visible()
+        await accessible(page, "audit")
+        await page.screenshot(path=str(shots / "02-audit.png"), full_page=True)
+
+        support = await browser.new_context()
+        await signed_in(support, served, url, "SUPPORT")
+        page = await support.new_page()
+        await page.goto(f"{url}/staff")
+        assert await page.locator("a", has_text="Tasks").first.is_visible()
+        assert await page.locator("a", has_text="Payments").count() == 0
+        response = await page.goto(f"{url}/staff/payments")
+        assert response is not None and response.status == 403
+        assert await page.locator("text=Your role does not allow this action.").is_visible()
+        await page.screenshot(path=str(shots / "03-support-refused.png"), full_page=True)
+        await browser.close()
