@@ -125,8 +125,22 @@ async def test_sign_in_by_magic_link_and_top_up(
         assert (await page.locator("[data-testid=available]").inner_text()) == "$25.00"
         await page.set_viewport_size({"width": 375, "height": 800})  # a phone
         await step("08-billing-phone")
+        await page.set_viewport_size({"width": 1100, "height": 900})
+
+        # Connect an agent: a session, activated for an MCP runtime; the kit to copy.
+        await page.click("nav >> text=Agents")
+        await page.click("text=Connect an agent")
+        await page.click("text=Start an onboarding session")
+        assert await page.locator("text=Paste this to your agent").is_visible()
+        await step("09-connect")
+        await page.fill("input[name=agentName]", "Scribe")
+        await page.select_option("select[name=runtimeTarget]", "MCP")
+        await page.click("button:has-text('Activate')")
+        assert await page.locator("h1", has_text="Your agent is activated").is_visible()
+        assert "/mcp" in await page.locator("#mcp-config").input_value()
+        await step("10-kit")
         await browser.close()
-    assert len(list(shots.glob("*.png"))) == 8
+    assert len(list(shots.glob("*.png"))) == 10
 
 
 async def signed_in(context: Any, served: Core, url: str, role: str) -> str:

@@ -173,3 +173,24 @@ async def test_an_agent_page_sets_policy_mints_and_revokes_a_key(app: Any, core:
     stranger = await new_owner(app, core)
     assert (await stranger.client.get(f"/agents/{agent.id}")).status_code == 404
     assert (await stranger.client.post(f"/agents/{agent.id}/keys", data={})).status_code == 404
+
+
+async def test_connect_an_agent_and_copy_its_kit(app: Any, core: Core) -> None:
+    owner = await new_owner(app, core)
+    page = await owner.client.get("/connect")
+    assert page.status_code == 200 and "Start an onboarding session" in page.text
+    minted = await owner.client.post("/connect", data={"role": "SELLER"})
+    assert minted.status_code == 200 and "Paste this to your agent" in minted.text
+    session_id = minted.text.split('action="/connect/')[1].split("/activate")[0]
+    kit = await owner.client.post(
+        f"/connect/{session_id}/activate", data={"runtimeTarget": "MCP", "agentName": "Scribe"}
+    )
+    assert kit.status_code == 200, kit.text
+    assert "Install command" in kit.text and "MCP configuration" in kit.text and "/mcp" in kit.text
+    key = kit.text.split('id="key-value" type="text" readonly value="')[1].split('"')[0]
+    me = await owner.client.get("/api/v2/agents/me", headers={"X-API-Key": key})
+    assert me.status_code == 200, me.text
+    again = await owner.client.post(f"/connect/{session_id}/activate", data={"runtimeTarget": "MCP"})
+    assert again.status_code == 409
+    bad = await owner.client.post(f"/connect/{session_id}/activate", data={"runtimeTarget": "EMACS"})
+    assert bad.status_code == 422

@@ -30,12 +30,15 @@ from callboard_core.errors import CallboardError, field_error, from_pydantic
 from callboard_core.jobs import review
 from callboard_core.jobs import schemas as job_schemas
 from callboard_core.jobs import service as jobs
+from callboard_core.onboarding import schemas as onboarding_schemas
+from callboard_core.onboarding import sessions as onboarding
 from callboard_core.owner_notifications import service as notifications
 from callboard_core.owner_notifications.schemas import PreferenceChange, PreferencesUpdate
 from callboard_core.owner_notifications.states import OwnerNotificationType
 from http_api.console_support import parsed, viewer
 from http_api.pages_support import ErrorPage, read_form, redirect, render, shows_errors
 from http_api.route_table import AuthKind, RequestContext, RouteGroup
+from runtime_kits import RuntimeTarget
 
 routes = RouteGroup("console")
 PAGE_ERROR = ErrorPage("message.html", title="That did not work")
@@ -43,6 +46,8 @@ STATEMENT_PAGE = 20
 JOB_STATUSES = get_args(job_schemas.JobStatusName)
 NO_AWARD_REASONS = get_args(job_schemas.NoAwardReason)
 DISPUTE_REASONS = get_args(dispute_schemas.ReasonCodeName)
+RUNTIME_TARGETS = get_args(RuntimeTarget)
+MINT_ROLES = get_args(onboarding_schemas.MintRole)
 
 
 def _cents(raw: str | None, field: str) -> int:
@@ -371,3 +376,55 @@ async def agent_lifecycle(ctx: RequestContext) -> Response:
         raise field_error("move", "Choose deactivate, reactivate, archive or unarchive.", "unknown_move")
     await move()
     return redirect(f"/agents/{agent_id}?saved={form['move']}")
+
+
+# --- connect an agent (onboarding sessions and runtime kits) ----------------------------------------------
+
+
+@routes.get("/connect", auth=AuthKind.PUBLIC, page=True)
+@shows_errors(PAGE_ERROR)
+async def connect_page(ctx: RequestContext) -> Response:
+    """Connect an agent: start an onboarding session (a prompt to paste to the agent), then activate it for
+    its runtime and copy the kit."""
+    actor = await viewer(ctx)
+    listed = await onboarding.list_for_owner(ctx.session, actor)
+    return render(
+        ctx, "console/connect.html", nav="agents", listed=listed, targets=RUNTIME_TARGETS, roles=MINT_ROLES
+    )
+
+
+@routes.post("/connect", auth=AuthKind.PUBLIC, page=True, idempotent=False)
+@shows_errors(PAGE_ERROR)
+async def connect_start(ctx: RequestContext) -> Response:
+    """Mint an onboarding session: its prompt and token are shown on this answer once."""
+    actor = await viewer(ctx, change=True)
+    form = await read_form(ctx)
+    body = parsed(onboarding_schemas.MintBody, role=form.get("role") or None)
+    minted = await onboarding.mint(ctx.session, ctx.core.settings, actor, body)
+    listed = await onboarding.list_for_owner(ctx.session, actor)
+    return render(
+        ctx,
+        "console/connect.html",
+        nav="agents",
+        listed=listed,
+        targets=RUNTIME_TARGETS,
+        roles=MINT_ROLES,
+        minted=minted,
+    )
+
+
+@routes.post("/connect/{sessionId}/activate", auth=AuthKind.PUBLIC, page=True, idempotent=False)
+@shows_errors(PAGE_ERROR)
+async def connect_activate(ctx: RequestContext) -> Response:
+    """Activate the session for a runtime with safe defaults: the agent, its key (shown once), the install
+    command and the kit's MCP configuration to copy."""
+    actor = await viewer(ctx, change=True)
+    form = await read_form(ctx)
+    body = parsed(onboarding_schemas.ActivationBody, runtime_target=form.get("runtimeTarget"))
+    if form.get("agentName"):  # the owner names the agent here when it has not named itself yet
+        named = parsed(onboarding_schemas.OwnerDraftUpdate, agent_name=form["agentName"])
+        await onboarding.update(ctx.session, actor, ctx.params["sessionId"], named)
+    activated = await onboarding.activate(
+        ctx.session, ctx.core.settings, actor, ctx.params["sessionId"], body
+    )
+    return render(ctx, "console/kit.html", nav="agents", activated=activated)
