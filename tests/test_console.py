@@ -194,3 +194,17 @@ async def test_connect_an_agent_and_copy_its_kit(app: Any, core: Core) -> None:
     assert again.status_code == 409
     bad = await owner.client.post(f"/connect/{session_id}/activate", data={"runtimeTarget": "EMACS"})
     assert bad.status_code == 422
+
+
+async def test_payouts_set_up_through_the_hosted_page_and_listed(app: Any, core: Core) -> None:
+    owner = await new_owner(app, core)
+    page = await owner.client.get("/payouts")
+    assert page.status_code == 200 and "Set up payouts" in page.text and "No payout account yet" in page.text
+    started = await owner.client.post("/payouts/setup")
+    assert started.status_code == 303, started.text
+    location = urlsplit(started.headers["location"])
+    back = await submit_page(app, location.path + ("?" + location.query if location.query else ""), None)
+    assert back.status_code == 303 and urlsplit(back.headers["location"]).path == "/payouts"
+    await worker_pass(app, core)
+    ready = await owner.client.get("/payouts")
+    assert "Ready" in ready.text, ready.text

@@ -35,6 +35,8 @@ from callboard_core.onboarding import sessions as onboarding
 from callboard_core.owner_notifications import service as notifications
 from callboard_core.owner_notifications.schemas import PreferenceChange, PreferencesUpdate
 from callboard_core.owner_notifications.states import OwnerNotificationType
+from callboard_core.payouts import accounts as payout_accounts
+from callboard_core.payouts import schemas as payout_schemas
 from http_api.console_support import parsed, viewer
 from http_api.pages_support import ErrorPage, read_form, redirect, render, shows_errors
 from http_api.route_table import AuthKind, RequestContext, RouteGroup
@@ -428,3 +430,41 @@ async def connect_activate(ctx: RequestContext) -> Response:
         ctx.session, ctx.core.settings, actor, ctx.params["sessionId"], body
     )
     return render(ctx, "console/kit.html", nav="agents", activated=activated)
+
+
+# --- payouts ---------------------------------------------------------------------------------------------
+
+
+@routes.get("/payouts", auth=AuthKind.PUBLIC, page=True)
+@shows_errors(PAGE_ERROR)
+async def payouts_page(ctx: RequestContext) -> Response:
+    """Your payout account (as the processor reports it now) and your recent payouts."""
+    actor = await viewer(ctx)
+    status = await payout_accounts.status(ctx.session, ctx.core, ctx.core.processor, actor)
+    return render(ctx, "console/payouts.html", nav="billing", account=status)
+
+
+async def _payout_link(ctx: RequestContext) -> Any:
+    """The prepare step of the payout setup form (the processor's calls, outside the write transaction);
+    a refusal is handed to the page handler, which shows it."""
+    try:
+        actor = await viewer(ctx, change=True)
+        back = ctx.core.settings.base_url.rstrip("/") + "/payouts"
+        body = payout_schemas.OnboardingLinkBody(return_url=back, refresh_url=back)
+        prepared = await payout_accounts.prepare_link(
+            ctx.session, ctx.core, ctx.core.processor, ctx.core.settings, actor, None, body
+        )
+        return actor, prepared
+    except CallboardError as exc:
+        return exc
+
+
+@routes.post("/payouts/setup", auth=AuthKind.PUBLIC, page=True, idempotent=False, prepare=_payout_link)
+@shows_errors(PAGE_ERROR)
+async def payouts_setup(ctx: RequestContext) -> Response:
+    """On to the processor's hosted payout onboarding, which comes back to /payouts."""
+    if isinstance(ctx.prepared, Exception):
+        raise ctx.prepared
+    actor, prepared = ctx.prepared
+    link = await payout_accounts.onboarding_link(ctx.session, actor, None, prepared)
+    return redirect(link.url)
