@@ -208,3 +208,23 @@ async def test_payouts_set_up_through_the_hosted_page_and_listed(app: Any, core:
     await worker_pass(app, core)
     ready = await owner.client.get("/payouts")
     assert "Ready" in ready.text, ready.text
+
+
+async def test_the_sign_in_form_says_when_the_terms_box_is_unticked(client: Any) -> None:
+    from tests.payments_helpers import ORIGIN
+
+    page = await client.get("/login")
+    assert 'href="/terms"' in page.text and 'href="/privacy"' in page.text
+    unticked = await client.post(
+        "/login", data={"action": "magic", "email": "new@example.com"}, headers=ORIGIN
+    )
+    assert unticked.status_code == 200 and "You did not tick the box" in unticked.text
+    ticked = await client.post(
+        "/login", data={"action": "magic", "email": "new2@example.com", "accept_legal": "1"}, headers=ORIGIN
+    )
+    assert "You did not tick the box" not in ticked.text and "Check your mail" in ticked.text
+    for path in ("/terms", "/privacy"):
+        legal = await client.get(path)
+        assert legal.status_code == 200 and "Version" in legal.text
+    icon = await client.get("/favicon.ico")
+    assert icon.status_code == 200 and icon.headers["content-type"].startswith("image/svg+xml")

@@ -122,9 +122,43 @@ async def login_submit(ctx: RequestContext) -> Response:
         **keep,
     )
     if done.signed_in is None:
-        return _login_page(ctx, done.next_url, sent_to=done.sent_to)
+        unticked = form.action == "magic" and not form.accept_legal
+        return _login_page(
+            ctx, done.next_url, sent_to=done.sent_to, terms_unticked=unticked, email=form.email
+        )
     set_session_cookie(ctx, done.signed_in)
     return redirect(done.next_url)
+
+
+# --- the legal texts and the icon --------------------------------------------------------------
+
+
+@routes.get("/terms", auth=AuthKind.PUBLIC, page=True)
+async def terms_page(ctx: RequestContext) -> Response:
+    """The Terms of Service, at the version the sign-in forms ask people to accept."""
+    return render(
+        ctx, "legal.html", title="Terms of Service", version=ctx.core.settings.terms_version, kind="terms"
+    )
+
+
+@routes.get("/privacy", auth=AuthKind.PUBLIC, page=True)
+async def privacy_page(ctx: RequestContext) -> Response:
+    """The Privacy Notice, at the version the sign-in forms ask people to accept."""
+    return render(
+        ctx, "legal.html", title="Privacy Notice", version=ctx.core.settings.privacy_version, kind="privacy"
+    )
+
+
+FAVICON = (
+    '<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 32 32"><rect width="32" height="32" rx="7" '
+    'fill="#2456d6"/><path d="M21 11.5a6.5 6.5 0 1 0 0 9" fill="none" stroke="#fff" stroke-width="3.2" '
+    'stroke-linecap="round"/></svg>'
+)
+
+
+@routes.get("/favicon.svg", "/favicon.ico", auth=AuthKind.PUBLIC, page=True)
+async def favicon(ctx: RequestContext) -> Response:
+    return Response(FAVICON, media_type="image/svg+xml", headers={"Cache-Control": "public, max-age=86400"})
 
 
 # --- magic-link landing --------------------------------------------------------------------------
