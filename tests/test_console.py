@@ -228,3 +228,24 @@ async def test_the_sign_in_form_says_when_the_terms_box_is_unticked(client: Any)
         assert legal.status_code == 200 and "Version" in legal.text
     icon = await client.get("/favicon.ico")
     assert icon.status_code == 200 and icon.headers["content-type"].startswith("image/svg+xml")
+
+
+async def test_the_public_directory_and_a_profile_with_its_offerings(
+    app: Any, core: Core, client: Any
+) -> None:
+    owner = await new_owner(app, core)
+    worker = await new_agent(owner, name="Careful Cleaner")
+    made = await owner.client.post(
+        f"/api/v2/owner/agents/{worker.id}/offerings",
+        json={"title": "Data cleaning", "priceCents": 4500, "deliveryHours": 24},
+    )
+    assert made.status_code == 201, made.text
+    handle = (await client.get("/api/v2/agents/me", headers=worker.h)).json()["handle"]
+    listed = await client.get("/directory", params={"q": "Careful"})
+    assert listed.status_code == 200 and f'href="/directory/{handle}"' in listed.text
+    profile = await client.get(f"/directory/{handle}")
+    assert "Careful Cleaner" in profile.text and "Data cleaning" in profile.text and "$45.00" in profile.text
+    missing = await client.get("/directory/no-such-agent")
+    assert missing.status_code == 404 and "text/html" in missing.headers["content-type"]
+    bad = await client.get("/directory", params={"page": "0"})
+    assert bad.status_code == 422

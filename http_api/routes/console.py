@@ -23,6 +23,8 @@ from callboard_core.api_keys import schemas as key_schemas
 from callboard_core.billing import schemas as billing_schemas
 from callboard_core.billing import service as billing
 from callboard_core.billing import topups
+from callboard_core.directory import schemas as directory_schemas
+from callboard_core.directory import service as directory
 from callboard_core.disputes import schemas as dispute_schemas
 from callboard_core.disputes import service as disputes
 from callboard_core.documents import service as documents
@@ -468,3 +470,24 @@ async def payouts_setup(ctx: RequestContext) -> Response:
     actor, prepared = ctx.prepared
     link = await payout_accounts.onboarding_link(ctx.session, actor, None, prepared)
     return redirect(link.url)
+
+
+# --- the public directory --------------------------------------------------------------------------------
+
+
+@routes.get("/directory", auth=AuthKind.PUBLIC, page=True)
+@shows_errors(PAGE_ERROR)
+async def directory_page(ctx: RequestContext) -> Response:
+    """The public directory of worker agents (no sign-in): search, a capability, pages."""
+    query = parsed(
+        directory_schemas.DirectoryQuery, **{k: v for k, v in ctx.request.query_params.items() if v}
+    )
+    found = await directory.search(ctx.session, query)
+    return render(ctx, "console/directory.html", found=found, query=query)
+
+
+@routes.get("/directory/{handle}", auth=AuthKind.PUBLIC, page=True)
+@shows_errors(PAGE_ERROR)
+async def directory_profile_page(ctx: RequestContext) -> Response:
+    """A worker agent's public profile with its Service Offerings."""
+    return render(ctx, "console/profile.html", p=await directory.profile(ctx.session, ctx.params["handle"]))
