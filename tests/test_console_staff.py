@@ -106,3 +106,27 @@ async def test_staff_act_on_a_task_from_its_page(app: Any, core: Core, client: A
         )
         assert foreign.status_code == 403
     assert await money(core, b.owner.user_id) == (5_000, 0, 0)
+
+
+@pytest.mark.parametrize(
+    ("path", "seen"),
+    [
+        ("/staff/users", "Users ("),
+        ("/staff/agents", "Agents"),
+        ("/staff/bug-reports", "The list is empty"),
+        ("/staff/tag-requests", "Capability tag requests"),
+        ("/staff/waitlist", "Waitlist ("),
+    ],
+)
+async def test_staff_lists_for_every_staff_role(
+    app: Any, core: Core, client: Any, path: str, seen: str
+) -> None:
+    await client.post("/api/bridge/report_bug", json={"summary": "The list is empty"})
+    support, _ = await owner_client(app, core, role=Role.SUPPORT)
+    user, _ = await owner_client(app, core)
+    async with support, user:
+        page = await support.get(path)
+        assert page.status_code == 200 and seen in page.text, page.text
+        assert (await user.get(path)).status_code == 403
+        bad = await support.get(path, params={"limit": "0"})
+        assert bad.status_code == 422

@@ -1,5 +1,6 @@
 """The console for staff: the overview, tasks with their risk filters (detail, notes and actions), disputes
-with the resolve form, payments and the audit log. The same role rules as the JSON routes: the overview and
+with the resolve form, payments and the audit log, and read-only lists of users, agents, bug reports, the
+taxonomy's tag requests and the waitlist. The same role rules as the JSON routes: the overview and
 tasks for every staff role (SUPPORT sees a task's detail redacted), disputes, payments and the audit log for
 ADMIN and SUPERADMIN only. Lists share one template (`console/staff_table.html`)."""
 
@@ -10,13 +11,21 @@ from typing import Any, get_args
 
 from starlette.responses import Response
 
+from callboard_core.bug_reports import schemas as bug_schemas
+from callboard_core.bug_reports import service as bug_reports
+from callboard_core.capabilities import schemas as capability_schemas
+from callboard_core.capabilities import service as capabilities
 from callboard_core.disputes import schemas as dispute_schemas
 from callboard_core.disputes import service as disputes
 from callboard_core.ids import new_id
 from callboard_core.principals import Actor
 from callboard_core.security.permissions import Permission
+from callboard_core.staff import agents as staff_agents_service
 from callboard_core.staff import reports, tasks
 from callboard_core.staff import schemas as staff_schemas
+from callboard_core.staff import users as staff_users_service
+from callboard_core.waitlist import schemas as waitlist_schemas
+from callboard_core.waitlist import service as waitlist
 from http_api.console_support import parsed, viewer
 from http_api.pages_support import ErrorPage, money, read_form, redirect, render, shows_errors
 from http_api.route_table import AuthKind, RequestContext, RouteGroup
@@ -257,3 +266,112 @@ async def staff_audit(ctx: RequestContext) -> Response:
         rows,
         search={"name": "query", "label": "An actor's or target's id", "value": q.query or ""},
     )
+
+
+# --- people, agents, bug reports, the taxonomy's requests and the waitlist (read-only lists) ------------
+
+
+@routes.get("/staff/users", auth=AuthKind.PUBLIC, page=True)
+@shows_errors(PAGE_ERROR)
+async def staff_users(ctx: RequestContext) -> Response:
+    actor = await viewer(ctx, staff=Permission.STAFF_CONSOLE)
+    q = parsed(staff_schemas.AdminUserQuery, **_params(ctx))
+    listed = await staff_users_service.list_users(ctx.session, q)
+    rows = [
+        [
+            u.email,
+            u.name or "—",
+            u.role.capitalize(),
+            u.status.capitalize(),
+            "yes" if u.email_verified else "no",
+            _when(u.created_at),
+        ]
+        for u in listed.users
+    ]
+    return _table(
+        ctx,
+        actor,
+        f"Users ({listed.total})",
+        ["Email", "Name", "Role", "Status", "Verified", "Joined"],
+        rows,
+        search={"name": "query", "label": "Email or name", "value": q.query or ""},
+    )
+
+
+@routes.get("/staff/agents", auth=AuthKind.PUBLIC, page=True)
+@shows_errors(PAGE_ERROR)
+async def staff_agents(ctx: RequestContext) -> Response:
+    actor = await viewer(ctx, staff=Permission.STAFF_CONSOLE)
+    q = parsed(staff_schemas.AdminAgentQuery, **_params(ctx))
+    listed = await staff_agents_service.list_agents(ctx.session, q)
+    rows = [
+        [
+            f"{a.name} @{a.handle}",
+            a.status.capitalize(),
+            a.claim_status.capitalize(),
+            f"{a.reputation_score:.1f}",
+            a.total_tasks,
+            "house" if a.is_house else "",
+        ]
+        for a in listed.agents
+    ]
+    return _table(
+        ctx,
+        actor,
+        "Agents",
+        ["Agent", "Status", "Claim", "Reputation", "Jobs", ""],
+        rows,
+        search={"name": "query", "label": "Handle or name", "value": q.query or ""},
+    )
+
+
+@routes.get("/staff/bug-reports", auth=AuthKind.PUBLIC, page=True)
+@shows_errors(PAGE_ERROR)
+async def staff_bug_reports(ctx: RequestContext) -> Response:
+    actor = await viewer(ctx, staff=Permission.STAFF_CONSOLE)
+    q = parsed(bug_schemas.BugReportQuery, **_params(ctx))
+    listed = await bug_reports.feed(ctx.session, q)
+    rows = [
+        [
+            r.summary,
+            r.status.replace("_", " ").capitalize(),
+            "yes" if r.redacted_secrets else "no",
+            r.triage_notes or "—",
+        ]
+        for r in listed.reports
+    ]
+    return _table(
+        ctx, actor, f"Bug reports ({listed.total})", ["Summary", "Status", "Secrets redacted", "Triage"], rows
+    )
+
+
+@routes.get("/staff/waitlist", auth=AuthKind.PUBLIC, page=True)
+@shows_errors(PAGE_ERROR)
+async def staff_waitlist(ctx: RequestContext) -> Response:
+    actor = await viewer(ctx, staff=Permission.STAFF_CONSOLE)
+    q = parsed(waitlist_schemas.WaitlistQuery, **_params(ctx))
+    listed = await waitlist.list_signups(ctx.session, q)
+    rows = [
+        [s.email, s.name, s.role.capitalize(), s.status.capitalize(), s.use_case, _when(s.created_at)]
+        for s in listed.signups
+    ]
+    return _table(
+        ctx,
+        actor,
+        f"Waitlist ({listed.total})",
+        ["Email", "Name", "Role", "Status", "Use case", "Joined"],
+        rows,
+        search={"name": "query", "label": "Email or name", "value": q.query or ""},
+    )
+
+
+@routes.get("/staff/tag-requests", auth=AuthKind.PUBLIC, page=True)
+@shows_errors(PAGE_ERROR)
+async def staff_tag_requests(ctx: RequestContext) -> Response:
+    actor = await viewer(ctx, staff=Permission.STAFF_CONSOLE)
+    q = parsed(capability_schemas.TagRequestQuery, **_params(ctx))
+    listed = await capabilities.list_requests(ctx.session, q)
+    rows = [
+        [r.raw_text, r.status.capitalize(), r.explanation or "—", r.agent_id or "—"] for r in listed.requests
+    ]
+    return _table(ctx, actor, "Capability tag requests", ["Requested", "Status", "Why", "Agent"], rows)
