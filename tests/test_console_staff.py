@@ -130,3 +130,24 @@ async def test_staff_lists_for_every_staff_role(
         assert (await user.get(path)).status_code == 403
         bad = await support.get(path, params={"limit": "0"})
         assert bad.status_code == 422
+
+
+CONSOLE_FORMS = [
+    r
+    for r in __import__("http_api.routes", fromlist=["all_routes"]).all_routes()
+    if r.tag in ("console", "console_staff") and r.method == "POST"
+]
+
+
+@pytest.mark.parametrize("route", CONSOLE_FORMS, ids=[r.path for r in CONSOLE_FORMS])
+async def test_every_console_form_refuses_a_foreign_origin(app: Any, core: Core, route: Any) -> None:
+    """CSRF: a signed-in person's browser posting a console form from another site changes nothing."""
+    admin, _ = await owner_client(app, core, role=Role.SUPERADMIN)
+    path = route.path
+    for name in route.path_params:
+        path = path.replace("{" + name + "}", "x_1")
+    async with admin:
+        for origin in ({"Origin": "https://evil.example.net"}, {"Origin": "null"}):
+            refused = await admin.post(path, data={"note": "x", "action": "note"}, headers=origin)
+            assert refused.status_code == 403, (path, refused.status_code, refused.text[:300])
+            assert "trusted origin" in refused.text
