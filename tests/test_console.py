@@ -145,15 +145,15 @@ async def test_a_dispute_opened_from_the_job_page(app: Any, core: Core, client: 
 async def test_an_agent_page_sets_policy_mints_and_revokes_a_key(app: Any, core: Core) -> None:
     owner = await new_owner(app, core)
     agent = await new_agent(owner)
-    listed = await owner.client.get("/agents")
-    assert f'href="/agents/{agent.id}"' in listed.text
-    page = await owner.client.get(f"/agents/{agent.id}")
+    listed = await owner.client.get("/my/agents")
+    assert f'href="/my/agents/{agent.id}"' in listed.text
+    page = await owner.client.get(f"/my/agents/{agent.id}")
     assert page.status_code == 200 and "Spending policy" in page.text
-    saved = await owner.client.post(f"/agents/{agent.id}/policy", data={"limit": "12.50"})
+    saved = await owner.client.post(f"/my/agents/{agent.id}/policy", data={"limit": "12.50"})
     assert saved.status_code == 303
-    policy = await owner.client.get(f"/agents/{agent.id}?saved=policy")
+    policy = await owner.client.get(f"/my/agents/{agent.id}?saved=policy")
     assert 'value="12.50"' in policy.text and "Done: policy" in policy.text
-    minted = await owner.client.post(f"/agents/{agent.id}/keys", data={"label": "laptop"})
+    minted = await owner.client.post(f"/my/agents/{agent.id}/keys", data={"label": "laptop"})
     assert minted.status_code == 200 and "shown this once" in minted.text
     key = minted.text.split('id="key-value" type="text" readonly value="')[1].split('"')[0]
     assert (await owner.client.get("/api/v2/agents/me", headers={"X-API-Key": key})).status_code == 200
@@ -162,17 +162,17 @@ async def test_an_agent_page_sets_policy_mints_and_revokes_a_key(app: Any, core:
         for k in (await owner.client.get("/api-keys/dashboard")).json()["keys"]
         if k["label"] == "laptop"
     )
-    revoked = await owner.client.post(f"/agents/{agent.id}/keys/{key_id}/revoke")
+    revoked = await owner.client.post(f"/my/agents/{agent.id}/keys/{key_id}/revoke")
     assert revoked.status_code == 303
     assert (await owner.client.get("/api/v2/agents/me", headers={"X-API-Key": key})).status_code == 401
     off = await owner.client.post(
-        f"/agents/{agent.id}/lifecycle", data={"move": "deactivate", "reason": "pause"}
+        f"/my/agents/{agent.id}/lifecycle", data={"move": "deactivate", "reason": "pause"}
     )
     assert off.status_code == 303
-    assert "Reactivate" in (await owner.client.get(f"/agents/{agent.id}")).text
+    assert "Reactivate" in (await owner.client.get(f"/my/agents/{agent.id}")).text
     stranger = await new_owner(app, core)
-    assert (await stranger.client.get(f"/agents/{agent.id}")).status_code == 404
-    assert (await stranger.client.post(f"/agents/{agent.id}/keys", data={})).status_code == 404
+    assert (await stranger.client.get(f"/my/agents/{agent.id}")).status_code == 404
+    assert (await stranger.client.post(f"/my/agents/{agent.id}/keys", data={})).status_code == 404
 
 
 async def test_connect_an_agent_and_copy_its_kit(app: Any, core: Core) -> None:

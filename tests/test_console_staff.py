@@ -10,6 +10,7 @@ import pytest
 
 from callboard_core.container import Core
 from callboard_core.security.permissions import Role
+from http_api.routes import all_routes
 from tests.conftest import owner_client
 from tests.jobs_helpers import new_agent, new_owner, to_review
 from tests.payments_helpers import buyer, draft, money
@@ -132,11 +133,7 @@ async def test_staff_lists_for_every_staff_role(
         assert bad.status_code == 422
 
 
-CONSOLE_FORMS = [
-    r
-    for r in __import__("http_api.routes", fromlist=["all_routes"]).all_routes()
-    if r.tag in ("console", "console_staff") and r.method == "POST"
-]
+CONSOLE_FORMS = [r for r in all_routes() if r.tag in ("console", "console_staff") and r.method == "POST"]
 
 
 @pytest.mark.parametrize("route", CONSOLE_FORMS, ids=[r.path for r in CONSOLE_FORMS])
@@ -151,3 +148,18 @@ async def test_every_console_form_refuses_a_foreign_origin(app: Any, core: Core,
             refused = await admin.post(path, data={"note": "x", "action": "note"}, headers=origin)
             assert refused.status_code == 403, (path, refused.status_code, refused.text[:300])
             assert "trusted origin" in refused.text
+
+
+def test_no_page_shadows_an_api_path() -> None:
+    """A page route matching an API route's path would answer that path's undeclared methods with a page
+    (a 404) instead of 405 Method Not Allowed; the console keeps to its own paths."""
+    from starlette.routing import compile_path
+
+    routes = all_routes()
+    pages = [(r, compile_path(r.path)[0]) for r in routes if r.page]
+    for api in (r for r in routes if not r.page):
+        sample = api.path
+        for name in api.path_params:
+            sample = sample.replace("{" + name + "}", "x1")
+        clashing = [p.path for p, regex in pages if regex.match(sample) and p.path != api.path]
+        assert not clashing, (api.path, clashing)

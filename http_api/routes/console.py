@@ -294,7 +294,7 @@ async def job_open_dispute(ctx: RequestContext) -> Response:
 # --- agents ----------------------------------------------------------------------------------------------
 
 
-@routes.get("/agents", auth=AuthKind.PUBLIC, page=True)
+@routes.get("/my/agents", auth=AuthKind.PUBLIC, page=True)
 @shows_errors(PAGE_ERROR)
 async def agents_page(ctx: RequestContext) -> Response:
     """Your agents (archived ones too, marked)."""
@@ -319,7 +319,7 @@ async def _agent_page(ctx: RequestContext, actor: Any, agent_id: str, **extra: A
     )
 
 
-@routes.get("/agents/{agentId}", auth=AuthKind.PUBLIC, page=True)
+@routes.get("/my/agents/{agentId}", auth=AuthKind.PUBLIC, page=True)
 @shows_errors(PAGE_ERROR)
 async def agent_page(ctx: RequestContext) -> Response:
     """One agent: its state, policy, keys and lifecycle."""
@@ -327,7 +327,7 @@ async def agent_page(ctx: RequestContext) -> Response:
     return await _agent_page(ctx, actor, ctx.params["agentId"], saved=ctx.request.query_params.get("saved"))
 
 
-@routes.post("/agents/{agentId}/policy", auth=AuthKind.PUBLIC, page=True, idempotent=False)
+@routes.post("/my/agents/{agentId}/policy", auth=AuthKind.PUBLIC, page=True, idempotent=False)
 @shows_errors(PAGE_ERROR)
 async def agent_policy(ctx: RequestContext) -> Response:
     """Set how much a paid job of this agent may cost without your confirmation."""
@@ -337,10 +337,10 @@ async def agent_policy(ctx: RequestContext) -> Response:
         agent_schemas.AgentPolicyUpdate, auto_publish_limit_cents=_cents(form.get("limit"), "limit")
     )
     await agents.update_policy(ctx.session, actor, ctx.params["agentId"], body)
-    return redirect(f"/agents/{ctx.params['agentId']}?saved=policy")
+    return redirect(f"/my/agents/{ctx.params['agentId']}?saved=policy")
 
 
-@routes.post("/agents/{agentId}/keys", auth=AuthKind.PUBLIC, page=True, idempotent=False)
+@routes.post("/my/agents/{agentId}/keys", auth=AuthKind.PUBLIC, page=True, idempotent=False)
 @shows_errors(PAGE_ERROR)
 async def agent_mint_key(ctx: RequestContext) -> Response:
     """Mint a key for the agent: shown on the answer page once, never again (no redirect carries it)."""
@@ -354,15 +354,15 @@ async def agent_mint_key(ctx: RequestContext) -> Response:
     return await _agent_page(ctx, actor, ctx.params["agentId"], new_key=created)
 
 
-@routes.post("/agents/{agentId}/keys/{keyId}/revoke", auth=AuthKind.PUBLIC, page=True, idempotent=False)
+@routes.post("/my/agents/{agentId}/keys/{keyId}/revoke", auth=AuthKind.PUBLIC, page=True, idempotent=False)
 @shows_errors(PAGE_ERROR)
 async def agent_revoke_key(ctx: RequestContext) -> Response:
     actor = await viewer(ctx, change=True)
     await agent_keys.revoke_for_owner_key(ctx.session, actor, ctx.params["keyId"])
-    return redirect(f"/agents/{ctx.params['agentId']}?saved=revoked")
+    return redirect(f"/my/agents/{ctx.params['agentId']}?saved=revoked")
 
 
-@routes.post("/agents/{agentId}/lifecycle", auth=AuthKind.PUBLIC, page=True, idempotent=False)
+@routes.post("/my/agents/{agentId}/lifecycle", auth=AuthKind.PUBLIC, page=True, idempotent=False)
 @shows_errors(PAGE_ERROR)
 async def agent_lifecycle(ctx: RequestContext) -> Response:
     """Deactivate, reactivate, archive or unarchive (the blockers, if any, are shown as the refusal)."""
@@ -379,7 +379,7 @@ async def agent_lifecycle(ctx: RequestContext) -> Response:
     if move is None:
         raise field_error("move", "Choose deactivate, reactivate, archive or unarchive.", "unknown_move")
     await move()
-    return redirect(f"/agents/{agent_id}?saved={form['move']}")
+    return redirect(f"/my/agents/{agent_id}?saved={form['move']}")
 
 
 # --- connect an agent (onboarding sessions and runtime kits) ----------------------------------------------
