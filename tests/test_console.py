@@ -249,3 +249,36 @@ async def test_the_public_directory_and_a_profile_with_its_offerings(
     assert missing.status_code == 404 and "text/html" in missing.headers["content-type"]
     bad = await client.get("/directory", params={"page": "0"})
     assert bad.status_code == 422
+
+
+async def test_cards_auto_top_up_and_caps_from_the_billing_page(app: Any, core: Core) -> None:
+    owner = await new_owner(app, core)
+    no_card = await owner.client.post(
+        "/billing/settings", data={"autoTopup": "on", "threshold": "5", "autoAmount": "25"}
+    )
+    assert no_card.status_code == 409 and "card" in no_card.text
+    started = await owner.client.post("/billing/cards")
+    assert started.status_code == 303, started.text
+    location = urlsplit(started.headers["location"])
+    saved = await submit_page(app, location.path + ("?" + location.query if location.query else ""), CARD_OK)
+    assert saved.status_code == 303 and urlsplit(saved.headers["location"]).path == "/billing"
+    await worker_pass(app, core)
+    page = await owner.client.get("/billing?card=added")
+    assert "ending 4242" in page.text and "default" in page.text
+    settings = await owner.client.post(
+        "/billing/settings",
+        data={"autoTopup": "on", "threshold": "5", "autoAmount": "25", "perTaskCap": "50", "dailyCap": ""},
+    )
+    assert settings.status_code == 303, settings.text
+    me = (await owner.client.get("/me/billing")).json()
+    assert me["autoTopupEnabled"] is True and me["autoTopupThresholdCents"] == 500
+    assert (
+        me["autoTopupAmountCents"] == 2500
+        and me["perTaskCapCents"] == 5000
+        and me["dailySpendCapCents"] is None
+    )
+    card_id = me["paymentMethods"][0]["id"]
+    removed = await owner.client.post(f"/billing/cards/{card_id}/remove")
+    assert removed.status_code == 303
+    after = (await owner.client.get("/me/billing")).json()
+    assert after["paymentMethods"] == [] and after["autoTopupEnabled"] is False

@@ -20,9 +20,9 @@ from callboard_core.agents import keys as agent_keys
 from callboard_core.agents import schemas as agent_schemas
 from callboard_core.agents import service as agents
 from callboard_core.api_keys import schemas as key_schemas
+from callboard_core.billing import cards, topups
 from callboard_core.billing import schemas as billing_schemas
 from callboard_core.billing import service as billing
-from callboard_core.billing import topups
 from callboard_core.directory import schemas as directory_schemas
 from callboard_core.directory import service as directory
 from callboard_core.disputes import schemas as dispute_schemas
@@ -78,7 +78,14 @@ async def billing_page(ctx: RequestContext) -> Response:
     actor = await viewer(ctx)
     cursor = ctx.request.query_params.get("cursor") or None
     statement = await billing.statement(ctx.session, actor, cursor=cursor, limit=STATEMENT_PAGE)
-    return render(ctx, "console/billing.html", nav="billing", statement=statement, balance=statement.profile)
+    return render(
+        ctx,
+        "console/billing.html",
+        nav="billing",
+        statement=statement,
+        balance=statement.profile,
+        saved=ctx.request.query_params.get("saved") or ctx.request.query_params.get("card"),
+    )
 
 
 async def _start_topup(ctx: RequestContext) -> Any:
@@ -491,3 +498,90 @@ async def directory_page(ctx: RequestContext) -> Response:
 async def directory_profile_page(ctx: RequestContext) -> Response:
     """A worker agent's public profile with its Service Offerings."""
     return render(ctx, "console/profile.html", p=await directory.profile(ctx.session, ctx.params["handle"]))
+
+
+# --- billing settings: cards, auto top-up, caps ----------------------------------------------------------
+
+
+async def _card_setup(ctx: RequestContext) -> Any:
+    """The prepare step of "add a card": the processor's hosted card form (outside the write transaction)."""
+    try:
+        actor = await viewer(ctx, change=True)
+        back = ctx.core.settings.base_url.rstrip("/") + "/billing?card=added"
+        return await cards.start_setup(ctx.core.processor, ctx.core, ctx.core.settings, actor, back)
+    except CallboardError as exc:
+        return exc
+
+
+@routes.post("/billing/cards", auth=AuthKind.PUBLIC, page=True, idempotent=False, prepare=_card_setup)
+@shows_errors(PAGE_ERROR)
+async def billing_add_card(ctx: RequestContext) -> Response:
+    """On to the processor's hosted card form; the card shows here once the processor reports it saved."""
+    if isinstance(ctx.prepared, Exception):
+        raise ctx.prepared
+    return redirect(ctx.prepared.url)
+
+
+async def _card_removal(ctx: RequestContext) -> Any:
+    try:
+        actor = await viewer(ctx, change=True)
+        return await cards.detach(ctx.core.processor, ctx.core, actor, ctx.params["paymentMethodId"])
+    except CallboardError as exc:
+        return exc
+
+
+@routes.post(
+    "/billing/cards/{paymentMethodId}/remove",
+    auth=AuthKind.PUBLIC,
+    page=True,
+    idempotent=False,
+    prepare=_card_removal,
+)
+@shows_errors(PAGE_ERROR)
+async def billing_remove_card(ctx: RequestContext) -> Response:
+    if isinstance(ctx.prepared, Exception):
+        raise ctx.prepared
+    actor = await viewer(ctx, change=True)
+    await cards.delete(ctx.session, actor, ctx.prepared)
+    return redirect("/billing?saved=card_removed")
+
+
+@routes.post("/billing/cards/{paymentMethodId}/default", auth=AuthKind.PUBLIC, page=True, idempotent=False)
+@shows_errors(PAGE_ERROR)
+async def billing_default_card(ctx: RequestContext) -> Response:
+    actor = await viewer(ctx, change=True)
+    await cards.set_default(ctx.session, actor, ctx.params["paymentMethodId"])
+    return redirect("/billing?saved=default_card")
+
+
+def _optional_cents(raw: str | None, field: str) -> int | None:
+    return _cents(raw, field) if (raw or "").strip() else None
+
+
+@routes.post("/billing/settings", auth=AuthKind.PUBLIC, page=True, idempotent=False)
+@shows_errors(PAGE_ERROR)
+async def billing_settings(ctx: RequestContext) -> Response:
+    """Auto top-up (on or off, when and how much) and the spend caps (empty: no cap), in dollars."""
+    actor = await viewer(ctx, change=True)
+    form = await read_form(ctx)
+    limits = parsed(
+        billing_schemas.LimitsUpdate,
+        per_task_cap_cents=_optional_cents(form.get("perTaskCap"), "perTaskCap"),
+        daily_spend_cap_cents=_optional_cents(form.get("dailyCap"), "dailyCap"),
+    )
+    await billing.set_limits(ctx.session, actor, limits)
+    enabled = form.get("autoTopup") == "on"
+    auto = parsed(
+        billing_schemas.AutoTopupUpdate,
+        enabled=enabled,
+        **(
+            {
+                "threshold_cents": _cents(form.get("threshold"), "threshold"),
+                "amount_cents": _cents(form.get("autoAmount"), "autoAmount"),
+            }
+            if enabled
+            else {}
+        ),
+    )
+    await billing.set_autotopup(ctx.session, actor, auto)
+    return redirect("/billing?saved=settings")
