@@ -10,6 +10,8 @@ The home page is `/` (routes/pages.py)."""
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Awaitable, Callable
 from typing import Any, get_args
 
 from pydantic import ValidationError
@@ -54,6 +56,30 @@ RUNTIME_TARGETS = get_args(RuntimeTarget)
 MINT_ROLES = get_args(onboarding_schemas.MintRole)
 
 
+def handed_on(step: Callable[[RequestContext], Awaitable[Any]]) -> Callable[[RequestContext], Awaitable[Any]]:
+    """A page's prepare step (the processor's calls, outside the write transaction) runs before the page
+    handler's error page can catch anything: its refusal is handed on to the handler, which raises it
+    (`prepared`) and so shows it on the page."""
+
+    @functools.wraps(step)
+    async def run(ctx: RequestContext) -> Any:
+        try:
+            return await step(ctx)
+        except CallboardError as exc:
+            return exc
+        except ValidationError as exc:
+            return from_pydantic(exc)
+
+    return run
+
+
+def prepared(ctx: RequestContext) -> Any:
+    """What the route's prepare step made, or its refusal raised here (see `handed_on`)."""
+    if isinstance(ctx.prepared, Exception):
+        raise ctx.prepared
+    return ctx.prepared
+
+
 def _cents(raw: str | None, field: str) -> int:
     """A dollar amount typed by a person ("25", "25.50", "$1,000") as cents."""
     text = (raw or "").strip().replace("$", "").replace(",", "")
@@ -88,30 +114,23 @@ async def billing_page(ctx: RequestContext) -> Response:
     )
 
 
+@handed_on
 async def _start_topup(ctx: RequestContext) -> Any:
-    """The prepare step of the top-up form: the processor's hosted checkout (outside the write unit of
-    work). A refusal is handed to the page handler, which shows it."""
-    try:
-        actor = await viewer(ctx, change=True)
-        form = await read_form(ctx)
-        body = billing_schemas.TopUpBody(
-            amount_cents=_cents(form.get("amount"), "amount"),
-            return_url=ctx.core.settings.base_url.rstrip("/") + "/billing/topup/done",
-        )
-        return await topups.prepare_topup(ctx.core.processor, ctx.core, ctx.core.settings, actor, body, None)
-    except CallboardError as exc:
-        return exc
-    except ValidationError as exc:  # the amount is out of range
-        return from_pydantic(exc)
+    """The prepare step of the top-up form: the processor's hosted checkout."""
+    actor = await viewer(ctx, change=True)
+    form = await read_form(ctx)
+    body = billing_schemas.TopUpBody(
+        amount_cents=_cents(form.get("amount"), "amount"),
+        return_url=ctx.core.settings.base_url.rstrip("/") + "/billing/topup/done",
+    )
+    return await topups.prepare_topup(ctx.core.processor, ctx.core, ctx.core.settings, actor, body, None)
 
 
 @routes.post("/billing/topup", auth=AuthKind.PUBLIC, page=True, idempotent=False, prepare=_start_topup)
 @shows_errors(PAGE_ERROR)
 async def billing_topup(ctx: RequestContext) -> Response:
     """Start a top-up: on to the processor's hosted checkout, which comes back to /billing/topup/done."""
-    if isinstance(ctx.prepared, Exception):
-        raise ctx.prepared
-    row, checkout = ctx.prepared
+    row, checkout = prepared(ctx)
     started = await topups.record_checkout(ctx.session, row.id, checkout)
     return redirect(started.url)
 
@@ -453,29 +472,24 @@ async def payouts_page(ctx: RequestContext) -> Response:
     return render(ctx, "console/payouts.html", nav="billing", account=status)
 
 
+@handed_on
 async def _payout_link(ctx: RequestContext) -> Any:
-    """The prepare step of the payout setup form (the processor's calls, outside the write transaction);
-    a refusal is handed to the page handler, which shows it."""
-    try:
-        actor = await viewer(ctx, change=True)
-        back = ctx.core.settings.base_url.rstrip("/") + "/payouts"
-        body = payout_schemas.OnboardingLinkBody(return_url=back, refresh_url=back)
-        prepared = await payout_accounts.prepare_link(
-            ctx.session, ctx.core, ctx.core.processor, ctx.core.settings, actor, None, body
-        )
-        return actor, prepared
-    except CallboardError as exc:
-        return exc
+    """The prepare step of the payout setup form: the processor's account and onboarding link."""
+    actor = await viewer(ctx, change=True)
+    back = ctx.core.settings.base_url.rstrip("/") + "/payouts"
+    body = payout_schemas.OnboardingLinkBody(return_url=back, refresh_url=back)
+    prepared = await payout_accounts.prepare_link(
+        ctx.session, ctx.core, ctx.core.processor, ctx.core.settings, actor, None, body
+    )
+    return actor, prepared
 
 
 @routes.post("/payouts/setup", auth=AuthKind.PUBLIC, page=True, idempotent=False, prepare=_payout_link)
 @shows_errors(PAGE_ERROR)
 async def payouts_setup(ctx: RequestContext) -> Response:
     """On to the processor's hosted payout onboarding, which comes back to /payouts."""
-    if isinstance(ctx.prepared, Exception):
-        raise ctx.prepared
-    actor, prepared = ctx.prepared
-    link = await payout_accounts.onboarding_link(ctx.session, actor, None, prepared)
+    actor, link_prepared = prepared(ctx)
+    link = await payout_accounts.onboarding_link(ctx.session, actor, None, link_prepared)
     return redirect(link.url)
 
 
@@ -503,31 +517,25 @@ async def directory_profile_page(ctx: RequestContext) -> Response:
 # --- billing settings: cards, auto top-up, caps ----------------------------------------------------------
 
 
+@handed_on
 async def _card_setup(ctx: RequestContext) -> Any:
-    """The prepare step of "add a card": the processor's hosted card form (outside the write transaction)."""
-    try:
-        actor = await viewer(ctx, change=True)
-        back = ctx.core.settings.base_url.rstrip("/") + "/billing?card=added"
-        return await cards.start_setup(ctx.core.processor, ctx.core, ctx.core.settings, actor, back)
-    except CallboardError as exc:
-        return exc
+    """The prepare step of "add a card": the processor's hosted card form."""
+    actor = await viewer(ctx, change=True)
+    back = ctx.core.settings.base_url.rstrip("/") + "/billing?card=added"
+    return await cards.start_setup(ctx.core.processor, ctx.core, ctx.core.settings, actor, back)
 
 
 @routes.post("/billing/cards", auth=AuthKind.PUBLIC, page=True, idempotent=False, prepare=_card_setup)
 @shows_errors(PAGE_ERROR)
 async def billing_add_card(ctx: RequestContext) -> Response:
     """On to the processor's hosted card form; the card shows here once the processor reports it saved."""
-    if isinstance(ctx.prepared, Exception):
-        raise ctx.prepared
-    return redirect(ctx.prepared.url)
+    return redirect(prepared(ctx).url)
 
 
+@handed_on
 async def _card_removal(ctx: RequestContext) -> Any:
-    try:
-        actor = await viewer(ctx, change=True)
-        return await cards.detach(ctx.core.processor, ctx.core, actor, ctx.params["paymentMethodId"])
-    except CallboardError as exc:
-        return exc
+    actor = await viewer(ctx, change=True)
+    return await cards.detach(ctx.core.processor, ctx.core, actor, ctx.params["paymentMethodId"])
 
 
 @routes.post(
@@ -539,10 +547,9 @@ async def _card_removal(ctx: RequestContext) -> Any:
 )
 @shows_errors(PAGE_ERROR)
 async def billing_remove_card(ctx: RequestContext) -> Response:
-    if isinstance(ctx.prepared, Exception):
-        raise ctx.prepared
+    processor_id = prepared(ctx)
     actor = await viewer(ctx, change=True)
-    await cards.delete(ctx.session, actor, ctx.prepared)
+    await cards.delete(ctx.session, actor, processor_id)
     return redirect("/billing?saved=card_removed")
 
 
