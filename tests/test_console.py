@@ -282,3 +282,11 @@ async def test_cards_auto_top_up_and_caps_from_the_billing_page(app: Any, core: 
     assert removed.status_code == 303
     after = (await owner.client.get("/me/billing")).json()
     assert after["paymentMethods"] == [] and after["autoTopupEnabled"] is False
+
+
+@pytest.mark.parametrize(
+    "path", ["/billing/topup", "/billing/cards", "/billing/cards/x_1/remove", "/payouts/setup"]
+)
+async def test_signed_out_forms_with_a_processor_step_send_you_to_sign_in(client: Any, path: str) -> None:
+    r = await client.post(path, data={"amount": "25"})
+    assert r.status_code == 303 and r.headers["location"].startswith("/login"), r.text

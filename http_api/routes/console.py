@@ -42,7 +42,7 @@ from callboard_core.owner_notifications.states import OwnerNotificationType
 from callboard_core.payouts import accounts as payout_accounts
 from callboard_core.payouts import schemas as payout_schemas
 from http_api.console_support import parsed, viewer
-from http_api.pages_support import ErrorPage, read_form, redirect, render, shows_errors
+from http_api.pages_support import ErrorPage, SignInFirst, read_form, redirect, render, shows_errors
 from http_api.route_table import AuthKind, RequestContext, RouteGroup
 from runtime_kits import RuntimeTarget
 
@@ -65,7 +65,7 @@ def handed_on(step: Callable[[RequestContext], Awaitable[Any]]) -> Callable[[Req
     async def run(ctx: RequestContext) -> Any:
         try:
             return await step(ctx)
-        except CallboardError as exc:
+        except (CallboardError, SignInFirst) as exc:  # a signed-out visitor: the sign-in page, then back
             return exc
         except ValidationError as exc:
             return from_pydantic(exc)
