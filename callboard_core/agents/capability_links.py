@@ -45,3 +45,11 @@ async def repoint_holders(session: AsyncSession, question: capabilities.HoldersR
         .execution_options(synchronize_session=False)
     )
     return len(moved.all())
+
+
+async def remove(session: AsyncSession, agent_id: str, tag_id: str) -> bool:
+    """Take a capability tag off an agent (a dispute's MARK_WORKER_INVALID); False: it did not hold it."""
+    removed = await session.execute(
+        delete(AgentCapability).where(AgentCapability.agent_id == agent_id, AgentCapability.tag_id == tag_id)
+    )
+    return bool(getattr(removed, "rowcount", 0))

@@ -11,8 +11,7 @@ from callboard_core.billing import service as billing
 from callboard_core.console import schemas as console_schemas
 from callboard_core.jobs.models import Job
 from callboard_core.jobs.states import JobStatus
-from callboard_core.owner_notifications.models import OwnerNotification
-from callboard_core.owner_notifications.states import Channel
+from callboard_core.owner_notifications import service as owner_notifications
 from callboard_core.payments.models import JobPayment
 from callboard_core.payments.states import PaymentStatus
 from callboard_core.principals import Actor
@@ -89,21 +88,6 @@ async def _jobs_needing_action(session: AsyncSession, user_id: str) -> list[cons
     return found
 
 
-async def _unread(session: AsyncSession, user_id: str) -> int:
-    return int(
-        await session.scalar(
-            select(func.count())
-            .select_from(OwnerNotification)
-            .where(
-                OwnerNotification.owner_id == user_id,
-                OwnerNotification.channel == Channel.IN_APP,
-                OwnerNotification.read_at.is_(None),
-            )
-        )
-        or 0
-    )
-
-
 async def home(session: AsyncSession, actor: Actor) -> console_schemas.OwnerHome:
     user_id = actor.require_user()
     user = await session.get(User, user_id)
@@ -128,6 +112,6 @@ async def home(session: AsyncSession, actor: Actor) -> console_schemas.OwnerHome
         agents=agents,
         balance=balance,
         jobs_needing_action=await _jobs_needing_action(session, user_id),
-        unread_notifications=await _unread(session, user_id),
+        unread_notifications=await owner_notifications.unread_count(session, user_id),
         first_steps=steps,
     )

@@ -32,13 +32,13 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import delete, or_, select, update
+from sqlalchemy import or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from callboard_core import bus, clock, states
-from callboard_core.agents import reputation
-from callboard_core.agents.models import Agent, AgentCapability, AgentStatus
+from callboard_core.agents import capability_links, reputation
+from callboard_core.agents.models import Agent, AgentStatus
 from callboard_core.audit import service as audit
 from callboard_core.config import Settings
 from callboard_core.db.uow import UnitsOfWork
@@ -459,14 +459,8 @@ async def _apply(
             tag_id = body.capability_tag_id or job.capability_tag_id
             if not tag_id:
                 raise field_error("capabilityTagId", "Name the capability to suspend.", "required")
-            removed = await session.execute(
-                delete(AgentCapability).where(
-                    AgentCapability.agent_id == worker_id, AgentCapability.tag_id == tag_id
-                )
-            )
-            outcome.update(
-                suspendedCapabilityTagId=tag_id, capabilityRemoved=bool(getattr(removed, "rowcount", 0))
-            )
+            removed = await capability_links.remove(session, worker_id, tag_id)
+            outcome.update(suspendedCapabilityTagId=tag_id, capabilityRemoved=removed)
     elif r is Resolution.ADMIN_ADJUSTMENT:
         outcome.update(await _adjust(session, actor, dispute, job, body))
     if body.flag_requester_abuse and r is not Resolution.SUSPEND_REQUESTER:

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import and_, or_, select, update
+from sqlalchemy import and_, func, or_, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -148,6 +148,22 @@ async def list_for(
     return OwnerNotificationList(
         notifications=[view(r, base_url) for r in page],
         next_cursor=encode_cursor(page[-1].created_at, page[-1].id) if more and page else None,
+    )
+
+
+async def unread_count(session: AsyncSession, owner_id: str) -> int:
+    """The owner's unread in-app notifications (the console's home shows the figure)."""
+    return int(
+        await session.scalar(
+            select(func.count())
+            .select_from(OwnerNotification)
+            .where(
+                OwnerNotification.owner_id == owner_id,
+                OwnerNotification.channel == Channel.IN_APP,
+                OwnerNotification.read_at.is_(None),
+            )
+        )
+        or 0
     )
 
 
