@@ -27,7 +27,7 @@ from callboard_core.db.uow import UnitsOfWork
 from callboard_core.errors import Conflict, NotFound
 from callboard_core.ids import new_id
 from callboard_core.ledger import service as ledger
-from callboard_core.ledger.models import LedgerTransaction, TransactionKind
+from callboard_core.ledger.models import LedgerEntry, LedgerTransaction, TransactionKind
 from callboard_core.principals import Actor
 from callboard_core.processor import PaymentProcessor, ProcessorUnavailable
 from callboard_core.security.permissions import Permission
@@ -65,18 +65,22 @@ async def _refundable(session: AsyncSession, user_id: str) -> list[tuple[LedgerT
             )
         ).all()
     )
+    # Each top-up's amount is its credit leg, read for all of them in one statement.
+    amounts = dict(
+        (
+            await session.execute(
+                select(LedgerEntry.transaction_id, func.max(LedgerEntry.amount_cents))
+                .where(LedgerEntry.transaction_id.in_([t.id for t in topups]))
+                .group_by(LedgerEntry.transaction_id)
+            )
+        ).all()
+    )
     found = []
     for txn in topups:
-        amount = await _amount(session, txn)
-        left = amount - int(taken.get(txn.id) or 0)
+        left = int(amounts.get(txn.id) or 0) - int(taken.get(txn.id) or 0)
         if left > 0:
             found.append((txn, left))
     return found
-
-
-async def _amount(session: AsyncSession, txn: LedgerTransaction) -> int:
-    entries = await ledger.entries_of(session, txn.id)
-    return max(e.amount_cents for e in entries)
 
 
 async def start(
