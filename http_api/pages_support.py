@@ -21,6 +21,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.templating import Jinja2Templates
 
+from callboard_core.db import uow
 from callboard_core.errors import CallboardError
 from http_api.errors import status_for
 from http_api.route_table import RequestContext
@@ -144,8 +145,11 @@ def shows_errors(spec: ErrorPage) -> Callable[[PageHandler], PageHandler]:
             except SignInFirst as signed_out:
                 return redirect(login_url(signed_out.next_url))
             except FormRefused as refused:
+                await uow.discard(ctx.session)
                 return await error_page(ctx, refused.error, spec, refused.values)
             except CallboardError as exc:
+                # Like the JSON route's rollback: the refused action leaves no partial writes behind.
+                await uow.discard(ctx.session)
                 return await error_page(ctx, exc, spec)
 
         return run

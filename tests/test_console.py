@@ -290,3 +290,88 @@ async def test_cards_auto_top_up_and_caps_from_the_billing_page(app: Any, core: 
 async def test_signed_out_forms_with_a_processor_step_send_you_to_sign_in(client: Any, path: str) -> None:
     r = await client.post(path, data={"amount": "25"})
     assert r.status_code == 303 and r.headers["location"].startswith("/login"), r.text
+
+
+async def test_post_a_paid_job_publish_it_and_see_the_hold(app: Any, core: Core) -> None:
+    """An owner posts a job for an agent from the console, publishes it (the hold of reward and fee), and a
+    publish the balance cannot cover shows what is missing on the page, the job still a draft."""
+    b = await buyer(app, core, funds=3_000)
+    form = await b.owner.client.get("/jobs/new")
+    assert form.status_code == 200 and b.agent.id in form.text
+    fields = {
+        "requesterAgentId": b.agent.id,
+        "title": "Proofread the handbook",
+        "description": "Spelling and grammar.",
+        "reward": "20",
+        "participantCap": "1",
+        "admissionHours": "2",
+        "workHours": "3",
+        "submissionHours": "6",
+        "reviewHours": "12",
+    }
+    made = await b.owner.client.post("/jobs/new", data=fields)
+    assert made.status_code == 303, made.text
+    job_path = made.headers["location"]
+    page = await b.owner.client.get(job_path)
+    assert "Proofread the handbook" in page.text and "Publish the job" in page.text and "Draft" in page.text
+    published = await b.owner.client.post(job_path + "/publish")
+    assert published.status_code == 303, published.text
+    after = await b.owner.client.get(job_path)
+    assert "Admission open" in after.text and "Publish the job" not in after.text
+    job = (await b.owner.client.get("/api/v2/owner/jobs/" + job_path.rsplit("/", 1)[1])).json()
+    held = 2_000 + job["platformFeeCents"]
+    bal = (await b.owner.client.get("/me/billing")).json()
+    assert job["platformFeeCents"] > 0 and bal["reservedCents"] == held
+    assert bal["availableCents"] == 3_000 - held
+
+    second = await b.owner.client.post("/jobs/new", data=fields | {"title": "Too dear", "reward": "25"})
+    refused = await b.owner.client.post(second.headers["location"] + "/publish")
+    assert refused.status_code == 409 and "text/html" in refused.headers["content-type"]
+    assert "cannot be published yet" in refused.text and "BALANCE" in refused.text
+    assert "Draft" in (await b.owner.client.get(second.headers["location"])).text
+
+    wrong = await b.owner.client.post("/jobs/new", data=fields | {"reviewHours": "soon"})
+    assert wrong.status_code == 422 and "whole number of hours" in wrong.text
+    stranger = await new_owner(app, core)
+    foreign = await stranger.client.post("/jobs/new", data=fields)
+    assert foreign.status_code == 404  # another owner's agent
+
+
+async def test_offerings_enroll_tokens_and_the_work_of_an_agent(app: Any, core: Core, client: Any) -> None:
+    owner = await new_owner(app, core)
+    agent = await new_agent(owner, name="Tidy Worker")
+    added = await owner.client.post(
+        f"/my/agents/{agent.id}/offerings", data={"title": "Tidy a CSV", "price": "45", "deliveryHours": "24"}
+    )
+    assert added.status_code == 303, added.text
+    page = await owner.client.get(f"/my/agents/{agent.id}")
+    assert "Tidy a CSV" in page.text and "$45.00" in page.text and "No jobs taken yet" in page.text
+    listed = (await owner.client.get(f"/api/v2/owner/agents/{agent.id}/offerings")).json()["offerings"]
+    archived = await owner.client.post(f"/my/agents/{agent.id}/offerings/{listed[0]['id']}/archive")
+    assert archived.status_code == 303
+    assert "Archived" in (await owner.client.get(f"/my/agents/{agent.id}")).text
+    bad = await owner.client.post(f"/my/agents/{agent.id}/offerings", data={"title": "", "price": "x"})
+    assert bad.status_code == 422
+
+    minted = await owner.client.post("/my/enroll-tokens")
+    assert minted.status_code == 200 and "enr_" in minted.text and "shown once" in minted.text.lower()
+    token = minted.text.split("enr_", 1)[1].split('"', 1)[0].split("&", 1)[0]
+    registered = await client.post(
+        "/api/v2/agents/register",
+        json={
+            "name": "Enrolled",
+            "endpointUrl": "https://enrolled.example.com",
+            "enrollToken": "enr_" + token,
+        },
+    )
+    assert registered.status_code == 201, registered.text
+    assert "Enrolled" in (await owner.client.get("/my/agents")).text
+
+    # The worker side: a slot taken by the owner's agent shows on the jobs page and the agent's page.
+    b = await buyer(app, core, funds=5_000)
+    job_id = await draft(client, b, 0, title="Label the photos")
+    assert (await client.post(f"/api/v2/jobs/{job_id}/publish", headers=b.agent.h)).status_code == 200
+    await to_review(client, job_id, b.agent, agent)
+    jobs_page = await owner.client.get("/jobs")
+    assert "Worked on by your agents" in jobs_page.text and "Label the photos" in jobs_page.text
+    assert "Label the photos" in (await owner.client.get(f"/my/agents/{agent.id}")).text

@@ -10,6 +10,7 @@ import pytest
 
 from callboard_core.container import Core
 from callboard_core.security.permissions import Role
+from callboard_core.users.models import User
 from http_api.routes import all_routes
 from tests.conftest import owner_client
 from tests.jobs_helpers import new_agent, new_owner, to_review
@@ -163,3 +164,53 @@ def test_no_page_shadows_an_api_path() -> None:
             sample = sample.replace("{" + name + "}", "x1")
         clashing = [p.path for p, regex in pages if regex.match(sample) and p.path != api.path]
         assert not clashing, (api.path, clashing)
+
+
+async def test_staff_act_on_users_agents_and_the_waitlist(app: Any, core: Core, client: Any) -> None:
+    """Suspend a user and an agent from their pages (audited, keys revoked), the role only for SUPERADMIN,
+    a signup approved and invited; SUPPORT sees no money on a user's page."""
+    owner = await new_owner(app, core)
+    agent = await new_agent(owner)
+    async with core.uow() as uow:
+        email = (await uow.session.get(User, owner.user_id)).email  # type: ignore[union-attr]
+    moderator, _ = await owner_client(app, core, role=Role.MODERATOR)
+    support, _ = await owner_client(app, core, role=Role.SUPPORT)
+    async with moderator, support:
+        listed = await moderator.get("/staff/users", params={"query": email})
+        assert f"/staff/users/{owner.user_id}" in listed.text
+        page = await moderator.get(f"/staff/users/{owner.user_id}")
+        assert (
+            page.status_code == 200
+            and "Available balance" in page.text
+            and "Change the role" not in page.text
+        )
+        assert "Available balance" not in (await support.get(f"/staff/users/{owner.user_id}")).text
+        role = await moderator.post(f"/staff/users/{owner.user_id}/role", data={"role": "ADMIN"})
+        assert role.status_code == 403
+        agent_page = await moderator.get(f"/staff/agents/{agent.id}")
+        assert agent_page.status_code == 200 and email in agent_page.text
+        suspended = await moderator.post(
+            f"/staff/agents/{agent.id}/status", data={"status": "SUSPENDED", "reason": "spam"}
+        )
+        assert suspended.status_code == 303, suspended.text
+        assert (await client.get("/api/v2/agents/me", headers=agent.h)).status_code == 401
+        done = await moderator.post(
+            f"/staff/users/{owner.user_id}/status", data={"status": "SUSPENDED", "reason": "chargebacks"}
+        )
+        assert done.status_code == 303
+        after = await moderator.get(f"/staff/users/{owner.user_id}")
+        assert "Suspended" in after.text and "user.status_changed" in after.text
+        assert (await owner.client.get("/billing")).status_code == 303  # their session ended
+
+        joined = await client.post(
+            "/waitlist",
+            json={"email": "early@example.com", "name": "Early", "role": "BUYER", "useCase": "Hire a writer"},
+        )
+        assert joined.status_code in (200, 201), joined.text
+        waitlist = await support.get("/staff/waitlist")
+        signup_id = waitlist.text.split("/staff/waitlist/", 1)[1].split('"', 1)[0]
+        approved = await support.post(f"/staff/waitlist/{signup_id}", data={"status": "APPROVED"})
+        assert approved.status_code == 303, approved.text
+        invited = await support.post(f"/staff/waitlist/{signup_id}/convert")
+        assert invited.status_code == 303, invited.text
+        assert "Invited" in (await support.get("/staff/waitlist")).text

@@ -73,6 +73,13 @@ class UnitOfWork:
             for hook in self._after_commit:
                 await hook()
 
+    async def discard(self) -> None:
+        """Undo what the work did so far and stay open: a refusal shown as a page (a response whose unit of
+        work commits) keeps nothing of the refused action, and none of its after-commit hooks run."""
+        self._after_commit.clear()
+        if self._session is not None:
+            await self._session.rollback()
+
     def after_commit(self, hook: AfterCommit) -> None:
         """Run hook once the transaction has committed (mail delivery, cache invalidation)."""
         self._after_commit.append(hook)
@@ -97,3 +104,11 @@ async def add_or_conflict(session: AsyncSession, row: object, conflict: Exceptio
             await session.flush()
     except IntegrityError:
         raise conflict from None
+
+
+async def discard(session: AsyncSession) -> None:
+    """`UnitOfWork.discard` for the unit of work this session belongs to (a lazy one not yet used has
+    nothing to undo)."""
+    uow = session._uow if isinstance(session, _LazySession) else session.info.get("uow")
+    if isinstance(uow, UnitOfWork):
+        await uow.discard()

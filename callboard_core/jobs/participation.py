@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from sqlalchemy import or_, select, update
+from sqlalchemy import ColumnElement, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from callboard_core import clock, states
@@ -738,14 +738,24 @@ async def outcomes(
 ) -> job_schemas.OutcomeList:
     """How each of the worker's slots ended: won, not awarded, no award, expired, withdrawn or pending."""
     worker = await acting_agent(session, actor, agent_id)
+    return await _outcomes(session, ParticipationSlot.worker_agent_id == worker.id, 200)
+
+
+async def outcomes_for_owner(session: AsyncSession, actor: Actor, limit: int = 50) -> job_schemas.OutcomeList:
+    """The work of all the owner's agents as workers, newest first (the console's jobs page)."""
+    mine = select(Agent.id).where(Agent.owner_id == actor.require_user())
+    return await _outcomes(session, ParticipationSlot.worker_agent_id.in_(mine), limit)
+
+
+async def _outcomes(session: AsyncSession, which: ColumnElement[bool], limit: int) -> job_schemas.OutcomeList:
     rows = (
         await session.execute(
             select(ParticipationSlot, Job, Submission)
             .join(Job, Job.id == ParticipationSlot.job_id)
             .outerjoin(Submission, Submission.slot_id == ParticipationSlot.id)
-            .where(ParticipationSlot.worker_agent_id == worker.id)
+            .where(which)
             .order_by(ParticipationSlot.created_at.desc(), ParticipationSlot.id.desc())
-            .limit(200)
+            .limit(limit)
         )
     ).all()
     out = []

@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Awaitable, Callable
+from datetime import timedelta
 from typing import Any, get_args
 
 from pydantic import ValidationError
 from starlette.responses import Response
 
+from callboard_core import clock
 from callboard_core.agents import dashboard, lifecycle
 from callboard_core.agents import keys as agent_keys
 from callboard_core.agents import schemas as agent_schemas
@@ -31,9 +33,12 @@ from callboard_core.disputes import schemas as dispute_schemas
 from callboard_core.disputes import service as disputes
 from callboard_core.documents import service as documents
 from callboard_core.errors import CallboardError, field_error, from_pydantic
-from callboard_core.jobs import review
+from callboard_core.job_types import service as job_types
+from callboard_core.jobs import participation, review
 from callboard_core.jobs import schemas as job_schemas
 from callboard_core.jobs import service as jobs
+from callboard_core.offerings import schemas as offering_schemas
+from callboard_core.offerings import service as offerings
 from callboard_core.onboarding import schemas as onboarding_schemas
 from callboard_core.onboarding import sessions as onboarding
 from callboard_core.owner_notifications import service as notifications
@@ -249,7 +254,87 @@ async def jobs_page(ctx: RequestContext) -> Response:
         {"status": status, "cursor": ctx.request.query_params.get("cursor") or None, "limit": STATEMENT_PAGE}
     )
     listed = await jobs.list_for_owner(ctx.session, actor, query)
-    return render(ctx, "console/jobs.html", nav="jobs", listed=listed, chosen=status, statuses=JOB_STATUSES)
+    work = await participation.outcomes_for_owner(ctx.session, actor, limit=STATEMENT_PAGE)
+    return render(
+        ctx, "console/jobs.html", nav="jobs", listed=listed, work=work, chosen=status, statuses=JOB_STATUSES
+    )
+
+
+async def _new_job_page(ctx: RequestContext, actor: Any, **extra: Any) -> Response:
+    listed = await dashboard.list_mine(ctx.session, actor, agent_schemas.AgentListQuery(limit=200))
+    return render(
+        ctx,
+        "console/job_new.html",
+        nav="jobs",
+        agents=[a for a in listed.agents if a.status == "ACTIVE"],
+        job_types=(await job_types.list_active(ctx.session)).job_types,
+        **extra,
+    )
+
+
+@routes.get("/jobs/new", auth=AuthKind.PUBLIC, page=True)
+@shows_errors(PAGE_ERROR)
+async def job_new_page(ctx: RequestContext) -> Response:
+    """Post a job for one of your agents: a draft, published from its page."""
+    return await _new_job_page(ctx, await viewer(ctx))
+
+
+def _hours(raw: str | None, field: str) -> timedelta:
+    text = (raw or "").strip()
+    if not text.isdigit() or not 1 <= int(text) <= 24 * 90:
+        raise field_error(field, "Type a whole number of hours, from 1 to 2160.", "invalid_hours")
+    return timedelta(hours=int(text))
+
+
+@routes.post("/jobs/new", auth=AuthKind.PUBLIC, page=True, idempotent=False)
+@shows_errors(PAGE_ERROR)
+async def job_create(ctx: RequestContext) -> Response:
+    """Create the draft (the same rules as POST /api/v2/owner/jobs): its windows are counted from now in
+    hours, each after the one before."""
+    actor = await viewer(ctx, change=True)
+    form = await read_form(ctx)
+    now = clock.now()
+    admission = now + _hours(form.get("admissionHours"), "admissionHours")
+    submission = admission + _hours(form.get("submissionHours"), "submissionHours")
+    body = parsed(
+        job_schemas.OwnerJobCreate,
+        requester_agent_id=form.get("requesterAgentId", ""),
+        title=form.get("title", ""),
+        description=form.get("description") or None,
+        job_type_key=form.get("jobTypeKey") or None,
+        reward_amount_cents=_cents(form.get("reward") or "0", "reward"),
+        participant_cap=form.get("participantCap") or 1,
+        admission_closes_at=admission,
+        fair_work_duration_ms=int(_hours(form.get("workHours"), "workHours").total_seconds() * 1000),
+        latest_submission_deadline_at=submission,
+        review_deadline_at=submission + _hours(form.get("reviewHours"), "reviewHours"),
+    )
+    created = await jobs.create(ctx.session, actor, body)
+    return redirect(f"/jobs/{created.id}")
+
+
+@handed_on
+async def _prepare_publish(ctx: RequestContext) -> Any:
+    """The prepare step of the publish button: the processor's calls for a paid job's hold."""
+    actor = await viewer(ctx, change=True)
+    core = ctx.core
+    made = await jobs.prepare_publish(
+        ctx.session, core.blobs, core, core.processor, core.settings, actor, ctx.params["jobId"]
+    )
+    return actor, made
+
+
+@routes.post(
+    "/jobs/{jobId}/publish", auth=AuthKind.PUBLIC, page=True, idempotent=False, prepare=_prepare_publish
+)
+@shows_errors(PAGE_ERROR)
+async def job_publish(ctx: RequestContext) -> Response:
+    """Publish the draft: a paid job first holds its reward and fee from your balance (your publish is your
+    confirmation); what is missing (funds, a card, room under a cap) is shown with its fix."""
+    actor, made = prepared(ctx)
+    job_id = ctx.params["jobId"]
+    await jobs.publish(ctx.session, ctx.core.blobs, ctx.core.settings, actor, job_id, made)
+    return redirect(f"/jobs/{job_id}")
 
 
 @routes.get("/jobs/{jobId}", auth=AuthKind.PUBLIC, page=True)
@@ -324,11 +409,14 @@ async def job_open_dispute(ctx: RequestContext) -> Response:
 @shows_errors(PAGE_ERROR)
 async def agents_page(ctx: RequestContext) -> Response:
     """Your agents (archived ones too, marked)."""
-    actor = await viewer(ctx)
+    return await _agents_page(ctx, await viewer(ctx))
+
+
+async def _agents_page(ctx: RequestContext, actor: Any, **extra: Any) -> Response:
     listed = await dashboard.list_mine(
         ctx.session, actor, agent_schemas.AgentListQuery(include_archived=True, limit=200)
     )
-    return render(ctx, "console/agents.html", nav="agents", agents=listed.agents)
+    return render(ctx, "console/agents.html", nav="agents", agents=listed.agents, **extra)
 
 
 async def _agent_page(ctx: RequestContext, actor: Any, agent_id: str, **extra: Any) -> Response:
@@ -341,6 +429,8 @@ async def _agent_page(ctx: RequestContext, actor: Any, agent_id: str, **extra: A
         policy=await agents.policy_of(ctx.session, actor, agent_id),
         keys=keys,
         blockers=await lifecycle.lifecycle_blockers(ctx.session, actor, agent_id),
+        offerings=(await offerings.list_for(ctx.session, actor, agent_id)).offerings,
+        work=await participation.outcomes(ctx.session, actor, agent_id),
         **extra,
     )
 
@@ -406,6 +496,43 @@ async def agent_lifecycle(ctx: RequestContext) -> Response:
         raise field_error("move", "Choose deactivate, reactivate, archive or unarchive.", "unknown_move")
     await move()
     return redirect(f"/my/agents/{agent_id}?saved={form['move']}")
+
+
+@routes.post("/my/agents/{agentId}/offerings", auth=AuthKind.PUBLIC, page=True, idempotent=False)
+@shows_errors(PAGE_ERROR)
+async def agent_add_offering(ctx: RequestContext) -> Response:
+    """Publish a Service Offering in the directory (an empty price: on request)."""
+    actor = await viewer(ctx, change=True)
+    form = await read_form(ctx)
+    body = parsed(
+        offering_schemas.OfferingCreate,
+        title=form.get("title", ""),
+        description=form.get("description") or None,
+        capability_slug=form.get("capabilitySlug") or None,
+        price_cents=_optional_cents(form.get("price"), "price"),
+        delivery_hours=form.get("deliveryHours") or None,
+    )
+    await offerings.create(ctx.session, actor, body, ctx.params["agentId"])
+    return redirect(f"/my/agents/{ctx.params['agentId']}?saved=offering")
+
+
+@routes.post(
+    "/my/agents/{agentId}/offerings/{offeringId}/archive", auth=AuthKind.PUBLIC, page=True, idempotent=False
+)
+@shows_errors(PAGE_ERROR)
+async def agent_archive_offering(ctx: RequestContext) -> Response:
+    actor = await viewer(ctx, change=True)
+    await offerings.archive(ctx.session, actor, ctx.params["offeringId"], ctx.params["agentId"])
+    return redirect(f"/my/agents/{ctx.params['agentId']}?saved=offering_archived")
+
+
+@routes.post("/my/enroll-tokens", auth=AuthKind.PUBLIC, page=True, idempotent=False)
+@shows_errors(PAGE_ERROR)
+async def enroll_token(ctx: RequestContext) -> Response:
+    """Mint an enroll token: an agent that registers with it is yours at once (shown once, one hour)."""
+    actor = await viewer(ctx, change=True)
+    minted = await agents.mint_enroll_token(ctx.session, ctx.core.settings, actor)
+    return await _agents_page(ctx, actor, enroll=minted)
 
 
 # --- connect an agent (onboarding sessions and runtime kits) ----------------------------------------------

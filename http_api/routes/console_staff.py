@@ -33,6 +33,9 @@ from http_api.route_table import AuthKind, RequestContext, RouteGroup
 routes = RouteGroup("console_staff")
 PAGE_ERROR = ErrorPage("message.html", title="That did not work")
 RISKS = get_args(staff_schemas.RiskName)
+USER_STATUSES = get_args(staff_schemas.UserStatusName)
+ROLES = get_args(staff_schemas.RoleName)
+AGENT_STATUSES = get_args(staff_schemas.AgentStatusName)
 RESOLUTIONS = get_args(dispute_schemas.ResolutionName)
 REASONS = get_args(dispute_schemas.ReasonCodeName)
 
@@ -43,6 +46,26 @@ class Cell:
     href: str | None = None
 
 
+@dataclass(frozen=True)
+class Choice:
+    """A select of a staff form (`value` preselected)."""
+
+    name: str
+    label: str
+    options: tuple[str, ...]
+    value: str = ""
+
+
+@dataclass(frozen=True)
+class StaffForm:
+    """One action on a record's page: a POST to `action` with a select or two and a reason."""
+
+    action: str
+    button: str
+    choices: tuple[Choice, ...] = ()
+    reason: bool = True
+
+
 def _when(at: Any) -> str:
     return at.strftime("%Y-%m-%d %H:%M") if at else "—"
 
@@ -50,7 +73,7 @@ def _when(at: Any) -> str:
 def _table(
     ctx: RequestContext, actor: Actor, title: str, columns: list[str], rows: list[list[Any]], **more: Any
 ) -> Response:
-    cells = [[c if isinstance(c, Cell) else Cell(str(c)) for c in row] for row in rows]
+    cells = [[c if isinstance(c, (Cell, StaffForm)) else Cell(str(c)) for c in row] for row in rows]
     return render(
         ctx,
         "console/staff_table.html",
@@ -279,7 +302,7 @@ async def staff_users(ctx: RequestContext) -> Response:
     listed = await staff_users_service.list_users(ctx.session, q)
     rows = [
         [
-            u.email,
+            Cell(u.email, f"/staff/users/{u.id}"),
             u.name or "—",
             u.role.capitalize(),
             u.status.capitalize(),
@@ -306,7 +329,7 @@ async def staff_agents(ctx: RequestContext) -> Response:
     listed = await staff_agents_service.list_agents(ctx.session, q)
     rows = [
         [
-            f"{a.name} @{a.handle}",
+            Cell(f"{a.name} @{a.handle}", f"/staff/agents/{a.id}"),
             a.status.capitalize(),
             a.claim_status.capitalize(),
             f"{a.reputation_score:.1f}",
@@ -345,21 +368,31 @@ async def staff_bug_reports(ctx: RequestContext) -> Response:
     )
 
 
+def _signup_cells(s: waitlist_schemas.WaitlistSignup) -> list[Any]:
+    return [s.email, s.name, s.role.capitalize(), s.status.capitalize(), s.use_case, _when(s.created_at)]
+
+
+def _signup_actions(s: waitlist_schemas.WaitlistSignup) -> list[Any]:
+    decide = Choice("status", f"Status of {s.email}", ("APPROVED", "REJECTED", "PENDING"), s.status)
+    invite = s.status in ("APPROVED", "INVITED")
+    return [
+        StaffForm(f"/staff/waitlist/{s.id}", "Set", (decide,), reason=False),
+        StaffForm(f"/staff/waitlist/{s.id}/convert", "Invite", reason=False) if invite else "",
+    ]
+
+
 @routes.get("/staff/waitlist", auth=AuthKind.PUBLIC, page=True)
 @shows_errors(PAGE_ERROR)
 async def staff_waitlist(ctx: RequestContext) -> Response:
     actor = await viewer(ctx, staff=Permission.STAFF_CONSOLE)
     q = parsed(waitlist_schemas.WaitlistQuery, **_params(ctx))
     listed = await waitlist.list_signups(ctx.session, q)
-    rows = [
-        [s.email, s.name, s.role.capitalize(), s.status.capitalize(), s.use_case, _when(s.created_at)]
-        for s in listed.signups
-    ]
+    rows = [[*_signup_cells(s), *_signup_actions(s)] for s in listed.signups]
     return _table(
         ctx,
         actor,
         f"Waitlist ({listed.total})",
-        ["Email", "Name", "Role", "Status", "Use case", "Joined"],
+        ["Email", "Name", "Role", "Status", "Use case", "Joined", "Decide", "Account"],
         rows,
         search={"name": "query", "label": "Email or name", "value": q.query or ""},
     )
@@ -375,3 +408,153 @@ async def staff_tag_requests(ctx: RequestContext) -> Response:
         [r.raw_text, r.status.capitalize(), r.explanation or "—", r.agent_id or "—"] for r in listed.requests
     ]
     return _table(ctx, actor, "Capability tag requests", ["Requested", "Status", "Why", "Agent"], rows)
+
+
+# --- a user's and an agent's record, with the staff actions on them --------------------------------------
+
+
+def _record(ctx: RequestContext, actor: Actor, title: str, **more: Any) -> Response:
+    return render(ctx, "console/staff_record.html", nav="staff", **_staff_nav(actor), title=title, **more)
+
+
+@routes.get("/staff/users/{userId}", auth=AuthKind.PUBLIC, page=True)
+@shows_errors(PAGE_ERROR)
+async def staff_user(ctx: RequestContext) -> Response:
+    """A user: their agents and keys; for MODERATOR and above their balance and audit entries; suspend or
+    reinstate (SUPERADMIN also deletes and changes the role)."""
+    actor = await viewer(ctx, staff=Permission.STAFF_CONSOLE)
+    d = await staff_users_service.detail(ctx.session, actor, ctx.params["userId"])
+    u = d.user
+    base = f"/staff/users/{u.id}"
+    forms = [
+        StaffForm(
+            base + "/status", "Change the status", (Choice("status", "Status", USER_STATUSES, u.status),)
+        )
+    ]
+    if actor.can(Permission.CHANGE_USER_ROLE):
+        forms.append(
+            StaffForm(base + "/role", "Change the role", (Choice("role", "Role", ROLES, u.role),), False)
+        )
+    facts = [
+        ("Name", u.name or "—"),
+        ("Role", u.role.capitalize()),
+        ("Status", u.status.capitalize()),
+        ("Email verified", "yes" if u.email_verified else "no"),
+        ("Joined", _when(u.created_at)),
+        ("Live API keys", str(d.active_api_keys)),
+    ]
+    if d.balance is not None:
+        facts.append(("Available balance", money(d.balance.available_cents)))
+    return _record(
+        ctx,
+        actor,
+        u.email,
+        facts=facts,
+        redacted=d.redacted,
+        tables=[
+            (
+                "Agents",
+                ["Agent", "Status"],
+                [
+                    [Cell(f"{a.name} @{a.handle}", f"/staff/agents/{a.id}"), a.status.capitalize()]
+                    for a in d.agents
+                ],
+            )
+        ],
+        audit=d.audit_entries,
+        forms=forms,
+    )
+
+
+@routes.post("/staff/users/{userId}/status", auth=AuthKind.PUBLIC, page=True, idempotent=False)
+@shows_errors(PAGE_ERROR)
+async def staff_user_status(ctx: RequestContext) -> Response:
+    actor = await viewer(ctx, change=True, staff=Permission.STAFF_CONSOLE)
+    form = await read_form(ctx)
+    body = parsed(staff_schemas.StatusUpdate, status=form.get("status"), reason=form.get("reason") or None)
+    await staff_users_service.change_status(ctx.session, actor, ctx.params["userId"], body)
+    return redirect(f"/staff/users/{ctx.params['userId']}")
+
+
+@routes.post("/staff/users/{userId}/role", auth=AuthKind.PUBLIC, page=True, idempotent=False)
+@shows_errors(PAGE_ERROR)
+async def staff_user_role(ctx: RequestContext) -> Response:
+    actor = await viewer(ctx, change=True, staff=Permission.STAFF_CONSOLE)
+    form = await read_form(ctx)
+    body = parsed(staff_schemas.RoleUpdate, role=form.get("role"))
+    await staff_users_service.change_role(ctx.session, actor, ctx.params["userId"], body)
+    return redirect(f"/staff/users/{ctx.params['userId']}")
+
+
+@routes.get("/staff/agents/{agentId}", auth=AuthKind.PUBLIC, page=True)
+@shows_errors(PAGE_ERROR)
+async def staff_agent(ctx: RequestContext) -> Response:
+    """An agent: its owner, keys and (MODERATOR and above) audit entries; set its status (suspending revokes
+    its keys)."""
+    actor = await viewer(ctx, staff=Permission.STAFF_CONSOLE)
+    d = await staff_agents_service.detail(ctx.session, actor, ctx.params["agentId"])
+    a = d.agent
+    owner = Cell(d.owner.email, f"/staff/users/{d.owner.id}") if d.owner else Cell("unclaimed")
+    return _record(
+        ctx,
+        actor,
+        f"{a.name} @{a.handle}",
+        facts=[
+            ("Status", a.status.capitalize()),
+            ("Claim", a.claim_status.capitalize()),
+            ("Reputation", f"{a.reputation_score:.1f}"),
+            ("Jobs", str(a.total_tasks)),
+        ],
+        owner=owner,
+        redacted=d.redacted,
+        tables=[
+            (
+                "API keys",
+                ["Prefix", "Scopes", "State", "Last used"],
+                [
+                    [k.prefix, ", ".join(k.scopes), "revoked" if k.revoked else "live", _when(k.last_used_at)]
+                    for k in d.api_keys
+                ],
+            )
+        ],
+        audit=d.audit_entries,
+        forms=[
+            StaffForm(
+                f"/staff/agents/{a.id}/status",
+                "Change the status",
+                (Choice("status", "Status", AGENT_STATUSES, a.status),),
+            )
+        ],
+    )
+
+
+@routes.post("/staff/agents/{agentId}/status", auth=AuthKind.PUBLIC, page=True, idempotent=False)
+@shows_errors(PAGE_ERROR)
+async def staff_agent_status(ctx: RequestContext) -> Response:
+    actor = await viewer(ctx, change=True, staff=Permission.STAFF_CONSOLE)
+    form = await read_form(ctx)
+    body = parsed(
+        staff_schemas.AgentStatusUpdate, status=form.get("status"), reason=form.get("reason") or None
+    )
+    await staff_agents_service.change_status(ctx.session, actor, ctx.params["agentId"], body)
+    return redirect(f"/staff/agents/{ctx.params['agentId']}")
+
+
+@routes.post("/staff/waitlist/{signupId}", auth=AuthKind.PUBLIC, page=True, idempotent=False)
+@shows_errors(PAGE_ERROR)
+async def staff_waitlist_update(ctx: RequestContext) -> Response:
+    """Approve, reject or set back a signup (audited)."""
+    actor = await viewer(ctx, change=True, staff=Permission.STAFF_CONSOLE)
+    form = await read_form(ctx)
+    body = parsed(waitlist_schemas.WaitlistUpdate, status=form.get("status"))
+    await waitlist.update_signup(ctx.session, actor, ctx.params["signupId"], body)
+    return redirect("/staff/waitlist")
+
+
+@routes.post("/staff/waitlist/{signupId}/convert", auth=AuthKind.PUBLIC, page=True, idempotent=False)
+@shows_errors(PAGE_ERROR)
+async def staff_waitlist_convert(ctx: RequestContext) -> Response:
+    """Make the approved signup an account and mail the person a sign-in link."""
+    actor = await viewer(ctx, change=True, staff=Permission.STAFF_CONSOLE)
+    await waitlist.convert(ctx.session, ctx.core.mailer, ctx.core.settings, actor, ctx.params["signupId"])
+    return redirect("/staff/waitlist")
