@@ -77,6 +77,11 @@ class Settings(BaseSettings):
     smtp_starttls: bool = False
     # Where operating-team notifications (waitlist joins) go.
     ops_email: str = "ops@callboard.local"
+    # Who issues the receipts, invoices and credit notes (printed on each document page); the address on
+    # several lines separated by "\n" or ";", and the issuer's tax id if it has one.
+    issuer_name: str = "Callboard"
+    issuer_address: str = "Callboard marketplace; Set CALLBOARD_ISSUER_ADDRESS"
+    issuer_tax_id: str | None = None
 
     # Limits and lifetimes.
     max_body_bytes: int = 1_048_576

@@ -38,11 +38,13 @@ SERIOUS = {"serious", "critical"}
 
 
 @contextlib.asynccontextmanager
-async def site(core: Core, database_url: str, tmp_root: Path) -> AsyncIterator[tuple[Core, str]]:
+async def site(
+    core: Core, database_url: str, tmp_root: Path, **settings: Any
+) -> AsyncIterator[tuple[Core, str]]:
     """The app on a real port, its base URL (links in mail, the processor's return) that port."""
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    served = Core.build(make_settings(database_url, tmp_root, base_url=url))
+    served = Core.build(make_settings(database_url, tmp_root, base_url=url, **settings))
     await served.start()
     try:
         async with serving(served, port=port):
@@ -202,4 +204,123 @@ async def test_staff_resolve_a_dispute_and_find_it_in_the_audit_log(
         assert response is not None and response.status == 403
         assert await page.locator("text=Your role does not allow this action.").is_visible()
         await page.screenshot(path=str(shots / "03-support-refused.png"), full_page=True)
+        await browser.close()
+
+
+async def test_claim_post_a_paid_job_award_it_open_the_receipt_and_the_workers_payout(
+    core: Core, app: Any, database_url: str, tmp_root: Path, tmp_path: Path
+) -> None:
+    """An owner claims the agent that registered itself (its claim URL), posts a paid job for it and
+    publishes it, awards the submission from the job page, opens the receipt and changes a notification
+    preference; the worker's owner sees the payout wait for an account, sets payouts up on the processor's
+    hosted page and sees it paid."""
+    from callboard_core.auth import sessions
+    from tests.jobs_helpers import AgentHandle, Owner, new_agent, new_owner, to_review
+    from tests.payments_helpers import fund
+
+    shots = tmp_path / "screenshots"
+    shots.mkdir()
+    issuer = {"issuer_name": "Callboard Test Ltd", "issuer_address": "1 Ledger Lane; Springfield"}
+    async with (
+        site(core, database_url, tmp_root, **issuer) as (served, url),
+        playwright_api.async_playwright() as pw,
+    ):
+        browser = await pw.chromium.launch(executable_path=CHROMIUM, headless=True)
+        owner_ctx = await browser.new_context(viewport={"width": 1100, "height": 900})
+        owner_id = await signed_in(owner_ctx, served, url, "USER")
+        page = await owner_ctx.new_page()
+        n = 0
+
+        async def step(p: Any, name: str) -> None:
+            nonlocal n
+            n += 1
+            await p.screenshot(path=str(shots / f"{n:02d}-{name}.png"), full_page=True)
+            await accessible(p, name)
+
+        # The agent registers itself over HTTP and hands its owner the claim URL.
+        async with httpx.AsyncClient(base_url=url) as api:
+            registered = await api.post(
+                "/api/v2/agents/register",
+                json={"name": "Ledger Scribe", "endpointUrl": "https://scribe.example.com/hook"},
+            )
+            assert registered.status_code == 201, registered.text
+            claim_url, key = registered.json()["claimUrl"], registered.json()["apiKey"]
+            await page.goto(claim_url)
+            assert await page.locator("text=Ledger Scribe").first.is_visible()
+            await step(page, "claim")
+            await page.click("button:has-text('Claim')")
+            assert await page.locator("text=Ledger Scribe").first.is_visible()
+            await page.goto(f"{url}/my/agents")
+            await page.click("text=Ledger Scribe")
+            agent_id = page.url.rsplit("/", 1)[1]
+            await step(page, "agent")
+
+            # Funds (a top-up is the first walk), then a paid job posted and published from the console.
+            await fund(core, owner_id, 5_000)
+            await page.goto(f"{url}/jobs")
+            await page.click("text=Post a job")
+            await page.fill("#title", "Reconcile the March invoices")
+            await page.fill("#description", "Match each invoice to its payment.")
+            await page.fill("#reward", "12")
+            await step(page, "post-a-job")
+            await page.click("button:has-text('Save the draft')")
+            assert await page.locator("h1", has_text="Reconcile the March invoices").is_visible()
+            await page.click("button:has-text('Publish the job')")
+            assert await page.locator("text=Admission open").first.is_visible()
+            await step(page, "published")
+            job_id = page.url.rsplit("/", 1)[1]
+
+            # A worker of another owner takes the job and submits.
+            worker_owner = await new_owner(app, core)
+            clerk = await new_agent(worker_owner, name="Careful Clerk")
+            requester = AgentHandle(agent_id, key, Owner(api, owner_id))  # its calls use only the key
+            await to_review(api, job_id, requester, clerk)
+
+        # The award from the job page.
+        await page.reload()
+        await step(page, "review")
+        await page.click("button:has-text('Award this submission')")
+        assert await page.locator(".badge", has_text="Awarded").first.is_visible()
+
+        # The receipt, printable, with the issuer from settings.
+        await page.goto(f"{url}/billing/documents")
+        await page.click("tr:has-text('Reconcile the March invoices') >> a:has-text('Receipt')")
+        assert await page.locator("h1", has_text="Receipt").is_visible()
+        assert await page.locator("text=Reconcile the March invoices").first.is_visible()
+        assert await page.locator("text=Callboard Test Ltd").is_visible()
+        assert await page.locator("text=1 Ledger Lane").is_visible()
+        await step(page, "receipt")
+
+        # A notification preference changed and kept.
+        await page.goto(f"{url}/notifications/preferences")
+        box = page.locator("#email-RECEIPT_READY")
+        assert await box.is_checked()
+        await box.uncheck()
+        await page.click("button:has-text('Save preferences')")
+        assert await page.locator("text=Your preferences are saved").is_visible()
+        assert not await page.locator("#email-RECEIPT_READY").is_checked()
+        await step(page, "preferences")
+
+        # The worker's owner: the payout waits for an account, then is paid.
+        worker_ctx = await browser.new_context(viewport={"width": 1100, "height": 900})
+        cookie = sessions.COOKIE_NAME
+        token = worker_owner.client.cookies.get(cookie)
+        await worker_ctx.add_cookies([{"name": cookie, "value": token, "url": url}])
+        wpage = await worker_ctx.new_page()
+        await wpage.goto(f"{url}/payouts")
+        assert await wpage.locator("td", has_text="Waiting for account").is_visible()
+        await step(wpage, "payout-waiting")
+        await wpage.click("button:has-text('Set up payouts')")
+        assert "/sandbox/" in wpage.url, wpage.url
+        await step(wpage, "hosted-onboarding")
+        await wpage.click("form button[type=submit]")
+        await wpage.wait_for_url(f"{url}/payouts")
+        async with httpx.AsyncClient(base_url=url) as hooks:
+            await worker.run_once(served, housekeeping=False, webhook_client=hooks)
+            await worker.run_once(served, housekeeping=False, webhook_client=hooks)
+        await wpage.goto(f"{url}/payouts")
+        assert await wpage.locator(".badge", has_text="Ready").is_visible()
+        assert await wpage.locator("td", has_text="Paid").first.is_visible()
+        assert await wpage.locator("td", has_text="$12.00").first.is_visible()
+        await step(wpage, "payout-paid")
         await browser.close()

@@ -50,6 +50,14 @@ class CommercialDocument(ApiModel):
     created_at: datetime
 
 
+class Issuer(ApiModel):
+    """Who issues the documents (settings: CALLBOARD_ISSUER_NAME, _ADDRESS, _TAX_ID)."""
+
+    name: str
+    address_lines: list[str]
+    tax_id: str | None
+
+
 class DocumentPage(ApiModel):
     """The spec's document list: newest first; pass nextCursor back as cursor for the next page."""
 

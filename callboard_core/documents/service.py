@@ -14,6 +14,7 @@ from sqlalchemy import and_, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from callboard_core.billing.service import owner_of
+from callboard_core.config import Settings
 from callboard_core.documents.models import CommercialDocument as DocumentRow
 from callboard_core.documents.models import DocumentKind
 from callboard_core.documents.schemas import (
@@ -21,6 +22,7 @@ from callboard_core.documents.schemas import (
     DOCUMENTS_MAX_LIMIT,
     CommercialDocument,
     DocumentPage,
+    Issuer,
 )
 from callboard_core.errors import NotFound, field_error
 from callboard_core.pagination import decode_cursor, encode_cursor
@@ -106,3 +108,9 @@ async def get_document(session: AsyncSession, actor: Actor, document_id: str) ->
             code="document_not_found",
         )
     return view(row)
+
+
+def issuer(settings: Settings) -> Issuer:
+    """The issuer printed on every document: the address on lines split at ";" or a newline."""
+    lines = [x.strip() for x in settings.issuer_address.replace("\n", ";").split(";") if x.strip()]
+    return Issuer(name=settings.issuer_name, address_lines=lines, tax_id=settings.issuer_tax_id)

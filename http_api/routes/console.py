@@ -238,7 +238,7 @@ async def document_page(ctx: RequestContext) -> Response:
     """One document as a printable page (the mail's link: signed out, sign in first and come back)."""
     actor = await viewer(ctx)
     document = await documents.get_document(ctx.session, actor, ctx.params["documentId"])
-    return render(ctx, "document.html", doc=document)
+    return render(ctx, "document.html", doc=document, issuer=documents.issuer(ctx.core.settings))
 
 
 # --- jobs ------------------------------------------------------------------------------------------------
@@ -268,6 +268,7 @@ async def _new_job_page(ctx: RequestContext, actor: Any, **extra: Any) -> Respon
         nav="jobs",
         agents=[a for a in listed.agents if a.status == "ACTIVE"],
         job_types=(await job_types.list_active(ctx.session)).job_types,
+        default_type=jobs.DEFAULT_JOB_TYPE,
         **extra,
     )
 

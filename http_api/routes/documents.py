@@ -64,5 +64,5 @@ async def get_document(ctx: RequestContext) -> document_schemas.CommercialDocume
     With Accept: text/html first (a browser) the answer is the document as a printable page."""
     document = await documents.get_document(ctx.session, ctx.actor, ctx.params["documentId"])
     if _wants_html(ctx):
-        return render(ctx, "document.html", doc=document)
+        return render(ctx, "document.html", doc=document, issuer=documents.issuer(ctx.core.settings))
     return document
