@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint typecheck migrate worker openapi browser bench bench-jobs bench-mcp bench-money bench-directory bench-tools clean install
+.PHONY: run test lint typecheck migrate worker openapi browser bench bench-jobs bench-mcp bench-money bench-directory bench-console bench-tools clean install
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -73,6 +73,9 @@ bench-money: $(STAMP)
 
 bench-directory: $(STAMP)
 	$(BIN)/python bench/directory.py
+
+bench-console: $(STAMP)
+	$(BIN)/python bench/console.py
 
 clean:
 	rm -rf $(VENV) var .pytest_cache .mypy_cache .ruff_cache

@@ -70,10 +70,16 @@ Handler = InTransaction | AfterCommit
 HandlerTable = Mapping[type[Event] | type[Question[Any]], Sequence[Handler]]
 
 
+# Background work under way at once: each holds a database connection for a moment, and a burst (a receipt
+# mail for each of hundreds of top-ups) must queue here rather than take the pool from the requests.
+BACKGROUND_SLOTS = 4
+
+
 class MessageBus:
     def __init__(self, handlers: HandlerTable | None = None) -> None:
         self._handlers: dict[type, tuple[Handler, ...]] = {k: tuple(v) for k, v in (handlers or {}).items()}
         self._background: set[asyncio.Task[Any]] = set()
+        self._slots = asyncio.Semaphore(BACKGROUND_SLOTS)
 
     def extended(self, extra: HandlerTable) -> MessageBus:
         """This table plus `extra` (each appended after the kind's own handlers), sharing the background
@@ -82,7 +88,7 @@ class MessageBus:
         for kind, handlers in extra.items():
             table.setdefault(kind, []).extend(handlers)
         bus = MessageBus(table)
-        bus._background = self._background
+        bus._background, bus._slots = self._background, self._slots
         return bus
 
     def handlers(self, kind: type) -> tuple[Handler, ...]:
@@ -121,10 +127,19 @@ class MessageBus:
         return answers[0]
 
     def spawn(self, work: Coroutine[Any, Any, object]) -> None:
-        """Run `work` in the background (the answer never waits for it); `drain` waits for it."""
-        task = asyncio.ensure_future(work)
+        """Run `work` in the background (the answer never waits for it), at most BACKGROUND_SLOTS at once;
+        `drain` waits for it. A failure is logged (the work's own retry, such as the worker's pass over
+        undelivered mail, picks it up)."""
+        task = asyncio.ensure_future(self._bounded(work))
         self._background.add(task)
         task.add_done_callback(self._background.discard)
+
+    async def _bounded(self, work: Coroutine[Any, Any, object]) -> None:
+        async with self._slots:
+            try:
+                await work
+            except Exception:
+                log.exception("background work %s failed", getattr(work, "__qualname__", work))
 
     async def drain(self) -> None:
         """Wait for background work under way (shutdown, tests)."""

@@ -13,6 +13,7 @@ from callboard_core.api_keys.models import ApiKey
 from callboard_core.auth import sessions
 from callboard_core.container import Core
 from callboard_core.errors import Forbidden, Unauthenticated
+from callboard_core.onboarding import drafts
 from callboard_core.onboarding import tokens as onboarding_tokens
 from callboard_core.principals import (
     KeyPrincipal,
@@ -173,6 +174,13 @@ async def _authenticate(
     elif kind is AuthKind.ADMIN:
         user.require(Permission.ADMIN_CONSOLE)
     return user
+
+
+def require_draft_token(request: Request) -> None:
+    """A registration draft's route without any bearer token is refused at the door (401), before the
+    idempotency record or the body; the handler checks the token itself against its draft."""
+    if bearer_token(request) is None:
+        raise drafts.missing_token()
 
 
 async def optional_user(request: Request, session: AsyncSession) -> UserPrincipal | None:

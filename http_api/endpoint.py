@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
@@ -19,7 +20,7 @@ from starlette.types import Receive, Scope, Send
 from callboard_core import pipeline
 from callboard_core.container import Core
 from callboard_core.db.readcache import ReadCache
-from callboard_core.errors import BadRequest, NotFound, ValidationFailed, from_pydantic
+from callboard_core.errors import BadRequest, CallboardError, NotFound, ValidationFailed, from_pydantic
 from callboard_core.guidance import rendering
 from callboard_core.idempotency import service as idempotency
 from callboard_core.idempotency.service import StoredResponse
@@ -288,6 +289,14 @@ def idempotency_scope(principal: Principal | None, ip: str) -> str:
     return f"ip:{ip}"
 
 
+def _parsed(parse: Callable[[], Any]) -> tuple[Any, CallboardError | None]:
+    """A parse's result, or its refusal held for after authentication."""
+    try:
+        return parse(), None
+    except CallboardError as exc:
+        return None, exc
+
+
 class Endpoint:
     """One route as a plain ASGI app. Errors are raised, not rendered here: they reach the app's
     ExceptionMiddleware, which renders them with the one handler map of http_api/errors.py."""
@@ -309,21 +318,31 @@ class Endpoint:
             await core.rate_limiter.hit(route.rate_limit, "ip", ip)
         params = scope.get("path_params")
         if params:
+            # A path parameter no object can have (overlong, control characters) is no such resource, and
+            # never reaches a credential lookup (an onboarding token is looked up by its slug).
             _check_params(params)
         request = Request(scope, receive)
-        query = parse_query(route, request)
+        # The query and body are checked before the caller is known, but refused only after: a caller
+        # without the credential or the role hears 401 / 403, not what its request got wrong.
+        query, refusal = _parsed(lambda: parse_query(route, request))
         # Hot reads (credentials, the caller's own record) probe the database's change counter once
         # for the whole request instead of once per lookup (see callboard_core/db/readcache.py).
         pin = core.read_cache.pin()
         try:
             if self.write:
-                response = await self._write(request, query, rid, ip)
+                response = await self._write(request, query, refusal, rid, ip)
             else:
-                body = parse_body(route, request, b"") if route.body is not None else None
+                body = None
+                if route.body is not None and refusal is None:
+                    body, refusal = _parsed(lambda: parse_body(route, request, b""))
                 async with core.uow(write=False) as uow:
                     principal = await auth.authenticate(
                         route.auth, request, uow.session, core, unverified_ok=route.unverified_ok
                     )
+                    if route.draft_token:
+                        auth.require_draft_token(request)
+                    if refusal is not None:
+                        raise refusal
                     ctx = _context(route, request, core, uow.session, principal, body, query, rid, ip)
                     result = await route.handler(ctx)
                     response = _finish(ctx, render(result, ctx.status or route.status, core.read_cache))
@@ -333,16 +352,25 @@ class Endpoint:
                 pin.release()
         await response(scope, receive, send)
 
-    async def _write(self, request: Request, query: Any, rid: str, ip: str) -> Response:
+    async def _write(
+        self, request: Request, query: Any, refusal: CallboardError | None, rid: str, ip: str
+    ) -> Response:
         route, core = self.route, self.core
         raw = await read_body(request)
-        body = parse_body(route, request, raw)
+        body = None
+        if refusal is None:
+            body, refusal = _parsed(lambda: parse_body(route, request, raw))
         idem_key = request.headers.get("idempotency-key") if self.idempotent else None
 
         async def authenticate(session: AsyncSession) -> Principal | None:
-            return await auth.authenticate(
+            principal = await auth.authenticate(
                 route.auth, request, session, core, unverified_ok=route.unverified_ok
             )
+            if route.draft_token:
+                auth.require_draft_token(request)
+            if refusal is not None:
+                raise refusal
+            return principal
 
         async def admit(principal: Principal | None) -> None:
             if route.rate_limit and isinstance(principal, KeyPrincipal):

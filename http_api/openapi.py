@@ -168,9 +168,9 @@ def build_openapi(routes: list[RouteDef], *, base_url: str) -> dict[str, Any]:
             "operationId": route.operation_id,
             "summary": route.summary or route.operation_id.replace("_", " "),
             "tags": [route.tag],
-            "security": SECURITY[route.auth],
+            "security": [{"draftToken": []}] if route.draft_token else SECURITY[route.auth],
             "x-auth-kind": route.auth.value,
-            "description": "\n\n".join(x for x in (route.description, "Auth: " + AUTH_TEXT[route.auth]) if x),
+            "description": "\n\n".join(x for x in (route.description, "Auth: " + _auth_text(route)) if x),
             "parameters": _parameters(route),
         }
         if route.deprecated:
@@ -235,9 +235,37 @@ def build_openapi(routes: list[RouteDef], *, base_url: str) -> dict[str, Any]:
                 "session": {"type": "apiKey", "in": "cookie", "name": "svc_session"},
                 "onboardingToken": {"type": "http", "scheme": "bearer"},
                 "machineToken": {"type": "http", "scheme": "bearer"},
+                "draftToken": {
+                    "type": "http",
+                    "scheme": "bearer",
+                    "description": "The registration draft's token (POST /api/agent/register/start).",
+                },
             },
         },
     }
+
+
+def _auth_text(route: RouteDef) -> str:
+    return "The registration draft's bearer token." if route.draft_token else AUTH_TEXT[route.auth]
+
+
+def _inline_defs(schema: dict[str, Any]) -> dict[str, Any]:
+    """A query model's schema with its local `$defs` (an enum of a parameter) written in place: a
+    parameter's schema has no document of its own for `#/$defs/...` to point into."""
+    defs = schema.pop("$defs", {})
+
+    def walk(node: Any) -> Any:
+        if isinstance(node, list):
+            return [walk(x) for x in node]
+        if not isinstance(node, dict):
+            return node
+        ref = node.get("$ref", "")
+        if ref.startswith("#/$defs/"):
+            rest = {k: v for k, v in node.items() if k != "$ref"}
+            return walk(copy.deepcopy(defs[ref.removeprefix("#/$defs/")])) | rest
+        return {k: walk(v) for k, v in node.items()}
+
+    return dict(walk(schema))
 
 
 def _parameters(route: RouteDef) -> list[dict[str, Any]]:
@@ -246,7 +274,7 @@ def _parameters(route: RouteDef) -> list[dict[str, Any]]:
         for name in route.path_params
     ]
     if route.query is not None:
-        schema = route.query.model_json_schema(by_alias=True)
+        schema = _inline_defs(route.query.model_json_schema(by_alias=True))
         required = set(schema.get("required", []))
         for name, prop in schema.get("properties", {}).items():
             params.append(

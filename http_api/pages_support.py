@@ -128,8 +128,28 @@ async def error_page(
     context = await spec.context(ctx) if spec.context is not None else {}
     context.update(values or {})
     if spec.title is not None:
-        return render(ctx, spec.template, status_for(exc), title=spec.title, message=exc.message, **context)
+        return render(
+            ctx,
+            spec.template,
+            status_for(exc),
+            title=spec.title,
+            message=exc.message,
+            items=_what_to_fix(exc),
+            **context,
+        )
     return render(ctx, spec.template, status_for(exc), error=exc.message, **context)
+
+
+def _what_to_fix(exc: CallboardError) -> list[str]:
+    """The refusal's parts a person acts on, one line each: the fields a form got wrong, what a paid
+    publish still needs, what blocks an agent's archive or delete."""
+    lines = [f"{e.get('field') or 'form'}: {e.get('message')}" for e in getattr(exc, "errors", None) or []]
+    for key in ("requirements", "blockers"):
+        for part in exc.details.get(key) or []:
+            message = part.get("message") if isinstance(part, dict) else getattr(part, "message", None)
+            if message:
+                lines.append(str(message))
+    return lines
 
 
 def shows_errors(spec: ErrorPage) -> Callable[[PageHandler], PageHandler]:

@@ -150,6 +150,9 @@ class RouteDef:
     # A session route an account with an unverified email may call (its own account: me, profile,
     # password, logout). Every other session route answers 403 email_unverified to such an account.
     unverified_ok: bool = False
+    # A public route that answers only with the bearer token it names (a registration draft's): the
+    # document declares that token, so a client sends it.
+    draft_token: bool = False
 
     @property
     def path_params(self) -> list[str]:
@@ -183,6 +186,7 @@ class RouteGroup:
         raw_body: bool = False,
         errors: tuple[int, ...] = (),
         unverified_ok: bool = False,
+        draft_token: bool = False,
     ) -> Callable[[Handler], Handler]:
         """`name` overrides the operation id's base: one handler declared twice (an API-key route and its
         owner mirror) needs two names. A public GET without a budget of its own spends the public-read one
@@ -218,6 +222,7 @@ class RouteGroup:
                         raw_body=raw_body,
                         errors=errors,
                         unverified_ok=unverified_ok,
+                        draft_token=draft_token,
                     )
                 )
             return handler

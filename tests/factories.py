@@ -412,9 +412,16 @@ class World:
     app: Any
     # The other side of every job a factory makes: its own owner and a claimed agent (see `stranger`).
     _stranger: str | None = field(default=None, repr=False)
+    _someone: Actor | None = field(default=None, repr=False)
 
     def client(self, **kw: Any) -> httpx.AsyncClient:
         return httpx.AsyncClient(transport=httpx.ASGITransport(app=self.app, **kw), base_url=BASE_URL)
+
+    async def someone(self) -> Actor:
+        """One owner with a claimed agent, shared by the module's requests that only need a credential."""
+        if self._someone is None:
+            self._someone = await self.actor(agent=True)
+        return self._someone
 
     async def actor(self, role: str = Role.USER, *, agent: bool = False, verified: bool = True) -> Actor:
         user_id, token = await make_user(self.core, role=role, verified=verified)
@@ -505,6 +512,9 @@ class World:
         """Headers that satisfy the route's auth kind for actor, and path values the credential pins
         (an onboarding token is bound to its slug)."""
         kind = route.auth
+        if route.draft_token:
+            slug, token = await self.registration_draft()
+            return {"Authorization": f"Bearer {token}"}, {"slug": slug}
         if kind is AuthKind.PUBLIC:
             return {}, {}
         if kind is AuthKind.SESSION:

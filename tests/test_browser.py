@@ -1,7 +1,9 @@
 """The console in a real browser: Playwright for Python driving Debian's Chromium (`make browser` installs it)
 against the app served by uvicorn. A person signs in by magic link (read from the mail outbox), lands back
 on the page they asked for, tops up with the sandbox's test card on the processor's hosted page and comes
-back to a page that shows the new balance. Each step asserts what the person sees and saves a screenshot
+back to a page that shows the new balance, saves a card on the hosted form and connects an agent; another
+walk claims an agent, posts, publishes and awards a paid job, opens the receipt, changes a preference and
+follows the worker owner's payout; staff resolve a dispute. Each step asserts what the person sees and saves a screenshot
 under the test's output directory; axe-core reports no serious or critical violation on each page; the same
 walk runs once with JavaScript disabled. Skipped, saying why, where no browser is installed."""
 
@@ -125,8 +127,20 @@ async def test_sign_in_by_magic_link_and_top_up(
 
         await page.click("text=Back to billing")
         assert (await page.locator("[data-testid=available]").inner_text()) == "$25.00"
+
+        # Save a card on the processor's hosted form; once the processor reports it, billing lists it.
+        await page.click("button:has-text('Add a card')")
+        assert "/sandbox/processor/" in page.url, page.url
+        await page.fill("#card_number", "4242424242424242")
+        await page.click("form button[type=submit]")
+        await page.wait_for_url(re.compile(r".*/billing\?card=added$"))
+        async with httpx.AsyncClient(base_url=url) as hooks:
+            await worker.run_once(served, housekeeping=False, webhook_client=hooks)
+        await page.reload()
+        assert await page.locator("text=ending 4242").is_visible()
+        await step("08-card-saved")
         await page.set_viewport_size({"width": 375, "height": 800})  # a phone
-        await step("08-billing-phone")
+        await step("09-billing-phone")
         await page.set_viewport_size({"width": 1100, "height": 900})
 
         # Connect an agent: a session, activated for an MCP runtime; the kit to copy.
@@ -134,15 +148,15 @@ async def test_sign_in_by_magic_link_and_top_up(
         await page.click("text=Connect an agent")
         await page.click("text=Start an onboarding session")
         assert await page.locator("text=Paste this to your agent").is_visible()
-        await step("09-connect")
+        await step("10-connect")
         await page.fill("input[name=agentName]", "Scribe")
         await page.select_option("select[name=runtimeTarget]", "MCP")
         await page.click("button:has-text('Activate')")
         assert await page.locator("h1", has_text="Your agent is activated").is_visible()
         assert "/mcp" in await page.locator("#mcp-config").input_value()
-        await step("10-kit")
+        await step("11-kit")
         await browser.close()
-    assert len(list(shots.glob("*.png"))) == 10
+    assert len(list(shots.glob("*.png"))) == 11
 
 
 async def signed_in(context: Any, served: Core, url: str, role: str) -> str:

@@ -181,3 +181,31 @@ async def test_background_work_is_drained(core: Core) -> None:
     core.bus.spawn(work())
     await core.bus.drain()
     assert done == [1]
+
+
+async def test_background_work_queues_behind_a_few_slots_and_a_failure_is_logged(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A burst (a receipt mail for each of hundreds of top-ups) runs a few at a time, so it cannot take the
+    connection pool from the requests; a failing piece is logged, the others still run."""
+    import asyncio
+
+    bare = MessageBus()
+    running, peak, done = 0, 0, []
+
+    async def piece(i: int) -> None:
+        nonlocal running, peak
+        running += 1
+        peak = max(peak, running)
+        await asyncio.sleep(0.001)
+        running -= 1
+        if i == 3:
+            raise RuntimeError("the mail server is down")
+        done.append(i)
+
+    with caplog.at_level(logging.ERROR, "callboard.bus"):
+        for i in range(40):
+            bare.spawn(piece(i))
+        await bare.drain()
+    assert peak == bus.BACKGROUND_SLOTS and len(done) == 39
+    assert "the mail server is down" in caplog.text

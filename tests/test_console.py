@@ -162,9 +162,21 @@ async def test_an_agent_page_sets_policy_mints_and_revokes_a_key(app: Any, core:
         for k in (await owner.client.get("/api-keys/dashboard")).json()["keys"]
         if k["label"] == "laptop"
     )
+    rotated = await owner.client.post(f"/my/agents/{agent.id}/keys/{key_id}/rotate")
+    assert rotated.status_code == 200 and "shown this once" in rotated.text
+    new_key = rotated.text.split('id="key-value" type="text" readonly value="')[1].split('"')[0]
+    assert (await owner.client.get("/api/v2/agents/me", headers={"X-API-Key": key})).status_code == 401
+    assert (await owner.client.get("/api/v2/agents/me", headers={"X-API-Key": new_key})).status_code == 200
+    again = await owner.client.post(f"/my/agents/{agent.id}/keys/{key_id}/rotate")
+    assert again.status_code == 409 and "mint a new one" in again.text
+    key_id = next(
+        k["id"]
+        for k in (await owner.client.get("/api-keys/dashboard")).json()["keys"]
+        if k["label"] == "laptop" and not k["revoked"]
+    )
     revoked = await owner.client.post(f"/my/agents/{agent.id}/keys/{key_id}/revoke")
     assert revoked.status_code == 303
-    assert (await owner.client.get("/api/v2/agents/me", headers={"X-API-Key": key})).status_code == 401
+    assert (await owner.client.get("/api/v2/agents/me", headers={"X-API-Key": new_key})).status_code == 401
     off = await owner.client.post(
         f"/my/agents/{agent.id}/lifecycle", data={"move": "deactivate", "reason": "pause"}
     )
@@ -173,6 +185,14 @@ async def test_an_agent_page_sets_policy_mints_and_revokes_a_key(app: Any, core:
     stranger = await new_owner(app, core)
     assert (await stranger.client.get(f"/my/agents/{agent.id}")).status_code == 404
     assert (await stranger.client.post(f"/my/agents/{agent.id}/keys", data={})).status_code == 404
+    assert (await stranger.client.post(f"/my/agents/{agent.id}/keys/{key_id}/rotate")).status_code == 404
+    handle = (await owner.client.get(f"/agents/dashboard/{agent.id}")).json()["handle"]
+    wrong = await owner.client.post(f"/my/agents/{agent.id}/delete", data={"confirmHandle": "nope"})
+    assert wrong.status_code == 422 and "handle" in wrong.text
+    deleted = await owner.client.post(f"/my/agents/{agent.id}/delete", data={"confirmHandle": handle})
+    assert deleted.status_code == 303 and deleted.headers["location"] == "/my/agents?saved=deleted"
+    assert "The agent is deleted" in (await owner.client.get(deleted.headers["location"])).text
+    assert (await owner.client.get(f"/my/agents/{agent.id}")).status_code == 404
 
 
 async def test_connect_an_agent_and_copy_its_kit(app: Any, core: Core) -> None:
@@ -328,10 +348,11 @@ async def test_post_a_paid_job_publish_it_and_see_the_hold(app: Any, core: Core)
     refused = await b.owner.client.post(second.headers["location"] + "/publish")
     assert refused.status_code == 409 and "text/html" in refused.headers["content-type"]
     assert "cannot be published yet" in refused.text and "BALANCE" in refused.text
+    assert refused.text.count("<li>") >= 1  # each missing requirement on a line of its own
     assert "Draft" in (await b.owner.client.get(second.headers["location"])).text
 
     wrong = await b.owner.client.post("/jobs/new", data=fields | {"reviewHours": "soon"})
-    assert wrong.status_code == 422 and "whole number of hours" in wrong.text
+    assert wrong.status_code == 422 and "reviewHours: Type a whole number of hours" in wrong.text
     stranger = await new_owner(app, core)
     foreign = await stranger.client.post("/jobs/new", data=fields)
     assert foreign.status_code == 404  # another owner's agent

@@ -1,10 +1,11 @@
 """The error contract, generic over the route table: whatever a client sends, the answer is a 4xx
 problem+json (code, message, requestId equal to the X-Request-Id header), never a 5xx.
 
-Parsing comes before authentication (http_api/endpoint.py), so malformed, mistyped or unknown input gets its
-400/422 without a credential; a client sees the parse error first, then the credential error. The tests
-that must reach the handler (wrong types, long strings, garbage path parameters) send a credential the route
-admits and path parameters naming the caller's own objects.
+The caller comes before the request's shape (http_api/endpoint.py): no credential is 401 and a missing role
+403 whatever the body; only then does malformed, mistyped or unknown input get its 400/422. So every test
+sends a credential the route admits (`Caller.signed`, on placeholder paths); the tests that must reach the
+handler (wrong types, long strings, garbage path parameters) also name the caller's own objects
+(`Caller.prepare`).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from http_api.route_table import SAFE_METHODS, AuthKind, RouteDef
 from http_api.routes import all_routes
 from tests.conftest import BASE_URL, _backends
 from tests.factories import (
+    PLACEHOLDER_ID,
     Unsampleable,
     World,
     assert_not_5xx,
@@ -82,6 +84,13 @@ class Caller:
         self.query: dict[str, Any] = {}
         self.refs: dict[str, str] = {}  # ids the body names (see factories.sample_body)
 
+    async def signed(self) -> Caller:
+        """The route's credential (the module's shared owner and agent), on placeholder paths (an onboarding
+        token's slug pinned): enough for what is refused before the handler runs."""
+        self.headers, pinned = await self.world.credentials(self.route, await self.world.someone())
+        self.path = re.sub(r"{(\w+)}", lambda m: pinned.get(m.group(1), PLACEHOLDER_ID), self.route.path)
+        return self
+
     async def prepare(self) -> Caller:
         actor = await self.world.actor(agent=True)
         self.headers, pinned = await self.world.credentials(self.route, actor)
@@ -100,8 +109,9 @@ class Caller:
         content: bytes | None = None,
         path: str | None = None,
         query: dict[str, Any] | None = None,
+        headers: dict[str, str] | None = None,
     ) -> httpx.Response:
-        headers = dict(self.headers)
+        headers = {**self.headers, **(headers or {})}
         if content is not None:
             headers.setdefault("Content-Type", "application/json")
         return await client.request(
@@ -114,7 +124,7 @@ class Caller:
         )
 
 
-# --- malformed and misshapen bodies: no credential needed, parsing comes first -------------------
+# --- malformed and misshapen bodies: refused after the credential, before the handler --------------
 
 MALFORMED = [
     b'{"a": ',
@@ -132,32 +142,26 @@ MALFORMED = [
 
 @pytest.mark.parametrize("route", BODY_ROUTES)
 async def test_malformed_json_is_400(world: World, route: RouteDef) -> None:
+    caller = await Caller(world, route).signed()
     async with world.client() as client:
         for raw in MALFORMED:
-            response = await client.request(
-                route.method,
-                placeholder_path(route),
-                content=raw,
-                headers={"Content-Type": "application/json"},
-            )
-            assert_problem(response, 400, "malformed_json")
+            assert_problem(await caller.send(client, content=raw), 400, "malformed_json")
 
 
 @pytest.mark.parametrize("route", BODY_ROUTES)
 async def test_body_that_is_not_an_object_is_422(world: World, route: RouteDef) -> None:
+    caller = await Caller(world, route).signed()
     async with world.client() as client:
         for value in ([], [valid_body(route)], "a string", 42, True):
-            response = await client.request(route.method, placeholder_path(route), json=value)
-            assert_problem(response, 422)
+            assert_problem(await caller.send(client, json=value), 422)
 
 
 @pytest.mark.parametrize("route", BODY_ROUTES)
 async def test_unknown_top_level_field_is_422_and_named(world: World, route: RouteDef) -> None:
+    caller = await Caller(world, route).signed()
     async with world.client() as client:
         for name in ("unknownFieldXyz", "__proto__", "ü-field"):
-            response = await client.request(
-                route.method, placeholder_path(route), json={**valid_body(route), name: 1}
-            )
+            response = await caller.send(client, json={**valid_body(route), name: 1})
             body = assert_problem(response, 422)
             assert name in [e.get("field") for e in body.get("errors", [])], response.text
 
@@ -166,9 +170,9 @@ async def test_unknown_top_level_field_is_422_and_named(world: World, route: Rou
     "route", [pytest.param(r, id=route_id(r)) for r in API if r.body is not None and not r.body_optional]
 )
 async def test_missing_body_is_422(world: World, route: RouteDef) -> None:
+    caller = await Caller(world, route).signed()
     async with world.client() as client:
-        response = await client.request(route.method, placeholder_path(route))
-        assert_problem(response, 422)
+        assert_problem(await caller.send(client), 422)
 
 
 @pytest.mark.parametrize(
@@ -181,32 +185,34 @@ async def test_missing_body_is_422(world: World, route: RouteDef) -> None:
     ],
 )
 async def test_body_on_a_route_without_one_is_422(world: World, route: RouteDef) -> None:
+    caller = await Caller(world, route).signed()
     async with world.client() as client:
-        response = await client.request(route.method, placeholder_path(route), json={"unexpected": 1})
-        assert_problem(response, 422)
+        assert_problem(await caller.send(client, json={"unexpected": 1}), 422)
 
 
 @pytest.mark.parametrize("route", BODY_ROUTES)
 async def test_text_plain_body_is_400_unsupported_media_type(world: World, route: RouteDef) -> None:
+    caller = await Caller(world, route).signed()
     async with world.client() as client:
         for ctype in ("text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x"):
-            response = await client.request(
-                route.method,
-                placeholder_path(route),
-                content=orjson.dumps(valid_body(route)),
-                headers={"Content-Type": ctype},
+            response = await caller.send(
+                client, content=orjson.dumps(valid_body(route)), headers={"Content-Type": ctype}
             )
             assert_problem(response, 400, "unsupported_media_type")
 
 
 @pytest.mark.parametrize("route", BODY_ROUTES)
-async def test_parse_errors_come_before_credential_errors(world: World, route: RouteDef) -> None:
-    """What a client sees: a malformed body is reported (400) even when the credential is missing too."""
+async def test_credential_errors_come_before_parse_errors(world: World, route: RouteDef) -> None:
+    """What a client sees: without the credential the route needs, 401 whatever the body; a public route
+    reports the malformed body (400)."""
     async with world.client() as client:
         response = await client.request(
             route.method, placeholder_path(route), content=b"{", headers={"Content-Type": "application/json"}
         )
-    assert_problem(response, 400, "malformed_json")
+    if route.auth is AuthKind.PUBLIC and not route.draft_token:
+        assert_problem(response, 400, "malformed_json")
+    else:
+        assert_problem(response, 401)
 
 
 # --- wrong types, huge values and odd characters reach the handler and still give a 4xx ---------
@@ -353,7 +359,7 @@ async def test_body_at_the_cap_is_not_refused(capped: World) -> None:
 
 @pytest.mark.parametrize("route", [pytest.param(r, id=route_id(r)) for r in API])
 async def test_unknown_query_parameter_is_422(world: World, route: RouteDef) -> None:
-    caller = Caller(world, route)
+    caller = await Caller(world, route).signed()
     async with world.client() as client:
         response = await caller.send(
             client, json=None if route.body is None else valid_body(route), query={"unknownParamXyz": "1"}
@@ -445,6 +451,7 @@ async def test_garbage_path_parameters_never_5xx(world: World, route: RouteDef) 
 
 @pytest.mark.parametrize("route", PATH_ROUTES)
 async def test_overlong_or_control_path_parameter_is_404(world: World, route: RouteDef) -> None:
+    """Checked before anything else, the credential included: such a parameter names nothing."""
     async with world.client() as client:
         for garbage in ("x" * 300, "%00", "a%0ab"):
             response = await client.request(route.method, placeholder_path(route, garbage))
@@ -505,7 +512,8 @@ async def test_error_responses_carry_the_request_id_header_on_every_status(world
         unauth = await client.get(route.path)
         assert_problem(unauth, 401)
         assert unauth.headers.get("www-authenticate")
-        assert_problem(await client.get(route.path, params={"x": "1"}), 422)
+        caller = await Caller(world, route).signed()
+        assert_problem(await caller.send(client, query={"x": "1"}), 422)
 
 
 async def test_base_url_origin_constant_is_trusted(world: World) -> None:

@@ -197,3 +197,36 @@ async def revoke_for_key(session: AsyncSession, actor: Actor, key_id: str) -> Ap
 async def revoke_for_owner_key(session: AsyncSession, actor: Actor, key_id: str) -> ApiKeyRevoked:
     key = await api_keys.get_visible(session, key_id, owner_id=actor.require_user(), agent_id=None)
     return await _revoke(session, key, actor)
+
+
+async def rotate_for_owner(session: AsyncSession, actor: Actor, key_id: str) -> ApiKeyCreated:
+    """Replace one of the owner's keys in one transaction: a new key with the same agent, label and scopes
+    (shown once), the old one revoked now. Compare-and-set on the old key: of two rotations one wins, the
+    other (and a rotation of a revoked key) is 409 `api_key_revoked`."""
+    owner_id = actor.require_user()
+    old = await api_keys.get_visible(session, key_id, owner_id=owner_id, agent_id=None)
+    if old.agent_id is not None:
+        await mintable_agent(session, old.agent_id, owner_id)
+    revoked = await api_keys.revoke(session, old.id, reason="rotated")
+    if revoked is None:
+        raise Conflict("This key is revoked: mint a new one instead.", code="api_key_revoked")
+    created = await mint(
+        session,
+        agent_id=revoked.agent_id,
+        owner_id=owner_id,
+        scopes=list(revoked.scopes),
+        label=revoked.label,
+        actor_type="user",
+        actor_id=owner_id,
+    )
+    audit.record(
+        session,
+        actor_type="user",
+        actor_id=owner_id,
+        action="api_key.rotated",
+        target_type="api_key",
+        target_id=old.id,
+        agent_id=old.agent_id,
+        replacement=created.key_info.id,
+    )
+    return created

@@ -138,14 +138,18 @@ async def _by_slug(session: AsyncSession, slug: str, *, lock: bool = False) -> R
     return (await session.execute(query)).scalar_one_or_none()
 
 
+def missing_token() -> Unauthenticated:
+    return Unauthenticated(
+        "Send the draft's token as 'Authorization: Bearer <token>'.", code="missing_draft_token"
+    )
+
+
 async def _for_agent(
     session: AsyncSession, slug: str, token: str | None, *, lock: bool = False
 ) -> RegistrationDraft:
     """The draft behind the slug, if token is its live bearer token (401 otherwise, as for any credential)."""
     if not token:
-        raise Unauthenticated(
-            "Send the draft's token as 'Authorization: Bearer <token>'.", code="missing_draft_token"
-        )
+        raise missing_token()
     row = await _by_slug(session, slug, lock=lock) if len(token) <= 256 else None
     if (
         row is None

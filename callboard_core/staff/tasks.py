@@ -5,6 +5,7 @@ in its own transaction; any staff action on a disputed job is the dispute's firs
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -68,11 +69,21 @@ def _risk(risk: str) -> Any:
     }.get(risk)
 
 
-async def _task(session: AsyncSession, job: Job) -> staff_schemas.AdminTask:
-    sla = None
-    if job.open_dispute_id:
-        dispute = await session.get(Dispute, job.open_dispute_id)
-        sla = disputes.view(dispute).sla_state if dispute else None
+async def _open_disputes(session: AsyncSession, jobs_: Sequence[Job]) -> dict[str, Dispute]:
+    """The open disputes of these jobs, in one statement (a page of tasks reads them once)."""
+    ids = [j.open_dispute_id for j in jobs_ if j.open_dispute_id]
+    if not ids:
+        return {}
+    return {d.id: d for d in await session.scalars(select(Dispute).where(Dispute.id.in_(ids)))}
+
+
+async def _task(
+    session: AsyncSession, job: Job, open_disputes: dict[str, Dispute] | None = None
+) -> staff_schemas.AdminTask:
+    if open_disputes is None:
+        open_disputes = await _open_disputes(session, [job])
+    dispute = open_disputes.get(job.open_dispute_id or "")
+    sla = disputes.view(dispute).sla_state if dispute else None
     review_deadline = clock.as_utc(job.review_deadline_at)
     return staff_schemas.AdminTask(
         id=job.id,
@@ -105,11 +116,14 @@ async def list_tasks(session: AsyncSession, q: staff_schemas.AdminTaskQuery) -> 
     risk = _risk(q.risk)
     if risk is not None:
         where.append(risk)
-    rows = await session.scalars(
-        select(Job).where(*where).order_by(Job.created_at.desc(), Job.id).limit(q.limit)
-    )
+    rows = (
+        await session.scalars(
+            select(Job).where(*where).order_by(Job.created_at.desc(), Job.id).limit(q.limit)
+        )
+    ).all()
+    open_disputes = await _open_disputes(session, rows)
     return staff_schemas.AdminTaskList(
-        tasks=[await _task(session, job) for job in rows],
+        tasks=[await _task(session, job, open_disputes) for job in rows],
         total=await count_of(session, select(func.count()).select_from(Job).where(*where)),
     )
 

@@ -344,7 +344,8 @@ async def job_page(ctx: RequestContext) -> Response:
     """A job of yours: its state, payment, timeline, review packets (award / no award) and disputes."""
     actor = await viewer(ctx)
     job_id = ctx.params["jobId"]
-    job = await jobs.get_for_requester(ctx.session, actor, job_id)
+    job_row = await jobs.requester_job(ctx.session, actor, job_id)  # held: loaded once (see _agent_page)
+    job = jobs.view(job_row)
     payment = None
     if job.reward_amount_cents > 0 and job.status != "DRAFT":
         payment = await jobs.payment(ctx.session, actor, job_id)
@@ -421,12 +422,15 @@ async def _agents_page(ctx: RequestContext, actor: Any, **extra: Any) -> Respons
 
 
 async def _agent_page(ctx: RequestContext, actor: Any, agent_id: str, **extra: Any) -> Response:
+    # Each service below checks the agent is the owner's with `session.get`. The session's identity map
+    # holds rows weakly: this local keeps the row (and its capabilities) alive, so it is read once per page.
+    agent_row = await agents.get_owned(ctx.session, agent_id, actor.require_user())
     keys = [k for k in (await agent_keys.list_for_owner(ctx.session, actor)).keys if k.agent_id == agent_id]
     return render(
         ctx,
         "console/agent.html",
         nav="agents",
-        agent=await dashboard.get(ctx.session, actor, agent_id),
+        agent=await agents.to_dashboard(ctx.session, agent_row),
         policy=await agents.policy_of(ctx.session, actor, agent_id),
         keys=keys,
         blockers=await lifecycle.lifecycle_blockers(ctx.session, actor, agent_id),
@@ -469,6 +473,27 @@ async def agent_mint_key(ctx: RequestContext) -> Response:
         parsed(key_schemas.ApiKeyCreate, label=form.get("label") or None, agent_id=ctx.params["agentId"]),
     )
     return await _agent_page(ctx, actor, ctx.params["agentId"], new_key=created)
+
+
+@routes.post("/my/agents/{agentId}/keys/{keyId}/rotate", auth=AuthKind.PUBLIC, page=True, idempotent=False)
+@shows_errors(PAGE_ERROR)
+async def agent_rotate_key(ctx: RequestContext) -> Response:
+    """Replace a key: the new one shown on the answer page once, the old one stops working now."""
+    actor = await viewer(ctx, change=True)
+    created = await agent_keys.rotate_for_owner(ctx.session, actor, ctx.params["keyId"])
+    return await _agent_page(ctx, actor, ctx.params["agentId"], new_key=created)
+
+
+@routes.post("/my/agents/{agentId}/delete", auth=AuthKind.PUBLIC, page=True, idempotent=False)
+@shows_errors(PAGE_ERROR)
+async def agent_delete(ctx: RequestContext) -> Response:
+    """Delete the agent for good (its handle typed to confirm); refused with the blockers while work or
+    money is in flight."""
+    actor = await viewer(ctx, change=True)
+    form = await read_form(ctx)
+    body = parsed(agent_schemas.AgentDeleteBody, confirm_handle=form.get("confirmHandle", ""))
+    await lifecycle.delete_agent(ctx.session, actor, ctx.params["agentId"], body)
+    return redirect("/my/agents?saved=deleted")
 
 
 @routes.post("/my/agents/{agentId}/keys/{keyId}/revoke", auth=AuthKind.PUBLIC, page=True, idempotent=False)

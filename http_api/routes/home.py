@@ -39,7 +39,7 @@ async def owner_worker_outcomes(ctx: RequestContext) -> job_schemas.OutcomeList:
     query=job_schemas.NotificationsQuery,
     response=ns.AgentNotificationList,
 )
-async def list_notifications(ctx: RequestContext) -> ns.AgentNotificationList:
+async def list_agent_notifications(ctx: RequestContext) -> ns.AgentNotificationList:
     """Your notifications, newest first (unread only unless includeRead=true)."""
     return await notifications.list_for(
         ctx.session, ctx.actor, include_read=ctx.query.include_read, limit=ctx.query.limit
@@ -49,7 +49,7 @@ async def list_notifications(ctx: RequestContext) -> ns.AgentNotificationList:
 @routes.post(
     "/api/v2/agent-notifications/{id}/read", auth=AuthKind.KEY_WRITE, response=ns.AgentNotificationView
 )
-async def mark_notification_read(ctx: RequestContext) -> ns.AgentNotificationView:
+async def mark_agent_notification_read(ctx: RequestContext) -> ns.AgentNotificationView:
     """Mark one notification read."""
     return await notifications.mark_read(ctx.session, ctx.actor, ctx.params["id"])
 

@@ -177,6 +177,7 @@ async def register_manifest(ctx: RequestContext) -> onboarding_schemas.Registrat
 @routes.post(
     "/api/agent/register/{slug}/presence",
     auth=AuthKind.PUBLIC,
+    draft_token=True,
     body=onboarding_schemas.PresenceBody,
     body_optional=True,
     response=onboarding_schemas.DraftPresenceAck,
@@ -191,6 +192,7 @@ async def register_presence(ctx: RequestContext) -> onboarding_schemas.DraftPres
 @routes.get(
     "/api/agent/register/{slug}/setup",
     auth=AuthKind.PUBLIC,
+    draft_token=True,
     response=onboarding_schemas.SetupGuide,
     rate_limit=PUBLIC,
     errors=(401, 410),
@@ -203,6 +205,7 @@ async def register_setup_guide(ctx: RequestContext) -> onboarding_schemas.SetupG
 @routes.post(
     "/api/agent/register/{slug}/setup",
     auth=AuthKind.PUBLIC,
+    draft_token=True,
     body=onboarding_schemas.AgentSetupSave,
     response=onboarding_schemas.DraftEnvelope,
     rate_limit=PUBLIC,
@@ -216,6 +219,7 @@ async def register_setup_save(ctx: RequestContext) -> onboarding_schemas.DraftEn
 @routes.get(
     "/api/agent/register/{slug}/status",
     auth=AuthKind.PUBLIC,
+    draft_token=True,
     response=onboarding_schemas.DraftStatusView,
     rate_limit=PUBLIC,
     errors=(401, 410),
