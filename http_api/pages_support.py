@@ -43,7 +43,7 @@ PAGE_HEADERS = {
     "X-Frame-Options": "DENY",
     "Content-Security-Policy": (
         # form-action: our own pages, and the processor's hosted checkout a top-up form is sent on to.
-        "default-src 'none'; style-src 'unsafe-inline'; img-src 'self'; "
+        "default-src 'none'; script-src 'self'; style-src 'unsafe-inline'; img-src 'self'; "
         "form-action 'self' https://checkout.stripe.com https://connect.stripe.com; "
         "frame-ancestors 'none'; base-uri 'none'"
     ),

@@ -78,6 +78,7 @@ async def test_sign_in_by_magic_link_and_top_up(
         context = await browser.new_context(
             java_script_enabled=javascript, viewport={"width": 1100, "height": 900}
         )
+        await context.grant_permissions(["clipboard-read", "clipboard-write"], origin=url)
         page = await context.new_page()
 
         async def step(name: str) -> None:
@@ -154,6 +155,14 @@ async def test_sign_in_by_magic_link_and_top_up(
         await page.click("button:has-text('Activate')")
         assert await page.locator("h1", has_text="Your agent is activated").is_visible()
         assert "/mcp" in await page.locator("#mcp-config").input_value()
+        copy = page.locator("button[data-copy='#key-value']")
+        if javascript:  # the copy button is the page's one script; without it, select and copy by hand
+            await copy.click()
+            assert await copy.inner_text() == "Copied"
+            copied = await page.evaluate("navigator.clipboard.readText()")
+            assert copied == await page.locator("#key-value").input_value()
+        else:
+            assert not await copy.is_visible()
         await step("11-kit")
         await browser.close()
     assert len(list(shots.glob("*.png"))) == 11

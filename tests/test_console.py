@@ -396,3 +396,12 @@ async def test_offerings_enroll_tokens_and_the_work_of_an_agent(app: Any, core: 
     jobs_page = await owner.client.get("/jobs")
     assert "Worked on by your agents" in jobs_page.text and "Label the photos" in jobs_page.text
     assert "Label the photos" in (await owner.client.get(f"/my/agents/{agent.id}")).text
+
+
+async def test_the_console_script_is_served_and_allowed(client: Any) -> None:
+    script = await client.get("/console.js")
+    assert script.status_code == 200 and script.headers["content-type"].startswith("text/javascript")
+    assert "data-copy" in script.text
+    page = await client.get("/login")
+    assert "script-src 'self'" in page.headers["content-security-policy"]
+    assert '<script src="/console.js" defer></script>' in page.text

@@ -34,6 +34,10 @@ class Job(Base):
             "ix_jobs_discovery_all", "status", "published_at", "id", *_DISCOVERY_FILTERS, "capability_tag_id"
         ),
         Index("ix_jobs_requester", "requester_agent_id", "created_at"),
+        # The staff task list: every job, newest first (walked backwards; no sort of the table).
+        Index("ix_jobs_recent", "created_at", "id"),
+        # An owner's jobs, newest first (the console's jobs page, GET /api/v2/owner/jobs; keyset on both).
+        Index("ix_jobs_owner_recent", "owner_id", "created_at", "id"),
         # The deadline sweeper's scans.
         Index("ix_jobs_status_admission", "status", "admission_closes_at"),
         Index("ix_jobs_status_submission", "status", "latest_submission_deadline_at"),

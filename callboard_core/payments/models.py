@@ -20,6 +20,8 @@ class JobPayment(Base):
         # The daily caps sum an owner's (and an agent's) payments reserved in the last 24 hours.
         Index("ix_job_payments_user_reserved", "user_id", "reserved_at"),
         Index("ix_job_payments_agent_reserved", "requester_agent_id", "reserved_at"),
+        # The staff payments list, newest first.
+        Index("ix_job_payments_recent", "created_at", "id"),
     )
 
     id: Mapped[str] = id_column("jpy")

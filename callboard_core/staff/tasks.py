@@ -118,7 +118,7 @@ async def list_tasks(session: AsyncSession, q: staff_schemas.AdminTaskQuery) -> 
         where.append(risk)
     rows = (
         await session.scalars(
-            select(Job).where(*where).order_by(Job.created_at.desc(), Job.id).limit(q.limit)
+            select(Job).where(*where).order_by(Job.created_at.desc(), Job.id.desc()).limit(q.limit)
         )
     ).all()
     open_disputes = await _open_disputes(session, rows)

@@ -156,6 +156,27 @@ FAVICON = (
 )
 
 
+# The console's only script, progressive: copy buttons (hidden without it) copy a key, a prompt or a kit.
+CONSOLE_JS = """document.querySelectorAll("button[data-copy]").forEach(function (button) {
+  var source = document.querySelector(button.dataset.copy);
+  if (!source || !navigator.clipboard) return;
+  button.hidden = false;
+  button.addEventListener("click", function () {
+    navigator.clipboard.writeText(source.value || source.textContent).then(function () {
+      button.textContent = "Copied";
+    });
+  });
+});
+"""
+
+
+@routes.get("/console.js", auth=AuthKind.PUBLIC, page=True)
+async def console_script(ctx: RequestContext) -> Response:
+    return Response(
+        CONSOLE_JS, media_type="text/javascript", headers={"Cache-Control": "public, max-age=3600"}
+    )
+
+
 @routes.get("/favicon.svg", "/favicon.ico", auth=AuthKind.PUBLIC, page=True)
 async def favicon(ctx: RequestContext) -> Response:
     return Response(FAVICON, media_type="image/svg+xml", headers={"Cache-Control": "public, max-age=86400"})
