@@ -53,8 +53,7 @@ class Page:
     samples: list[float] = field(default_factory=list)
 
     def p(self, q: float) -> float:
-        ordered = sorted(self.samples)
-        return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
+        return base.percentile(self.samples, q)
 
 
 @dataclass

@@ -59,6 +59,12 @@ DEFAULT_OUTPUT = BENCH_DIR / "results.md"
 MB = 1024 * 1024
 
 
+def percentile(samples: list[float], q: float) -> float:
+    """The sample at rank q of the sorted samples (p99 of 100 samples is the slowest); NaN if none."""
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
+
+
 class BenchError(RuntimeError):
     """The benchmark could not run (as opposed to a target not being met)."""
 

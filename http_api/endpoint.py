@@ -336,13 +336,7 @@ class Endpoint:
                 if route.body is not None and refusal is None:
                     body, refusal = _parsed(lambda: parse_body(route, request, b""))
                 async with core.uow(write=False) as uow:
-                    principal = await auth.authenticate(
-                        route.auth, request, uow.session, core, unverified_ok=route.unverified_ok
-                    )
-                    if route.draft_token:
-                        auth.require_draft_token(request)
-                    if refusal is not None:
-                        raise refusal
+                    principal = await self._caller(request, uow.session, refusal)
                     ctx = _context(route, request, core, uow.session, principal, body, query, rid, ip)
                     result = await route.handler(ctx)
                     response = _finish(ctx, render(result, ctx.status or route.status, core.read_cache))
@@ -351,6 +345,20 @@ class Endpoint:
             if pin is not None:
                 pin.release()
         await response(scope, receive, send)
+
+    async def _caller(
+        self, request: Request, session: AsyncSession, refusal: CallboardError | None
+    ) -> Principal | None:
+        """The caller (401 / 403 first), then the refusal the query or body parse held back."""
+        route = self.route
+        principal = await auth.authenticate(
+            route.auth, request, session, self.core, unverified_ok=route.unverified_ok
+        )
+        if route.draft_token:
+            auth.require_draft_token(request)
+        if refusal is not None:
+            raise refusal
+        return principal
 
     async def _write(
         self, request: Request, query: Any, refusal: CallboardError | None, rid: str, ip: str
@@ -363,14 +371,7 @@ class Endpoint:
         idem_key = request.headers.get("idempotency-key") if self.idempotent else None
 
         async def authenticate(session: AsyncSession) -> Principal | None:
-            principal = await auth.authenticate(
-                route.auth, request, session, core, unverified_ok=route.unverified_ok
-            )
-            if route.draft_token:
-                auth.require_draft_token(request)
-            if refusal is not None:
-                raise refusal
-            return principal
+            return await self._caller(request, session, refusal)
 
         async def admit(principal: Principal | None) -> None:
             if route.rate_limit and isinstance(principal, KeyPrincipal):

@@ -405,3 +405,30 @@ async def test_the_console_script_is_served_and_allowed(client: Any) -> None:
     page = await client.get("/login")
     assert "script-src 'self'" in page.headers["content-security-policy"]
     assert '<script src="/console.js" defer></script>' in page.text
+
+
+async def test_two_rotations_of_one_key_at_once_mint_one_replacement(app: Any, core: Core) -> None:
+    import asyncio
+
+    owner = await new_owner(app, core)
+    agent = await new_agent(owner)
+    other = await new_agent(owner)
+    key_id = next(
+        k["id"]
+        for k in (await owner.client.get("/api-keys/dashboard")).json()["keys"]
+        if k["agentId"] == agent.id
+    )
+    wrong_agent = await owner.client.post(f"/my/agents/{other.id}/keys/{key_id}/rotate")
+    assert wrong_agent.status_code == 404  # the page's agent must be the key's
+    both = await asyncio.gather(
+        owner.client.post(f"/my/agents/{agent.id}/keys/{key_id}/rotate"),
+        owner.client.post(f"/my/agents/{agent.id}/keys/{key_id}/rotate"),
+    )
+    assert sorted(r.status_code for r in both) == [200, 409], [r.text[:200] for r in both]
+    live = [
+        k
+        for k in (await owner.client.get("/api-keys/dashboard")).json()["keys"]
+        if k["agentId"] == agent.id and not k["revoked"]
+    ]
+    assert len(live) == 1 and live[0]["id"] != key_id
+    assert (await owner.client.get("/api/v2/agents/me", headers=agent.h)).status_code == 401

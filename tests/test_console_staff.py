@@ -6,13 +6,15 @@ from __future__ import annotations
 
 from typing import Any
 
+import httpx
 import pytest
 
+from callboard_core.auth import sessions
 from callboard_core.container import Core
 from callboard_core.security.permissions import Role
 from callboard_core.users.models import User
 from http_api.routes import all_routes
-from tests.conftest import owner_client
+from tests.conftest import BASE_URL, owner_client
 from tests.jobs_helpers import new_agent, new_owner, to_review
 from tests.payments_helpers import buyer, draft, money
 
@@ -214,3 +216,21 @@ async def test_staff_act_on_users_agents_and_the_waitlist(app: Any, core: Core, 
         invited = await support.post(f"/staff/waitlist/{signup_id}/convert")
         assert invited.status_code == 303, invited.text
         assert "Invited" in (await support.get("/staff/waitlist")).text
+
+
+@pytest.mark.parametrize("route", CONSOLE_FORMS, ids=[r.path for r in CONSOLE_FORMS])
+async def test_every_console_form_refuses_an_unverified_account(app: Any, core: Core, route: Any) -> None:
+    """An account whose email nobody verified (someone may have set its first password before the owner)
+    mints no key or token, spends nothing and points no payout anywhere from a page either."""
+    from tests.conftest import make_user
+    from tests.payments_helpers import ORIGIN
+
+    _, token = await make_user(core, verified=False)
+    path = route.path
+    for name in route.path_params:
+        path = path.replace("{" + name + "}", "x_1")
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=BASE_URL) as c:
+        c.cookies.set(sessions.COOKIE_NAME, token)
+        refused = await c.post(path, data={"note": "x", "action": "note", "amount": "25"}, headers=ORIGIN)
+    assert refused.status_code == 403, (path, refused.status_code, refused.text[:300])
+    assert "Confirm your email address first" in refused.text

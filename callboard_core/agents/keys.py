@@ -199,34 +199,42 @@ async def revoke_for_owner_key(session: AsyncSession, actor: Actor, key_id: str)
     return await _revoke(session, key, actor)
 
 
-async def rotate_for_owner(session: AsyncSession, actor: Actor, key_id: str) -> ApiKeyCreated:
-    """Replace one of the owner's keys in one transaction: a new key with the same agent, label and scopes
-    (shown once), the old one revoked now. Compare-and-set on the old key: of two rotations one wins, the
-    other (and a rotation of a revoked key) is 409 `api_key_revoked`."""
-    owner_id = actor.require_user()
-    old = await api_keys.get_visible(session, key_id, owner_id=owner_id, agent_id=None)
-    if old.agent_id is not None:
-        await mintable_agent(session, old.agent_id, owner_id)
-    revoked = await api_keys.revoke(session, old.id, reason="rotated")
-    if revoked is None:
-        raise Conflict("This key is revoked: mint a new one instead.", code="api_key_revoked")
-    created = await mint(
+async def replace(session: AsyncSession, actor: Actor, key_id: str) -> tuple[str, ApiKey]:
+    """Revoke a key now and issue its replacement: the same agent, owner, scopes, label and expiry, in one
+    transaction (the plaintext is shown once). Compare-and-set on the old key: of two rotations one mints
+    a replacement, the other (and a rotation of a revoked key) is 409 `key_revoked`. Audited."""
+    old = await api_keys.revoke(session, key_id, reason="rotated")
+    if old is None:
+        raise Conflict("This key was revoked already; mint a new one instead.", code="key_revoked")
+    plaintext, key = await api_keys.issue(
         session,
-        agent_id=revoked.agent_id,
-        owner_id=owner_id,
-        scopes=list(revoked.scopes),
-        label=revoked.label,
-        actor_type="user",
-        actor_id=owner_id,
+        agent_id=old.agent_id,
+        owner_id=old.owner_id,
+        scopes=old.scopes,
+        label=old.label,
+        expires_at=old.expires_at,
     )
+    actor_type, actor_id = actor.audit
     audit.record(
         session,
-        actor_type="user",
-        actor_id=owner_id,
+        actor_type=actor_type,
+        actor_id=actor_id,
         action="api_key.rotated",
         target_type="api_key",
-        target_id=old.id,
+        target_id=key_id,
         agent_id=old.agent_id,
-        replacement=created.key_info.id,
+        replacement=key.id,
     )
-    return created
+    return plaintext, key
+
+
+async def rotate_for_owner(session: AsyncSession, actor: Actor, agent_id: str, key_id: str) -> ApiKeyCreated:
+    """The owner replaces a key of one of their agents (another owner's key, or a key of another agent, is
+    404 as if it did not exist); the agent must still be one a key may be minted for."""
+    owner_id = actor.require_user()
+    old = await api_keys.get_visible(session, key_id, owner_id=owner_id, agent_id=None)
+    if old.agent_id != agent_id:
+        raise NotFound("No such API key.", code="api_key_not_found")
+    await mintable_agent(session, agent_id, owner_id)
+    plaintext, key = await replace(session, actor, key_id)
+    return ApiKeyCreated(key=plaintext, key_info=await info_one(session, key))

@@ -612,17 +612,7 @@ async def rotate_key(session: AsyncSession, actor: Actor) -> agent_schemas.KeyRo
     """Revoke the calling key (an owner-level key too) and issue its replacement with the same scopes and
     label. Compare-and-set: two concurrent rotations of one key cannot both mint a replacement."""
     key_id = actor.require_key().key_id
-    old = await api_keys.revoke(session, key_id, reason="rotated")
-    if old is None:
-        raise Conflict("This key was revoked already.", code="key_revoked")
-    plaintext, key = await api_keys.issue(
-        session,
-        agent_id=old.agent_id,
-        owner_id=old.owner_id,
-        scopes=old.scopes,
-        label=old.label,
-        expires_at=old.expires_at,
-    )
+    plaintext, key = await agent_keys.replace(session, actor, key_id)
     return agent_schemas.KeyRotated(
         key=plaintext, key_info=await agent_keys.info_one(session, key), revoked_key_id=key_id
     )

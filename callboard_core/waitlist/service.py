@@ -202,6 +202,11 @@ async def delete_signup(
     return view(signup)
 
 
+def convertible(status: str) -> bool:
+    """Whether a signup in `status` can be turned into an account (the convert move's table)."""
+    return states.allowed(WAITLIST_MOVES["convert"], status)
+
+
 async def convert(
     session: AsyncSession, mailer: Mailer, settings: Settings, actor: Actor, signup_id: str
 ) -> waitlist_schemas.WaitlistConversion:

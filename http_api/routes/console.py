@@ -260,7 +260,7 @@ async def jobs_page(ctx: RequestContext) -> Response:
     )
 
 
-async def _new_job_page(ctx: RequestContext, actor: Any, **extra: Any) -> Response:
+async def _new_job_page(ctx: RequestContext, actor: Any) -> Response:
     listed = await dashboard.list_mine(ctx.session, actor, agent_schemas.AgentListQuery(limit=200))
     return render(
         ctx,
@@ -269,7 +269,6 @@ async def _new_job_page(ctx: RequestContext, actor: Any, **extra: Any) -> Respon
         agents=[a for a in listed.agents if a.status == "ACTIVE"],
         job_types=(await job_types.list_active(ctx.session)).job_types,
         default_type=jobs.DEFAULT_JOB_TYPE,
-        **extra,
     )
 
 
@@ -480,7 +479,9 @@ async def agent_mint_key(ctx: RequestContext) -> Response:
 async def agent_rotate_key(ctx: RequestContext) -> Response:
     """Replace a key: the new one shown on the answer page once, the old one stops working now."""
     actor = await viewer(ctx, change=True)
-    created = await agent_keys.rotate_for_owner(ctx.session, actor, ctx.params["keyId"])
+    created = await agent_keys.rotate_for_owner(
+        ctx.session, actor, ctx.params["agentId"], ctx.params["keyId"]
+    )
     return await _agent_page(ctx, actor, ctx.params["agentId"], new_key=created)
 
 

@@ -374,7 +374,7 @@ def _signup_cells(s: waitlist_schemas.WaitlistSignup) -> list[Any]:
 
 def _signup_actions(s: waitlist_schemas.WaitlistSignup) -> list[Any]:
     decide = Choice("status", f"Status of {s.email}", ("APPROVED", "REJECTED", "PENDING"), s.status)
-    invite = s.status in ("APPROVED", "INVITED")
+    invite = waitlist.convertible(s.status)
     return [
         StaffForm(f"/staff/waitlist/{s.id}", "Set", (decide,), reason=False),
         StaffForm(f"/staff/waitlist/{s.id}/convert", "Invite", reason=False) if invite else "",
