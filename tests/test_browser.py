@@ -37,6 +37,7 @@ pytestmark = [
     ),
 ]
 SERIOUS = {"serious", "critical"}
+expect = playwright_api.expect
 
 
 @contextlib.asynccontextmanager
@@ -158,7 +159,7 @@ async def test_sign_in_by_magic_link_and_top_up(
         copy = page.locator("button[data-copy='#key-value']")
         if javascript:  # the copy button is the page's one script; without it, select and copy by hand
             await copy.click()
-            assert await copy.inner_text() == "Copied"
+            await expect(copy).to_have_text("Copied")  # the clipboard's promise settles after the click
             copied = await page.evaluate("navigator.clipboard.readText()")
             assert copied == await page.locator("#key-value").input_value()
         else:
