@@ -34,7 +34,9 @@ from mcp_server.http import McpMount
 def create_app(settings: Settings | None = None, *, core: Core | None = None) -> Starlette:
     settings = settings or (core.settings if core else load_settings())
     core = core or Core.build(settings)
-    table, openapi_doc, openapi_bytes = _described(settings.processor == "sandbox", settings.base_url)
+    table, openapi_doc, openapi_bytes = _described(
+        settings.processor == "sandbox", settings.base_url, settings.max_upload_bytes
+    )
 
     async def openapi_json(_: Request) -> Response:
         return Response(openapi_bytes, media_type="application/json")
@@ -126,13 +128,15 @@ def create_app(settings: Settings | None = None, *, core: Core | None = None) ->
 
 
 @functools.lru_cache(maxsize=8)
-def _described(sandbox: bool, base_url: str) -> tuple[list[RouteDef], dict[str, Any], bytes]:
+def _described(
+    sandbox: bool, base_url: str, max_upload_bytes: int
+) -> tuple[list[RouteDef], dict[str, Any], bytes]:
     """The route table and its OpenAPI document (a dict and its bytes), built once per process for each
-    (processor, base URL): every app of the process serves the same one (the test suite builds thousands).
+    (processor, base URL, upload limit): every app of the process serves the same one (the test suite builds thousands).
     The sandbox processor's hosted pages exist only when it is the processor. Readers only: nothing may
     change the document."""
     table = [r for r in all_routes() if r.tag != "sandbox" or sandbox]
-    doc = build_openapi(table, base_url=base_url)
+    doc = build_openapi(table, base_url=base_url, max_upload_bytes=max_upload_bytes)
     return table, doc, orjson.dumps(doc)
 
 

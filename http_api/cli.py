@@ -112,7 +112,11 @@ def _openapi(_: argparse.Namespace) -> None:
     from http_api.routes import all_routes
 
     settings = load_settings()
-    json.dump(build_openapi(all_routes(), base_url=settings.base_url), sys.stdout, indent=2)
+    json.dump(
+        build_openapi(all_routes(), base_url=settings.base_url, max_upload_bytes=settings.max_upload_bytes),
+        sys.stdout,
+        indent=2,
+    )
     sys.stdout.write("\n")
 
 

@@ -8,6 +8,8 @@ from typing import Any, Literal
 from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
+from callboard_core.config import Settings
+from callboard_core.files.schemas import MAX_UPLOAD_BYTES_KEY
 from callboard_core.guidance import rendering
 from http_api.endpoint import INT64_MAX, INT64_MIN, MAX_JSON_DEPTH
 from http_api.guidance import HTTP
@@ -62,6 +64,8 @@ PROBLEM = {
 }
 
 
+DEFAULT_MAX_UPLOAD: int = Settings.model_fields["max_upload_bytes"].default
+
 # What a route's own `errors` mean (route_table.RouteDef.errors).
 EXTRA_ERRORS = {
     401: "The token or credential the request carries is not valid",
@@ -75,22 +79,12 @@ EXTRA_ERRORS = {
 # The server refuses NUL characters anywhere in a request (PostgreSQL stores none: endpoint.check_json), so
 # the document says so on every string, property name and free-form JSON value a client may send.
 NO_NUL = "^[^\\u0000]*$"
+# Free-form JSON is an untyped schema with its rules in words: a recursive `anyOf` (the exact statement)
+# makes generators drop every operation that reaches it (openapi-python-client, issue 27).
 JSON_VALUE: dict[str, Any] = {
     "description": f"Any JSON value, nested at most {MAX_JSON_DEPTH} levels; no NUL in strings or property names.",
-    "anyOf": [
-        {"type": "null"},
-        {"type": "boolean"},
-        {"type": "number"},
-        {"type": "string", "pattern": NO_NUL},
-        {"type": "array", "items": {"$ref": "#/components/schemas/JsonValue"}},
-        {
-            "type": "object",
-            "propertyNames": {"pattern": NO_NUL},
-            "additionalProperties": {"$ref": "#/components/schemas/JsonValue"},
-        },
-    ],
 }
-_JSON_REF = {"$ref": "#/components/schemas/JsonValue"}
+_JSON_REF = JSON_VALUE
 
 
 def state_request_rules(node: Any) -> None:
@@ -145,7 +139,9 @@ def _error_responses(route: RouteDef) -> dict[str, Any]:
     return {code: {"description": text, "content": ref} for code, text in codes.items()}
 
 
-def build_openapi(routes: list[RouteDef], *, base_url: str) -> dict[str, Any]:
+def build_openapi(
+    routes: list[RouteDef], *, base_url: str, max_upload_bytes: int = DEFAULT_MAX_UPLOAD
+) -> dict[str, Any]:
     models: dict[tuple[type[BaseModel], Literal["validation", "serialization"]], None] = {}
     for route in routes:
         if route.page:
@@ -216,7 +212,7 @@ def build_openapi(routes: list[RouteDef], *, base_url: str) -> dict[str, Any]:
             success["content"] = {"application/json": {"schema": key_map[(route.response, "serialization")]}}
         op["responses"] = {str(route.status): success, **_error_responses(route)}
         paths.setdefault(route.path, {})[route.method.lower()] = op
-    components["JsonValue"] = copy.deepcopy(JSON_VALUE)
+    _state_limits(components, max_upload_bytes)
     state_request_rules(components)
     state_request_rules(paths)
     return {
@@ -243,6 +239,18 @@ def build_openapi(routes: list[RouteDef], *, base_url: str) -> dict[str, Any]:
             },
         },
     }
+
+
+def _state_limits(node: Any, max_upload_bytes: int) -> None:
+    """The configured limits a schema names by marker (an upload's size: files.schemas)."""
+    if isinstance(node, list):
+        for item in node:
+            _state_limits(item, max_upload_bytes)
+    elif isinstance(node, dict):
+        if node.pop(MAX_UPLOAD_BYTES_KEY, False):
+            node["maximum"] = max_upload_bytes
+        for value in node.values():
+            _state_limits(value, max_upload_bytes)
 
 
 def _auth_text(route: RouteDef) -> str:

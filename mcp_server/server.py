@@ -50,12 +50,36 @@ class CallboardMCP(MCPServer):
         self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
     ) -> CallToolResult | InputRequiredResult:
         with rendering(self.renderer):
+            refused = self._refuse_unknown(name, arguments or {})
+            if refused is not None:
+                return tool_error(refused)
             try:
                 return await super().call_tool(name, arguments, context)
             except ToolError as exc:
                 if isinstance(exc.__cause__, ValidationError):
                     return tool_error(errors.from_pydantic(exc.__cause__, location="arguments"))
                 raise
+
+    def _refuse_unknown(self, name: str, arguments: dict[str, Any]) -> errors.CallboardError | None:
+        """An unknown tool or argument is an error with a code, as an unknown route or body property is over
+        HTTP: the SDK would answer plain text for the one and silently drop the other."""
+        tool = self._tool_manager.get_tool(name)
+        if tool is None:
+            return errors.NotFound(
+                f"No tool is named {name!r}: list the tools to see their names, or call `home` for what to do.",
+                code="unknown_tool",
+            )
+        unknown = sorted(set(arguments) - set(tool.parameters.get("properties", {})))
+        if not unknown:
+            return None
+        return errors.ValidationFailed(
+            f"The arguments are not valid: {', '.join(unknown)[:300]} not taken by {name}; its input schema "
+            "lists the arguments it takes.",
+            errors=[
+                {"field": n, "in": "arguments", "code": "unexpected_argument", "message": "not an argument"}
+                for n in unknown
+            ],
+        )
 
 
 def build_server(core: Core, key_source: KeySource = http_key) -> MCPServer:
@@ -68,5 +92,7 @@ def build_server(core: Core, key_source: KeySource = http_key) -> MCPServer:
         for group in GROUPS:
             for tool in group.declared:
                 mcp.tool(name=tool.name, structured_output=True)(tool.sdk_function(run.run))
+    for registered in mcp._tool_manager.list_tools():  # say what call_tool enforces: no other argument
+        registered.parameters["additionalProperties"] = False
     resources.register(mcp, core, run, mcp.renderer)
     return mcp

@@ -135,6 +135,21 @@ async def test_domain_errors_are_tool_errors_with_the_http_code(app: Any, core: 
         assert not_theirs["code"] == "job_not_found"
 
 
+async def test_an_unknown_tool_or_argument_is_an_error_with_a_code(app: Any, core: Any) -> None:
+    """Not the SDK's plain "Unknown tool" text, and not a silently dropped argument: the JSON error body of
+    every other tool error, naming what to do."""
+    agent = await new_agent(await new_owner(app, core))
+    async with serving(core) as url, http_client(url, agent.key) as mcp:
+        unknown = await call_error(mcp, "list_bounties")
+        assert unknown["code"] == "unknown_tool" and "home" in unknown["message"] and unknown["requestId"]
+        extra = await call_error(mcp, "list_jobs", limit=5, sort="newest")
+        assert extra["code"] == "validation_failed"
+        assert extra["errors"] == [
+            {"field": "sort", "in": "arguments", "code": "unexpected_argument", "message": "not an argument"}
+        ]
+        assert (await call(mcp, "list_jobs", limit=5))["jobs"] == []
+
+
 async def test_no_key_bad_key_or_revoked_key_is_401_before_any_tool(app: Any, core: Any, client: Any) -> None:
     worker = await new_agent(await new_owner(app, core))
     hello = {

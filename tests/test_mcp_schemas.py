@@ -53,3 +53,5 @@ async def test_every_tool_argument_has_a_real_schema(tmp_path: Any) -> None:
         if not tool.description or tool.output_schema is None:
             problems.append(f"{tool.name}: no description or output schema")
     assert not problems, problems
+    # Every tool says it takes no other argument (call_tool refuses one: test_mcp).
+    assert [t.name for t in tools if t.input_schema.get("additionalProperties") is not False] == []

@@ -14,13 +14,10 @@ from callboard_core.agents import schemas as agent_schemas
 from callboard_core.agents import service as agents
 from callboard_core.agents.models import Agent, AgentCapability, AgentHeartbeat, AgentStatus, ClaimStatus
 from callboard_core.api_keys import service as api_keys
-from callboard_core.errors import ValidationFailed
 from callboard_core.principals import Actor
 
 # Body field -> model column, where they differ.
 _COLUMN = {"metadata": "metadata_json"}
-# Fields an update may leave out but never set to null.
-_NOT_NULL = ("name", "endpoint_url", "handle", "pricing_model", "price_per_unit", "auth_method")
 _OPTIONAL_ON_CREATE = (
     "description",
     "pricing_model",
@@ -79,13 +76,7 @@ async def update(
 ) -> agent_schemas.AgentDashboardResponse:
     """Change the fields sent; a handle change must stay unique (409 handle_taken)."""
     agent = await agents.get_owned(session, agent_id, actor.require_user())
-    data = body.model_dump(exclude_unset=True)
-    nulls = [field for field in _NOT_NULL if field in data and data[field] is None]
-    if nulls:
-        raise ValidationFailed(
-            f"These fields cannot be null: {', '.join(nulls)}.",
-            errors=[{"field": f, "code": "null", "message": "cannot be null"} for f in nulls],
-        )
+    data = body.model_dump(exclude_unset=True)  # the Omittable fields, when sent, are not null
     if "capabilities" in data:
         await agents.set_capabilities(session, agent, data.pop("capabilities") or [])
     handle = data.pop("handle", None)

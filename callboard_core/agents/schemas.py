@@ -8,7 +8,7 @@ from pydantic import AfterValidator, Field, StringConstraints, WithJsonSchema
 
 from callboard_core.api_keys.schemas import ApiKeyInfo
 from callboard_core.guidance import Hint
-from callboard_core.schemas import ApiModel, JsonObject, QueryModel, Url
+from callboard_core.schemas import ApiModel, JsonObject, Omittable, QueryModel, Url
 
 AgentStatusName = Literal["ACTIVE", "INACTIVE", "SUSPENDED"]
 ClaimStatusName = Literal["PROVISIONAL", "CLAIMED", "VERIFIED"]
@@ -99,9 +99,9 @@ class AgentRegistered(ApiModel):
 
 
 class AgentSelfUpdate(ApiModel):
-    name: Name | None = None
+    name: Omittable[Name] = None
     description: Description | None = None
-    endpoint_url: Url | None = None
+    endpoint_url: Omittable[Url] = None
     capabilities: CapabilityList | None = None
     requester_enabled: bool | None = None
     worker_enabled: bool | None = None
@@ -129,16 +129,16 @@ class AgentCreate(ApiModel):
 
 
 class AgentUpdate(ApiModel):
-    name: Name | None = None
-    endpoint_url: Url | None = None
+    name: Omittable[Name] = None
+    endpoint_url: Omittable[Url] = None
     capabilities: CapabilityList | None = None
-    handle: Handle | None = None
+    handle: Omittable[Handle] = None
     description: Description | None = None
-    pricing_model: PricingModelName | None = None
-    price_per_unit: Annotated[float, Field(ge=0, le=1e9)] | None = None
+    pricing_model: Omittable[PricingModelName] = None
+    price_per_unit: Omittable[Annotated[float, Field(ge=0, le=1e9)]] = None
     sla_response_ms: Annotated[float, Field(ge=0, le=1e9)] | None = None
     sla_uptime_pct: Annotated[float, Field(ge=0, le=100)] | None = None
-    auth_method: AuthMethodName | None = None
+    auth_method: Omittable[AuthMethodName] = None
     metadata: JsonObject | None = None
     sample_input: JsonObject | None = None
     sample_output: JsonObject | None = None

@@ -348,13 +348,7 @@ async def update_me(
     session: AsyncSession, actor: Actor, body: agent_schemas.AgentSelfUpdate
 ) -> agent_schemas.AgentResponse:
     agent = await get_live(session, actor.require_agent())
-    data = body.model_dump(exclude_unset=True)
-    for field in ("name", "endpoint_url"):
-        if field in data and data[field] is None:
-            raise ValidationFailed(
-                f"{field} cannot be null.",
-                errors=[{"field": field, "code": "null", "message": "cannot be null"}],
-            )
+    data = body.model_dump(exclude_unset=True)  # name and endpointUrl, when sent, are not null (Omittable)
     if "capabilities" in data:
         await set_capabilities(session, agent, data.pop("capabilities") or [])
     for field, value in data.items():

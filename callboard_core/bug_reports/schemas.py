@@ -75,7 +75,7 @@ class BugReportTriage(ApiModel):
     triage_notes: Text | None = None
 
 
-class ClaimBody(ApiModel):
+class ReportClaimBody(ApiModel):
     agent_name: Short | None = None
     agent_run_id: Short | None = None
 

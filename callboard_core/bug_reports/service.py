@@ -152,7 +152,7 @@ async def enqueue(session: AsyncSession) -> bug_schemas.Enqueued:
     return bug_schemas.Enqueued(enqueued=len(moved))
 
 
-async def claim(session: AsyncSession, body: bug_schemas.ClaimBody) -> bug_schemas.Claimed:
+async def claim(session: AsyncSession, body: bug_schemas.ReportClaimBody) -> bug_schemas.Claimed:
     """The oldest queued report, now this runner's; None when the queue is empty. Concurrent claims each
     get a different report: the move is a compare-and-set, and the loser tries the next one."""
     for _ in range(CLAIM_ATTEMPTS):

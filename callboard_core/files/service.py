@@ -33,13 +33,9 @@ from callboard_core.files import schemas as file_schemas
 from callboard_core.files.models import FileKind, FileStatus, StoredFile
 from callboard_core.ids import new_id
 
-MAX_FILENAME = 255
-MAX_MIME = 255
-_SHA256 = re.compile(r"^[0-9a-f]{64}$")
-# type "/" subtype, optional parameters; RFC 6838 token characters, and never CR/LF (it becomes a header).
-_TOKEN = r"[A-Za-z0-9!#$&^_.+-]+"
-_MIME = re.compile(rf'^{_TOKEN}/{_TOKEN}(?:[ \t]*;[ \t]*{_TOKEN}=(?:{_TOKEN}|"[^"\\\x00-\x1f\x7f]*"))*$')
-_FORBIDDEN_IN_NAME = re.compile(r"[/\\\x00-\x1f\x7f]")
+_FILENAME = re.compile(file_schemas.FILENAME_PATTERN)
+_MIME = re.compile(file_schemas.MIME_PATTERN)
+_SHA256 = re.compile(file_schemas.SHA256_PATTERN)
 _ID = re.compile(r"^[a-z0-9_]{1,40}$")
 
 
@@ -53,18 +49,13 @@ def _validate(body: file_schemas.UploadRequest, max_bytes: int) -> None:
         errors.append({"field": field, "in": "body", "code": code, "message": message})
 
     name = body.filename
-    if (
-        not name
-        or len(name) > MAX_FILENAME
-        or name.strip() in ("", ".", "..")
-        or _FORBIDDEN_IN_NAME.search(name)
-    ):
+    if len(name) > file_schemas.MAX_FILENAME or not _FILENAME.match(name):
         bad(
             "filename",
             "invalid_filename",
-            f"A file name of 1 to {MAX_FILENAME} characters, without path separators or control characters.",
+            f"A file name of 1 to {file_schemas.MAX_FILENAME} characters, without path separators or control characters, not only dots and spaces.",
         )
-    if len(body.mime_type) > MAX_MIME or not _MIME.match(body.mime_type):
+    if len(body.mime_type) > file_schemas.MAX_MIME or not _MIME.match(body.mime_type):
         bad(
             "mimeType",
             "invalid_mime_type",

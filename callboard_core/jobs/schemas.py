@@ -9,7 +9,7 @@ from typing import Annotated, Literal
 from pydantic import AliasChoices, AwareDatetime, Field, StringConstraints
 
 from callboard_core.guidance import Step
-from callboard_core.schemas import ApiModel, JsonObject, LongText, QueryModel, alias
+from callboard_core.schemas import ApiModel, JsonObject, LongText, Omittable, QueryModel, alias
 
 Title = Annotated[str, StringConstraints(min_length=1, max_length=200, strip_whitespace=True)]
 Slug = Annotated[str, StringConstraints(min_length=1, max_length=64)]
@@ -47,11 +47,11 @@ DeclineReason = Literal["NOT_AVAILABLE", "OUT_OF_SCOPE", "DEADLINE_TOO_SHORT", "
 class JobFields(ApiModel):
     """Every field of the create body, all optional: the update body, and the base of the create body."""
 
-    title: Title | None = None
-    admission_closes_at: AwareDatetime | None = None
-    fair_work_duration_ms: DurationMs | None = None
-    latest_submission_deadline_at: AwareDatetime | None = None
-    review_deadline_at: AwareDatetime | None = None
+    title: Omittable[Title] = None
+    admission_closes_at: Omittable[AwareDatetime] = None
+    fair_work_duration_ms: Omittable[DurationMs] = None
+    latest_submission_deadline_at: Omittable[AwareDatetime] = None
+    review_deadline_at: Omittable[AwareDatetime] = None
     job_type_key: Slug | None = alias("jobTypeKey", "bountyTypeKey", "job_type_key")
     job_type_id: Ident | None = alias("jobTypeId", "bountyTypeId", "job_type_id")
     capability_slug: Slug | None = None
@@ -63,8 +63,8 @@ class JobFields(ApiModel):
     submission_requirements_json: JsonObject | None = None
     reward_amount_cents: Cents | None = None
     currency: Currency | None = None
-    application_cap: Cap | None = None
-    participant_cap: Cap | None = None
+    application_cap: Omittable[Cap] = None
+    participant_cap: Omittable[Cap] = None
     new_worker_reserved_application_count: Reserved | None = None
     new_worker_reserved_slot_count: Reserved | None = None
     direct_hire_worker_agent_id: Ident | None = Field(

@@ -291,15 +291,6 @@ def _check_schedule(job: Job, now: datetime, *, publishing: bool = False) -> Non
         )
 
 
-_REQUIRED = (
-    "title",
-    "admission_closes_at",
-    "fair_work_duration_ms",
-    "latest_submission_deadline_at",
-    "review_deadline_at",
-    "application_cap",
-    "participant_cap",
-)
 _SIMPLE_FIELDS = (
     "title",
     "description",
@@ -350,19 +341,7 @@ async def _apply_fields(
         given |= await _apply_offering(session, job, body)
     for name in _SIMPLE_FIELDS:
         if name in given:
-            value = getattr(body, name)
-            if value is None and name in _REQUIRED:
-                raise ValidationFailed(
-                    f"{name} cannot be null.",
-                    errors=[
-                        {
-                            "field": job_schemas.JobFields.model_fields[name].alias or name,
-                            "code": "null",
-                            "message": "cannot be null",
-                        }
-                    ],
-                )
-            setattr(job, name, value)
+            setattr(job, name, getattr(body, name))  # a required field is never null (Omittable)
     for name, default in (
         ("application_cap", DEFAULT_APPLICATION_CAP),
         ("participant_cap", DEFAULT_PARTICIPANT_CAP),

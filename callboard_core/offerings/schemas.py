@@ -7,7 +7,7 @@ from typing import Annotated
 
 from pydantic import Field, StringConstraints
 
-from callboard_core.schemas import ApiModel, MediumText, ShortText
+from callboard_core.schemas import ApiModel, MediumText, Omittable, ShortText
 
 PriceCents = Annotated[
     int,
@@ -39,11 +39,11 @@ class OfferingUpdate(ApiModel):
     """Only the fields sent change. title and currency cannot be cleared (they are not nullable); null
     clears description, capabilitySlug and deliveryHours, and priceCents null means price on request."""
 
-    title: ShortText = Field(default=None)  # type: ignore[assignment]  # absent = unchanged, never null
+    title: Omittable[ShortText] = None  # absent = unchanged, never null
     description: MediumText | None = None
     capability_slug: TagSlug | None = None
     price_cents: PriceCents | None = None
-    currency: CurrencyCode = Field(default=None)  # type: ignore[assignment]
+    currency: Omittable[CurrencyCode] = None
     delivery_hours: DeliveryHours | None = None
 
 

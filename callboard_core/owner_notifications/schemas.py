@@ -7,7 +7,8 @@ from typing import Annotated, Any
 
 from pydantic import Field, StringConstraints
 
-from callboard_core.schemas import ApiModel, QueryModel
+from callboard_core.owner_notifications.states import OwnerNotificationType
+from callboard_core.schemas import ApiModel, Omittable, QueryModel
 
 
 class OwnerNotificationView(ApiModel):
@@ -49,10 +50,12 @@ class Preferences(ApiModel):
 
 class PreferenceChange(ApiModel):
     type: Annotated[str, StringConstraints(min_length=1, max_length=64)] = Field(
-        description="One of the OwnerNotificationType values; any other is refused (422 unknown_type)."
+        description="One of the OwnerNotificationType values; any other is refused (422 unknown_type).",
+        # Stated as the enum it is; checked by the service, which answers unknown_type with the list.
+        json_schema_extra={"enum": [t.value for t in OwnerNotificationType]},
     )
-    email_enabled: bool = Field(default=None)  # type: ignore[assignment]  # absent = unchanged, never null
-    in_app_enabled: bool = Field(default=None)  # type: ignore[assignment]
+    email_enabled: Omittable[bool] = None  # absent = unchanged, never null
+    in_app_enabled: Omittable[bool] = None
 
 
 class PreferencesUpdate(ApiModel):

@@ -68,7 +68,7 @@ async def enqueue_bug_reports(ctx: RequestContext) -> bug_schemas.Enqueued:
 @routes.post(
     "/api/bridge/bug_reports/claim",
     auth=AuthKind.MACHINE,
-    body=bug_schemas.ClaimBody,
+    body=bug_schemas.ReportClaimBody,
     body_optional=True,
     response=bug_schemas.Claimed,
     idempotent=False,
@@ -76,7 +76,7 @@ async def enqueue_bug_reports(ctx: RequestContext) -> bug_schemas.Enqueued:
 async def claim_bug_report(ctx: RequestContext) -> bug_schemas.Claimed:
     """Take the oldest queued report (IN_PROGRESS, yours); report null when none is queued. Two runners
     claiming at once never get the same report."""
-    return await bug_reports.claim(ctx.session, ctx.body or bug_schemas.ClaimBody())
+    return await bug_reports.claim(ctx.session, ctx.body or bug_schemas.ReportClaimBody())
 
 
 @routes.post(

@@ -27,7 +27,7 @@ async def billing_balance(call: ToolCall) -> billing_schemas.BuyerBalance:
 
     A paid job's reward comes out of availableCents. When it is short of what you need, you cannot add
     money yourself: tell your owner how much is missing and ask them to add funds from their billing page
-    (signed in to callboard, /me/billing). An agent nobody has claimed yet has no owner and gets the error
+    (the console's Billing page, /billing, once signed in to callboard). An agent nobody has claimed yet has no owner and gets the error
     agent_not_claimed."""
     return await billing.balance(call.session, call.actor)
 
