@@ -14,8 +14,11 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
+# `make run PORT=8500` serves elsewhere; the base URL (links in mail, claim URLs, the trusted origin) follows
+# unless CALLBOARD_BASE_URL is set.
+PORT ?= 8000
 run: $(STAMP)
-	$(BIN)/callboard serve --host 127.0.0.1 --port 8000
+	CALLBOARD_BASE_URL="$${CALLBOARD_BASE_URL:-http://127.0.0.1:$(PORT)}" $(BIN)/callboard serve --host 127.0.0.1 --port $(PORT)
 
 migrate: $(STAMP)
 	$(BIN)/callboard migrate

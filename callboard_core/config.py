@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import difflib
 import json
 import secrets
+from collections.abc import Mapping
 from enum import StrEnum
 from functools import lru_cache
 from pathlib import Path
@@ -183,6 +185,19 @@ class Settings(BaseSettings):
                 raise ValueError(f"each proxy is an IP address or network, not {item!r}") from None
         return value
 
+    @field_validator(
+        "rate_limit_public", "rate_limit_signin", "rate_limit_public_read", "rate_limit_bug_report"
+    )
+    @classmethod
+    def _rate_limit(cls, value: str) -> str:
+        from limits import parse_many
+
+        try:
+            parse_many(value)
+        except ValueError:
+            raise ValueError(f"is not a rate such as 30/minute or 10/hour: {value!r}") from None
+        return value
+
     @field_validator("base_url")
     @classmethod
     def _base_url(cls, value: str) -> str:
@@ -302,6 +317,25 @@ def load_settings(**overrides: object) -> Settings:
     if settings.database_url.startswith("sqlite"):
         settings.var_dir.mkdir(parents=True, exist_ok=True)
     return settings
+
+
+# CALLBOARD_* variables read outside Settings: the MCP bridge's (callboard mcp), the test suite's.
+OTHER_VARIABLES = frozenset({"CALLBOARD_URL", "CALLBOARD_API_KEY"})
+OTHER_PREFIXES = ("CALLBOARD_TEST_", "CALLBOARD_CONTRACT_", "CALLBOARD_BENCH_")
+
+
+def unknown_variables(environ: Mapping[str, str]) -> list[str]:
+    """A warning for each CALLBOARD_* variable no setting reads (a misspelt one would otherwise be ignored
+    without a word), with the setting it most likely meant."""
+    known = {f"CALLBOARD_{name.upper()}" for name in Settings.model_fields} | OTHER_VARIABLES
+    warnings = []
+    for name in sorted(environ):
+        if not name.startswith("CALLBOARD_") or name in known or name.startswith(OTHER_PREFIXES):
+            continue
+        close = difflib.get_close_matches(name, sorted(known), n=1)
+        hint = f"; did you mean {close[0]}?" if close else ""
+        warnings.append(f"{name} is not a callboard setting and is ignored{hint}")
+    return warnings
 
 
 @lru_cache(maxsize=1)

@@ -61,6 +61,7 @@ class Act(StrEnum):
     JOB_PAYMENT = "JOB_PAYMENT"
     RETRY_PAYMENT = "RETRY_PAYMENT"
     SETUP_LINK = "SETUP_LINK"  # a card or payout setup URL for the agent's human
+    READ_NOTIFICATIONS = "READ_NOTIFICATIONS"
     # What only the agent's human owner can do, signed in: rendered as a request to pass on.
     OWNER_CONFIRM_PAYMENT = "OWNER_CONFIRM_PAYMENT"
     OWNER_RAISE_AUTOPUBLISH = "OWNER_RAISE_AUTOPUBLISH"

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Any, TypeVar
-from urllib.parse import urlsplit
+from typing import Annotated, Any, TypeVar
 
 from pydantic import (
     AfterValidator,
     AliasChoices,
     BaseModel,
-    BeforeValidator,
     ConfigDict,
     Field,
     StringConstraints,
@@ -36,6 +34,11 @@ class QueryModel(ApiModel):
     """Query strings: the same rules as bodies."""
 
 
+# A stripped field that must not be empty holds one character that is not Unicode White_Space (what
+# pydantic strips): stated as a pattern both regex dialects read alike (`\s` differs between them), no NUL.
+_WHITE_SPACE = "\\t-\\r \\x85\\xa0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000"
+VISIBLE = Field(json_schema_extra={"pattern": f"^[^\\x00]*[^\\x00{_WHITE_SPACE}][^\\x00]*$"})
+
 # Free-form JSON objects, bounded strings.
 JsonObject = dict[str, Any]
 ShortText = Annotated[str, StringConstraints(min_length=1, max_length=200)]
@@ -49,36 +52,35 @@ def _refuse_null(value: Any) -> Any:
     return value
 
 
-def _no_default(schema: dict[str, Any]) -> None:
+def _not_nullable(schema: dict[str, Any]) -> None:
     schema.pop("default", None)
+    branches = [b for b in schema.get("anyOf", []) if b != {"type": "null"}]
+    if "anyOf" in schema and len(branches) == 1:
+        del schema["anyOf"]
+        schema.update(branches[0])
 
 
 # A field that may be left out but, when sent, holds a value (a name, a required job field): the document
-# says `type: string`, not nullable, and a null is refused by validation with the field's wire name. The
-# default None is never validated, so it is the type checker's alone.
-if TYPE_CHECKING:
-    Omittable = Annotated[T | None, ""]
-else:
-    Omittable = Annotated[T, BeforeValidator(_refuse_null), Field(json_schema_extra=_no_default)]
+# says `type: string`, not nullable, and a null is refused by validation with the field's wire name. (An
+# after-validator on the optional type: a before-validator would make pydantic validate the inner value as
+# Python, and strict JSON validation would then refuse a date sent as a string.)
+Omittable = Annotated[T | None, AfterValidator(_refuse_null), Field(json_schema_extra=_not_nullable)]
 
 
-def _has_host(value: str) -> str:
-    try:
-        parts = urlsplit(value)
-        parts.port  # noqa: B018  (raises on a port that is not a number in range)
-    except ValueError:
-        raise PydanticCustomError("url_parsing", "not a valid URL") from None
-    if not parts.hostname:
-        raise PydanticCustomError("url_parsing", "the URL names no host")
-    return value
-
-
-# An http(s) URL in RFC 3986's ASCII (an international name goes punycoded or percent-encoded): printable
-# ASCII with no space, so no control character is stored and the pattern means the same in every dialect.
-Url = Annotated[
-    str,
-    StringConstraints(min_length=1, max_length=2048, pattern=r"^https?://[!-~]+$"),
-    AfterValidator(_has_host),
+# An http(s) URL with a host, in RFC 3986's ASCII (an international name goes punycoded, a path
+# percent-encoded), no user info and no IPv6 literal (a name for it instead: "[0]" would pass a pattern and
+# break every client's URL parser): one pattern that both regex dialects read alike is the whole rule, so the
+# document states exactly what is taken and no control character or space is ever stored.
+URL_PATTERN = r"^https?://[A-Za-z0-9._~%!$&'()*+,;=-]+(:[0-9]{1,5})?([/?#][!-~]*)?$"
+Url = Annotated[str, StringConstraints(min_length=1, max_length=2048, pattern=URL_PATTERN)]
+# A URL a person is sent to after a page of this site or of the processor: on this site only (checked by
+# security.site_urls; the document writes the site's origin into the pattern in place of the marker).
+SITE_URL_KEY = "x-site-url"
+SiteReturnUrl = Annotated[
+    str, StringConstraints(min_length=1, max_length=2048), Field(json_schema_extra={SITE_URL_KEY: "return"})
+]
+SiteNextUrl = Annotated[
+    str, StringConstraints(min_length=1, max_length=2048), Field(json_schema_extra={SITE_URL_KEY: "next"})
 ]
 
 

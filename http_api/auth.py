@@ -66,8 +66,14 @@ def check_origin(request: Request, core: Core, *, required: bool) -> None:
     if origin is None and not required:
         return
     if origin not in core.settings.origins:
+        expected = sorted(core.settings.origins)
         raise Forbidden(
-            "This request did not come from a trusted origin.", code="untrusted_origin", origin=origin
+            f"This request did not come from a trusted origin: it came from {origin or 'no origin'}, and this "
+            f"server takes {', '.join(expected)}. Open the site at that address, or set CALLBOARD_BASE_URL "
+            "(or CALLBOARD_TRUSTED_ORIGINS) to the address you use.",
+            code="untrusted_origin",
+            origin=origin,
+            expected=expected,
         )
 
 

@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import json
 import logging
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -81,6 +82,20 @@ def _worker(args: argparse.Namespace) -> None:
     asyncio.run(run_worker(get_settings(), once=args.once))
 
 
+def _password() -> str:
+    """The new user's password: typed twice at a terminal, else the first line of stdin (never an argument,
+    which ps and the shell's history would keep)."""
+    import getpass
+
+    if sys.stdin.isatty():
+        password = getpass.getpass("Password: ")
+        if getpass.getpass("Password again: ") != password:
+            print("callboard users create: the passwords differ", file=sys.stderr)
+            raise SystemExit(2)
+        return password
+    return sys.stdin.readline().rstrip("\r\n")
+
+
 def _users_create(args: argparse.Namespace) -> None:
     from callboard_core.config import get_settings
     from callboard_core.container import Core
@@ -93,7 +108,7 @@ def _users_create(args: argparse.Namespace) -> None:
                 user = await users.create_with_password(  # the operator vouches for the address
                     uow.session,
                     email=args.email,
-                    password=args.password,
+                    password=_password(),
                     role=args.role,
                     name=args.name,
                     verified=True,
@@ -162,37 +177,57 @@ def _mcp(_: argparse.Namespace) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="callboard", description="callboard marketplace service")
+    parser = argparse.ArgumentParser(
+        prog="callboard",
+        description="callboard marketplace service. Settings come from CALLBOARD_* environment variables "
+        "(README: Configuration).",
+    )
     sub = parser.add_subparsers(dest="command", required=True)
+    defaults = argparse.ArgumentDefaultsHelpFormatter  # every --help shows each option's default
 
-    serve = sub.add_parser("serve", help="migrate, then serve the HTTP API")
-    serve.add_argument("--host", default="127.0.0.1")
-    serve.add_argument("--port", type=int, default=8000)
-    serve.add_argument("--workers", type=int, default=1)
-    serve.add_argument("--log-level", default="info")
+    serve = sub.add_parser("serve", help="migrate, then serve the HTTP API", formatter_class=defaults)
+    serve.add_argument("--host", default="127.0.0.1", help="address to listen on")
+    serve.add_argument(
+        "--port",
+        type=int,
+        default=8000,
+        help="port to listen on; links in mail and claim URLs use CALLBOARD_BASE_URL, so set it to match "
+        "(make run PORT=... sets both)",
+    )
+    serve.add_argument("--workers", type=int, default=1, help="server processes")
+    serve.add_argument("--log-level", default="info", help="uvicorn's log level")
     serve.add_argument(
         "--graceful-timeout",
         type=float,
         default=30.0,
-        help="seconds requests in flight may take to finish after SIGTERM (default 30)",
+        help="seconds requests in flight may take to finish after SIGTERM",
     )
     serve.add_argument("--no-migrate", action="store_true", help="do not apply migrations first")
     serve.set_defaults(func=_serve)
 
     sub.add_parser("migrate", help="apply migrations and seed data").set_defaults(func=_migrate)
 
-    worker = sub.add_parser("worker", help="run background jobs")
+    worker = sub.add_parser("worker", help="run background jobs", formatter_class=defaults)
     worker.add_argument("--once", action="store_true", help="run one pass and exit")
     worker.set_defaults(func=_worker)
 
     users = sub.add_parser("users", help="manage users").add_subparsers(dest="users_command", required=True)
-    create = users.add_parser("create", help="create a user with a password")
-    create.add_argument("--email", required=True)
-    create.add_argument("--password", required=True)
-    create.add_argument(
-        "--role", default="USER", choices=["USER", "SUPPORT", "MODERATOR", "ADMIN", "SUPERADMIN"]
+    create = users.add_parser(
+        "create",
+        help="create a user with a password",
+        description="Create a user whose address counts as verified (the operator vouches for it). The "
+        "password is typed twice at a terminal, or read as the first line of stdin: "
+        "printf '%s\\n' \"$PASSWORD\" | callboard users create --email a@example.com --role ADMIN",
+        formatter_class=defaults,
     )
-    create.add_argument("--name", default=None)
+    create.add_argument("--email", required=True, help="the user's email address")
+    create.add_argument(
+        "--role",
+        default="USER",
+        choices=["USER", "SUPPORT", "MODERATOR", "ADMIN", "SUPERADMIN"],
+        help="the user's role",
+    )
+    create.add_argument("--name", default=None, help="display name")
     create.set_defaults(func=_users_create)
 
     sub.add_parser("openapi", help="print the OpenAPI document").set_defaults(func=_openapi)
@@ -208,7 +243,12 @@ def build_parser() -> argparse.ArgumentParser:
     restore.set_defaults(func=_backup)
 
     sub.add_parser(
-        "mcp", help="the MCP server over stdio (CALLBOARD_API_KEY; CALLBOARD_URL bridges to a remote service)"
+        "mcp",
+        help="the MCP server over stdio (CALLBOARD_API_KEY; CALLBOARD_URL bridges to a remote service)",
+        description="The MCP server over stdio, for a runtime that starts its tools as processes. "
+        "Environment: CALLBOARD_API_KEY (required: the agent's API key) and CALLBOARD_URL (the service, e.g. "
+        "https://callboard.example: every request is bridged to its /mcp; without it the server runs "
+        "in-process on CALLBOARD_DATABASE_URL).",
     ).set_defaults(func=_mcp)
 
     kit = sub.add_parser("kit", help="runtime kits").add_subparsers(dest="kit_command", required=True)
@@ -224,7 +264,10 @@ def main(argv: list[str] | None = None) -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     logging.getLogger("alembic").setLevel(logging.WARNING)
     args = build_parser().parse_args(argv)
-    from callboard_core.config import ConfigError
+    from callboard_core.config import ConfigError, unknown_variables
+
+    for warning in unknown_variables(os.environ):  # a misspelt setting would otherwise be ignored unsaid
+        logging.getLogger("callboard.config").warning(warning)
 
     try:
         args.func(args)

@@ -37,6 +37,7 @@ ROUTES: dict[Act, tuple[str, str]] = {
     Act.JOB_PAYMENT: ("GET", "/api/v2/jobs/{job_id}/payment"),
     Act.RETRY_PAYMENT: ("POST", "/api/v2/jobs/{job_id}/payment/retry"),
     Act.SETUP_LINK: ("POST", "/api/v2/agents/me/setup-links"),
+    Act.READ_NOTIFICATIONS: ("GET", "/api/v2/agent-notifications"),
     Act.OWNER_CONFIRM_PAYMENT: ("POST", "/api/v2/owner/jobs/{job_id}/payment/retry"),
     Act.OWNER_RAISE_AUTOPUBLISH: ("PATCH", "/api/v2/agents/dashboard/{agent_id}/policy"),
     Act.OWNER_LIMITS: ("PATCH", "/me/billing/limits"),

@@ -11,6 +11,8 @@ from pydantic.json_schema import models_json_schema
 from callboard_core.config import Settings
 from callboard_core.files.schemas import MAX_UPLOAD_BYTES_KEY
 from callboard_core.guidance import rendering
+from callboard_core.schemas import SITE_URL_KEY
+from callboard_core.security.site_urls import site_url_pattern
 from http_api.endpoint import INT64_MAX, INT64_MIN, MAX_JSON_DEPTH
 from http_api.guidance import HTTP
 from http_api.route_table import AuthKind, RouteDef
@@ -212,7 +214,7 @@ def build_openapi(
             success["content"] = {"application/json": {"schema": key_map[(route.response, "serialization")]}}
         op["responses"] = {str(route.status): success, **_error_responses(route)}
         paths.setdefault(route.path, {})[route.method.lower()] = op
-    _state_limits(components, max_upload_bytes)
+    _state_settings(components, max_upload_bytes, base_url)
     state_request_rules(components)
     state_request_rules(paths)
     return {
@@ -241,16 +243,19 @@ def build_openapi(
     }
 
 
-def _state_limits(node: Any, max_upload_bytes: int) -> None:
-    """The configured limits a schema names by marker (an upload's size: files.schemas)."""
+def _state_settings(node: Any, max_upload_bytes: int, base_url: str) -> None:
+    """The rules that depend on settings, where a schema names them by marker: an upload's size
+    (files.schemas) and the URLs on this site (schemas.SiteNextUrl, SiteReturnUrl)."""
     if isinstance(node, list):
         for item in node:
-            _state_limits(item, max_upload_bytes)
+            _state_settings(item, max_upload_bytes, base_url)
     elif isinstance(node, dict):
         if node.pop(MAX_UPLOAD_BYTES_KEY, False):
             node["maximum"] = max_upload_bytes
+        if kind := node.pop(SITE_URL_KEY, None):
+            node["pattern"] = site_url_pattern(kind, base_url)
         for value in node.values():
-            _state_limits(value, max_upload_bytes)
+            _state_settings(value, max_upload_bytes, base_url)
 
 
 def _auth_text(route: RouteDef) -> str:

@@ -19,6 +19,7 @@ from mcp_server.tool_table import ToolDef
 # act -> (tool, the argument that takes the step's body whole; None: the body's fields are arguments)
 TOOLS: dict[Act, tuple[str, str | None]] = {
     Act.HOME: ("home", None),
+    Act.READ_NOTIFICATIONS: ("notifications", None),
     Act.CLAIM_LINK: ("claim_link", None),
     Act.UPDATE_PROFILE: ("update_profile", "changes"),
     Act.START_STARTER_JOB: ("start_starter_job", None),

@@ -298,6 +298,8 @@ async def test_session_mutations_need_a_trusted_origin(app, core):
     async with owner:
         evil = await owner.post("/auth/logout", headers=EVIL)
         assert evil.status_code == 403 and evil.json()["code"] == "untrusted_origin"
+        # The refusal says which origin this server takes (serving on another port than the base URL's).
+        assert evil.json()["expected"] == [BASE_URL] and BASE_URL in evil.json()["message"]
         del owner.headers["Origin"]
         missing = await owner.post("/auth/logout")
         assert missing.status_code == 403 and missing.json()["code"] == "untrusted_origin"

@@ -64,6 +64,9 @@ async def test_a_backup_taken_while_writing_restores_to_a_working_database(tmp_p
         written = await task
         await core.close()
     assert revision == _head()
+    # One file, its owner's only: no -wal/-shm or .partial left beside it.
+    assert sorted(p.name for p in tmp_path.glob("copy.db*")) == ["copy.db"]
+    assert (tmp_path / "copy.db").stat().st_mode & 0o777 == 0o600
     with sqlite3.connect(tmp_path / "copy.db") as conn:
         assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
     copied = await _count_users(f"sqlite+aiosqlite:///{tmp_path / 'copy.db'}", tmp_path)

@@ -32,6 +32,10 @@ BAD = [
     ),
     pytest.param("CALLBOARD_DB_POOL_SIZE", "ten", "valid integer", "for example 10", id="bad-number"),
     pytest.param("CALLBOARD_BASE_URL", "callboard.example.com", "http(s) URL", "https://", id="bad-base-url"),
+    pytest.param("CALLBOARD_RATE_LIMIT_PUBLIC", "lots", "not a rate such as", "30/minute", id="bad-rate"),
+    pytest.param(
+        "CALLBOARD_RATE_LIMIT_BUG_REPORT", "5 per fortnight", "not a rate such as", "10/hour", id="bad-rate-2"
+    ),
 ]
 
 
@@ -121,3 +125,65 @@ def test_production_refuses_the_sandbox_processor_unless_a_demo_says_so(tmp_path
         timeout=60,
     )
     assert demo.returncode == 0, demo.stderr
+
+
+def test_a_misspelt_variable_is_named_with_the_setting_it_meant(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("CALLBOARD_VAR_DIR", str(tmp_path))
+    monkeypatch.setenv("CALLBOARD_DATABSE_URL", "postgresql://elsewhere/db")
+    monkeypatch.setenv("CALLBOARD_URL", "http://bridge.example")  # callboard mcp's own: not a warning
+    with caplog.at_level("WARNING", logger="callboard.config"):
+        main(["openapi"])
+    said = [r.getMessage() for r in caplog.records]
+    assert said == [
+        "CALLBOARD_DATABSE_URL is not a callboard setting and is ignored; did you mean CALLBOARD_DATABASE_URL?"
+    ]
+
+
+def test_users_create_reads_the_password_from_stdin_not_the_command_line(tmp_path: Path) -> None:
+    """The operator's first staff member: the password is the first line of stdin (an argument would stay in
+    ps and the shell's history), and that password signs in."""
+    env = {
+        **os.environ,
+        "CALLBOARD_VAR_DIR": str(tmp_path),
+        "CALLBOARD_DATABASE_URL": f"sqlite+aiosqlite:///{tmp_path / 'ops.db'}",
+    }
+    cli = [sys.executable, "-m", "http_api"]
+    assert subprocess.run([*cli, "migrate"], env=env, capture_output=True, timeout=120).returncode == 0
+    made = subprocess.run(
+        [*cli, "users", "create", "--email", "Ops@Example.com", "--role", "SUPERADMIN"],
+        input="a long passphrase\n",
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert made.returncode == 0, made.stderr
+    assert '"role": "SUPERADMIN"' in made.stdout and "passphrase" not in made.stdout
+    old = subprocess.run(
+        [*cli, "users", "create", "--email", "x@example.com", "--password", "p"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert old.returncode == 2 and "unrecognized arguments: --password" in old.stderr
+
+    async def signs_in() -> bool:
+        from callboard_core.container import Core
+        from callboard_core.security.passwords import verify_password
+        from callboard_core.users import service as users
+
+        core = Core.build(load_settings(database_url=env["CALLBOARD_DATABASE_URL"], var_dir=tmp_path))
+        try:
+            async with core.uow() as uow:
+                user = await users.get_by_email(uow.session, "ops@example.com")
+                assert user is not None and user.email_verified_at is not None
+                return await verify_password(user.password_hash, "a long passphrase")
+        finally:
+            await core.close()
+
+    import asyncio
+
+    assert asyncio.run(signs_in())

@@ -149,10 +149,18 @@ async def test_an_agent_page_sets_policy_mints_and_revokes_a_key(app: Any, core:
     assert f'href="/my/agents/{agent.id}"' in listed.text
     page = await owner.client.get(f"/my/agents/{agent.id}")
     assert page.status_code == 200 and "Spending policy" in page.text
+    assert 'name="worker" type="checkbox" checked' in page.text  # it takes work (listed)
     saved = await owner.client.post(f"/my/agents/{agent.id}/policy", data={"limit": "12.50"})
     assert saved.status_code == 303
     policy = await owner.client.get(f"/my/agents/{agent.id}?saved=policy")
     assert 'value="12.50"' in policy.text and "Done: policy" in policy.text
+    assert 'name="worker" type="checkbox">' in policy.text  # left unticked: it takes no work now
+    me = (await owner.client.get("/api/v2/agents/me", headers=agent.h)).json()
+    assert me["bountyProfile"]["workerEnabled"] is False
+    again = await owner.client.post(f"/my/agents/{agent.id}/policy", data={"limit": "12.50", "worker": "on"})
+    assert again.status_code == 303
+    me = (await owner.client.get("/api/v2/agents/me", headers=agent.h)).json()
+    assert me["bountyProfile"]["workerEnabled"] is True
     minted = await owner.client.post(f"/my/agents/{agent.id}/keys", data={"label": "laptop"})
     assert minted.status_code == 200 and "shown this once" in minted.text
     key = minted.text.split('id="key-value" type="text" readonly value="')[1].split('"')[0]

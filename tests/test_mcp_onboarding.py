@@ -19,7 +19,7 @@ from callboard_core.auth import sessions
 from callboard_core.container import Core
 from callboard_core.users import service as users
 from tests.conftest import make_settings
-from tests.mcp_helpers import CALLBOARD, call, serving
+from tests.mcp_helpers import CALLBOARD, call, call_error, serving
 from tests.netutil import free_port
 
 
@@ -91,8 +91,32 @@ async def test_onboarding_to_kit_to_mcp_home(core: Any, tmp_path: Path) -> None:
         http = create_mcp_http_client(headers=config["headers"])
         async with http, Client(streamable_http_client(config["url"], http_client=http)) as mcp:
             home = await call(mcp, "home")
-        assert home["agentId"] == activated.json()["activation"]["agentId"]
-        assert home["readiness"]["claimed"] is True
+            assert home["agentId"] == activated.json()["activation"]["agentId"]
+            assert home["readiness"]["claimed"] is True
+            # The first hour, guided by home alone: home -> the starter job -> submit, three calls, though
+            # the owner left the public listing off (the default).
+            assert home["readiness"]["workerEnabled"] is False
+            first = home["readiness"]["nextSteps"][0]
+            assert first["tool"] == "start_starter_job", home["readiness"]["nextSteps"]
+            started = await call(mcp, first["tool"], **first["arguments"])
+            submit = started["nextAction"]
+            assert submit["tool"] == "submit", started
+            arguments = json.loads(
+                json.dumps(submit["arguments"]).replace('""', '"I summarise Python code."')
+            )
+            submitted = await call(mcp, "submit", **arguments)
+            assert submitted["jobStatus"] == "AWARDED", submitted
+            # Nothing the agent does lists it against its owner's choice; home says whom to ask, and names
+            # the notifications tool for the award's notice.
+            refused = await call_error(mcp, "update_profile", changes={"workerEnabled": True})
+            assert refused["code"] == "owner_decides_listing" and refused["nextAction"]["tool"] is None
+            after = await call(mcp, "home")
+            asks = [s for s in after["readiness"]["nextSteps"] if s["tool"] is None]
+            assert asks and "worker role" in asks[0]["description"], after["readiness"]
+            assert after["unreadNotifications"] >= 1  # the award's notice
+            assert "notifications" in [s["tool"] for s in after["readiness"]["nextSteps"]], after
+        handle = (await owner.get(f"/agents/dashboard/{home['agentId']}")).json()["handle"]
+        assert (await agent.get(f"/api/v2/directory/agents/{handle}")).status_code == 404
 
         # The install token worked once.
         again = await asyncio.create_subprocess_exec(

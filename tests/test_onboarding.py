@@ -59,7 +59,8 @@ async def onboarded(owner: Owner, agent: httpx.AsyncClient, **setup: Any) -> tup
         headers=bearer(minted["token"]),
     )
     assert saved.status_code == 200, saved.text
-    return minted, saved.json()["session"]["id"]
+    assert saved.json()["session"]["id"] == minted["sessionId"]  # the id activation names, from the mint
+    return minted, minted["sessionId"]
 
 
 async def activate(owner: Owner, session_id: str, **body: Any) -> dict[str, Any]:
@@ -68,6 +69,25 @@ async def activate(owner: Owner, session_id: str, **body: Any) -> dict[str, Any]
     )
     assert r.status_code == 201, r.text
     return dict(r.json())
+
+
+async def test_after_kit_install_the_agent_has_one_live_key(app: Any, core: Any, client: Any) -> None:
+    """Activation shows a key for configuring the runtime by hand; `callboard kit install` brings its own.
+    The unused activation key goes when the kit's arrives: one live read+write key per runtime."""
+    owner = await new_owner(app, core)
+    async with new_client(app) as agent:
+        _, session_id = await onboarded(owner, agent)
+    done = await activate(owner, session_id)
+    exchanged = await client.post(
+        "/api/onboarding/install-token/exchange", json={"token": install_token_of(done["installCommand"])}
+    )
+    assert exchanged.status_code == 200, exchanged.text
+    kit_key = exchanged.json()["runtimeKit"]["env"]["CALLBOARD_API_KEY"]
+    keys = (await owner.client.get("/api-keys/dashboard")).json()["keys"]
+    live = [k for k in keys if k["agentId"] == done["activation"]["agentId"] and not k["revoked"]]
+    assert [k["label"] for k in live] == ["kit install"], keys
+    assert (await client.get("/api/v2/agents/me", headers=key_headers(done["key"]))).status_code == 401
+    assert (await client.get("/api/v2/agents/me", headers=key_headers(kit_key))).status_code == 200
 
 
 async def test_owner_flow_from_mint_to_install(app: Any, core: Any, client: Any) -> None:

@@ -72,3 +72,33 @@ async def test_the_caller_is_checked_before_the_request_shape(app: Any, core: An
         assert listing.status_code == 403, listing.text
     no_key = await client.post("/api/v2/jobs", json={"title": 7})
     assert no_key.status_code == 401, no_key.text
+
+
+async def test_a_field_that_may_be_left_out_takes_a_value_and_refuses_null(
+    app: Any, core: Any, client: Any
+) -> None:
+    """The document says such a field is not nullable (no `null` branch) and the server agrees: a value is
+    taken (a date as the string JSON has), a null is refused with the field's wire name."""
+    from datetime import timedelta
+
+    from callboard_core import clock
+    from tests.jobs_helpers import job_body, new_agent, new_owner
+
+    agent = await new_agent(await new_owner(app, core))
+    draft = (await client.post("/api/v2/jobs", json=job_body(), headers=agent.h)).json()
+    later = (clock.now() + timedelta(hours=2)).isoformat()
+    moved = await client.patch(
+        f"/api/v2/jobs/{draft['id']}", json={"admissionClosesAt": later}, headers=agent.h
+    )
+    assert moved.status_code == 200, moved.text
+    for path, body, field in (
+        (f"/api/v2/jobs/{draft['id']}", {"applicationCap": None}, "applicationCap"),
+        ("/api/v2/agents/me", {"name": None}, "name"),
+    ):
+        refused = await client.patch(path, json=body, headers=agent.h)
+        assert refused.status_code == 422, refused.text
+        assert refused.json()["errors"][0]["field"] == field and refused.json()["errors"][0]["code"] == "null"
+    document = (await client.get("/openapi.json")).json()
+    update = document["components"]["schemas"]["JobUpdate"]["properties"]
+    assert update["applicationCap"]["type"] == "integer" and "anyOf" not in update["applicationCap"]
+    assert {"type": "null"} in update["description"]["anyOf"]  # a field null clears stays nullable

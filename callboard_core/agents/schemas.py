@@ -99,6 +99,9 @@ class AgentRegistered(ApiModel):
 
 
 class AgentSelfUpdate(ApiModel):
+    """The agent's own profile. It may turn its worker role off, not on: that lists it in the public
+    directory, which is its owner's choice (an unclaimed agent has no owner yet and may)."""
+
     name: Omittable[Name] = None
     description: Description | None = None
     endpoint_url: Omittable[Url] = None
@@ -155,12 +158,18 @@ class AgentPolicyUpdate(ApiModel):
         None  # the column is 32-bit: $20M
     )
     intent: IntentName | None = None
+    worker_enabled: Omittable[bool] = Field(
+        default=None,
+        description="Let the agent take work: its worker role, which lists it in the public directory. Only "
+        "the owner turns it on.",
+    )
 
 
 class AgentPolicy(ApiModel):
     agent_id: str
     auto_publish_limit_cents: int
     intent: IntentName
+    worker_enabled: bool
 
 
 FREE_JSON_MAX_BYTES = 16_384

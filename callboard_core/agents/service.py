@@ -349,6 +349,16 @@ async def update_me(
 ) -> agent_schemas.AgentResponse:
     agent = await get_live(session, actor.require_agent())
     data = body.model_dump(exclude_unset=True)  # name and endpointUrl, when sent, are not null (Omittable)
+    if data.get("worker_enabled") and not agent.worker_enabled and agent.owner_id is not None:
+        raise Forbidden(
+            "Only your owner can turn your worker role on: it lists you in the public directory.",
+            code="owner_decides_listing",
+            next_action=step(
+                Act.OWNER_AGENT,
+                "Ask your owner to turn on your worker role (Take work) on your page, signed in to callboard.",
+                agent_id=agent.id,
+            ),
+        )
     if "capabilities" in data:
         await set_capabilities(session, agent, data.pop("capabilities") or [])
     for field, value in data.items():
@@ -500,8 +510,15 @@ async def mint_enroll_token(
 async def policy_of(session: AsyncSession, actor: Actor, agent_id: str) -> agent_schemas.AgentPolicy:
     """One of the owner's agents' policy (another owner's agent is 404)."""
     agent = await get_owned(session, agent_id, actor.require_user())
+    return _policy(agent)
+
+
+def _policy(agent: Agent) -> agent_schemas.AgentPolicy:
     return agent_schemas.AgentPolicy(
-        agent_id=agent.id, auto_publish_limit_cents=agent.auto_publish_limit_cents, intent=agent.intent
+        agent_id=agent.id,
+        auto_publish_limit_cents=agent.auto_publish_limit_cents,
+        intent=agent.intent,
+        worker_enabled=agent.worker_enabled,
     )
 
 
@@ -513,11 +530,11 @@ async def update_policy(
         agent.auto_publish_limit_cents = body.auto_publish_limit_cents
     if body.intent is not None:
         agent.intent = body.intent
+    if body.worker_enabled is not None:
+        agent.worker_enabled = body.worker_enabled
     agent.updated_at = clock.now()
     await session.flush()
-    return agent_schemas.AgentPolicy(
-        agent_id=agent.id, auto_publish_limit_cents=agent.auto_publish_limit_cents, intent=agent.intent
-    )
+    return _policy(agent)
 
 
 # --- heartbeats ----------------------------------------------------------------------------------

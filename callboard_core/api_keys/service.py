@@ -172,6 +172,23 @@ async def revoke_for_agent(session: AsyncSession, agent_id: str, *, reason: str)
     return int(getattr(result, "rowcount", 0) or 0)
 
 
+async def revoke_unused(session: AsyncSession, agent_id: str, *, label: str, reason: str) -> int:
+    """Revoke the agent's live keys of this label that were never used: a key handed out for a runtime that
+    another key has since been configured in (the activation's, once `callboard kit install` minted its own)."""
+    result = await session.execute(
+        update(ApiKey)
+        .where(
+            ApiKey.agent_id == agent_id,
+            ApiKey.label == label,
+            ApiKey.revoked_at.is_(None),
+            ApiKey.last_used_at.is_(None),
+        )
+        .values(revoked_at=clock.now(), revoked_reason=reason)
+        .execution_options(synchronize_session=False)
+    )
+    return int(getattr(result, "rowcount", 0) or 0)
+
+
 async def revoke_for_owner(
     session: AsyncSession, owner_id: str, *, reason: str, agent_ids: ColumnElement[Any] | None = None
 ) -> list[str]:

@@ -6,11 +6,10 @@ from typing import Annotated
 
 from pydantic import ConfigDict, EmailStr, StringConstraints
 
-from callboard_core.schemas import ApiModel
+from callboard_core.schemas import ApiModel, SiteNextUrl
 from callboard_core.users.schemas import MAX_PASSWORD, MIN_PASSWORD, PublicUser, SignupIntentName
 
 Version = Annotated[str, StringConstraints(min_length=1, max_length=32)]
-NextUrl = Annotated[str, StringConstraints(min_length=1, max_length=2048)]
 ProfileText = Annotated[str, StringConstraints(max_length=200)]
 Password = Annotated[str, StringConstraints(min_length=1, max_length=1024)]
 # A password being set: the length users.check_password_strength enforces, stated in the schema.
@@ -32,13 +31,13 @@ class LegalAcceptance(ApiModel):
 
 class MagicLinkRequest(ApiModel):
     email: EmailStr
-    next_url: NextUrl | None = None
+    next_url: SiteNextUrl | None = None
     legal_acceptance: LegalAcceptance | None = None
 
 
 class RegisterRequest(ApiModel):
     email: EmailStr
-    next_url: NextUrl | None = None
+    next_url: SiteNextUrl | None = None
     legal_acceptance: LegalAcceptance | None = None
     name: ProfileText | None = None
     company: ProfileText | None = None

@@ -11,7 +11,7 @@ from callboard_core.billing.models import MAX_SETTING_CENTS, MAX_TOPUP_CENTS, MI
 from callboard_core.guidance import Hint
 from callboard_core.ledger.schemas import Balance, StatementEntry
 from callboard_core.ledger.service import STATEMENT_MAX_LIMIT
-from callboard_core.schemas import ApiModel, QueryModel
+from callboard_core.schemas import ApiModel, QueryModel, SiteReturnUrl
 
 # Whole cents; a string, a fraction or a boolean is refused rather than coerced.
 SettingCents = Annotated[StrictInt, Field(ge=0, le=MAX_SETTING_CENTS)]
@@ -85,7 +85,6 @@ class BillingStatement(ApiModel):
 
 # --- saved cards and top-ups -------------------------------------------------------------------------------
 
-ReturnUrl = Annotated[str, StringConstraints(min_length=1, max_length=2000)]
 ProcessorId = Annotated[str, StringConstraints(min_length=1, max_length=255)]
 HostedTopUpCents = Annotated[StrictInt, Field(ge=MIN_AUTOTOPUP_AMOUNT_CENTS, le=MAX_TOPUP_CENTS)]
 
@@ -93,7 +92,7 @@ HostedTopUpCents = Annotated[StrictInt, Field(ge=MIN_AUTOTOPUP_AMOUNT_CENTS, le=
 class AddPaymentMethodBody(ApiModel):
     """Optional: where the hosted card form sends the owner back (this site's origin; default: home)."""
 
-    return_url: ReturnUrl | None = None
+    return_url: SiteReturnUrl | None = None
 
 
 class CardSetupStarted(ApiModel):
@@ -132,7 +131,7 @@ class TopUpBody(ApiModel):
     """Add money with a hosted checkout: whole cents, at least 100 ($1) and at most 1,000,000 ($10,000)."""
 
     amount_cents: HostedTopUpCents
-    return_url: ReturnUrl | None = None
+    return_url: SiteReturnUrl | None = None
 
 
 class TopUpView(ApiModel):

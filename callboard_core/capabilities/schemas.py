@@ -7,16 +7,16 @@ from typing import Annotated, Literal
 
 from pydantic import Field, StringConstraints
 
-from callboard_core.schemas import ApiModel, QueryModel
+from callboard_core.schemas import VISIBLE, ApiModel, Omittable, QueryModel
 
 TaxonomyStatusName = Literal["ACTIVE", "HIDDEN", "DEPRECATED"]
 TagRequestStatusName = Literal["PENDING", "APPROVED", "MAPPED", "REJECTED", "NEEDS_CLARIFICATION"]
 ReviewAction = Literal["APPROVE_NEW", "MAP_EXISTING", "REJECT", "NEEDS_CLARIFICATION"]
 
 Slug = Annotated[str, StringConstraints(min_length=1, max_length=64, pattern=r"^[a-z0-9]+(?:-[a-z0-9]+)*$")]
-Name = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200)]
+Name = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200), VISIBLE]
 Description = Annotated[str, StringConstraints(max_length=2000)]
-Alias = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=64)]
+Alias = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=64), VISIBLE]
 AliasList = Annotated[list[Alias], Field(max_length=50)]
 Id = Annotated[str, StringConstraints(min_length=1, max_length=64)]
 SearchText = Annotated[str, StringConstraints(max_length=200)]
@@ -111,7 +111,7 @@ class TagRequestQuery(QueryModel):
 
 
 class TagRequestCreate(ApiModel):
-    raw_text: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=100)]
+    raw_text: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=100), VISIBLE]
     suggested_category_id: Id | None = None
     explanation: Description | None = None
     agent_id: Id | None = None
@@ -126,11 +126,13 @@ class CategoryCreate(ApiModel):
 
 
 class CategoryUpdate(ApiModel):
-    slug: Slug | None = None
-    name: Name | None = None
+    """Only the fields sent change; only description may be cleared (null)."""
+
+    slug: Omittable[Slug] = None
+    name: Omittable[Name] = None
     description: Description | None = None
-    sort_order: SortOrder | None = None
-    status: TaxonomyStatusName | None = None
+    sort_order: Omittable[SortOrder] = None
+    status: Omittable[TaxonomyStatusName] = None
 
 
 class TagCreate(ApiModel):
@@ -145,14 +147,16 @@ class TagCreate(ApiModel):
 
 
 class TagUpdate(ApiModel):
-    name: Name | None = None
-    category_id: Id | None = None
-    slug: Slug | None = None
+    """Only the fields sent change; only description may be cleared (null)."""
+
+    name: Omittable[Name] = None
+    category_id: Omittable[Id] = None
+    slug: Omittable[Slug] = None
     description: Description | None = None
-    aliases: AliasList | None = None
-    sort_order: SortOrder | None = None
-    featured: bool | None = None
-    status: TaxonomyStatusName | None = None
+    aliases: Omittable[AliasList] = None
+    sort_order: Omittable[SortOrder] = None
+    featured: Omittable[bool] = None
+    status: Omittable[TaxonomyStatusName] = None
 
 
 class TagMerge(ApiModel):

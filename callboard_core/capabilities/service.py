@@ -32,7 +32,7 @@ from callboard_core.capabilities.models import (
     TagRequestStatus,
     TaxonomyStatus,
 )
-from callboard_core.errors import Conflict, NotFound, ValidationFailed, field_error
+from callboard_core.errors import Conflict, NotFound, field_error
 from callboard_core.principals import Actor
 
 # A person may keep this many requests waiting for review at once.
@@ -431,20 +431,6 @@ def _record(
     audit.by(session, actor, action, target_type, target_id, **data)
 
 
-def _reject_nulls(data: dict[str, Any], nullable: Iterable[str] = ()) -> None:
-    bad = [k for k, v in data.items() if v is None and k not in nullable]
-    if bad:
-        raise ValidationFailed(
-            "These fields cannot be null: " + ", ".join(bad) + ".",
-            errors=[{"field": _camel(k), "code": "null", "message": "cannot be null"} for k in bad],
-        )
-
-
-def _camel(name: str) -> str:
-    head, *rest = name.split("_")
-    return head + "".join(p.title() for p in rest)
-
-
 async def _flush_unique(session: AsyncSession, message: str, code: str, **details: Any) -> None:
     """Flush; a unique-slug race (two staff creating one slug) becomes a 409, not a 500."""
     try:
@@ -507,7 +493,6 @@ async def update_category(
 ) -> capability_schemas.CapabilityCategory:
     category = await get_category(session, category_id)
     data = body.model_dump(exclude_unset=True)
-    _reject_nulls(data, nullable=("description",))
     if "slug" in data and data["slug"] != category.slug:
         await _category_slug_free(session, data["slug"], category.id)
     before = {k: getattr(category, k) for k in data}
@@ -602,7 +587,6 @@ async def update_tag(
 ) -> capability_schemas.CapabilityTag:
     tag = await get_tag(session, tag_id)
     data = body.model_dump(exclude_unset=True)
-    _reject_nulls(data, nullable=("description",))
     category = await get_category(session, data["category_id"]) if "category_id" in data else tag.category
     new_slug = data.get("slug", tag.slug)
     if new_slug != tag.slug:

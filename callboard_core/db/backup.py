@@ -52,6 +52,9 @@ def _check(path: Path) -> str:
 def _copy(source: Path, target: Path) -> None:
     with sqlite3.connect(f"file:{source}?mode=ro", uri=True) as src, sqlite3.connect(target) as dst:
         src.backup(dst, pages=1024)  # in steps: the server's writer is never held up for long
+        # One self-contained file: the copy inherits the live database's WAL mode, whose -wal and -shm
+        # files would otherwise be left beside it.
+        dst.execute("PRAGMA journal_mode=DELETE")
     # sqlite3's context manager commits but does not close.
     src.close()
     dst.close()
@@ -67,6 +70,8 @@ def backup(database_url: str, target: Path, *, overwrite: bool = False) -> str:
     target.parent.mkdir(parents=True, exist_ok=True)
     partial = target.with_name(target.name + ".partial")
     partial.unlink(missing_ok=True)
+    # Readable by its owner only from its first byte: it holds every account, key hash and ledger entry.
+    os.close(os.open(partial, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
     try:
         _copy(source, partial)
         revision = _check(partial)

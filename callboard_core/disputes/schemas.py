@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, StringConstraints
 
 from callboard_core.agents.schemas import FreeJson
-from callboard_core.schemas import ApiModel, QueryModel
+from callboard_core.schemas import VISIBLE, ApiModel, QueryModel
 
 ReasonCodeName = Literal[
     "THEFT_CLAIM", "ARTIFACT_MISUSE", "PAYOUT_ISSUE", "PAYMENT_DISPUTE", "POLICY_ABUSE", "OTHER"
@@ -31,7 +31,7 @@ SlaName = Literal[
     "RESOLUTION_DUE_SOON",
     "RESOLUTION_BREACHED",
 ]
-Text = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=5000)]
+Text = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=5000), VISIBLE]
 Ident = Annotated[str, StringConstraints(min_length=1, max_length=64)]
 
 

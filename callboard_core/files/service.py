@@ -49,13 +49,13 @@ def _validate(body: file_schemas.UploadRequest, max_bytes: int) -> None:
         errors.append({"field": field, "in": "body", "code": code, "message": message})
 
     name = body.filename
-    if len(name) > file_schemas.MAX_FILENAME or not _FILENAME.match(name):
+    if len(name) > file_schemas.MAX_FILENAME or not _FILENAME.fullmatch(name):
         bad(
             "filename",
             "invalid_filename",
             f"A file name of 1 to {file_schemas.MAX_FILENAME} characters, without path separators or control characters, not only dots and spaces.",
         )
-    if len(body.mime_type) > file_schemas.MAX_MIME or not _MIME.match(body.mime_type):
+    if len(body.mime_type) > file_schemas.MAX_MIME or not _MIME.fullmatch(body.mime_type):
         bad(
             "mimeType",
             "invalid_mime_type",
@@ -65,7 +65,7 @@ def _validate(body: file_schemas.UploadRequest, max_bytes: int) -> None:
         bad("sizeBytes", "invalid_size", "The size must be at least 1 byte.")
     elif body.size_bytes > max_bytes:
         bad("sizeBytes", "file_too_large", f"Files may be at most {max_bytes} bytes.")
-    if not _SHA256.match(body.sha256):
+    if not _SHA256.fullmatch(body.sha256):
         bad("sha256", "invalid_sha256", "The SHA-256 of the contents as 64 lowercase hex characters.")
     if errors:
         fields = ", ".join(e["field"] for e in errors)

@@ -54,6 +54,28 @@ async def acting_agent(session: AsyncSession, actor: Actor, agent_id: str | None
 
 def require_can_work(agent: Agent, *, role: str) -> None:
     """New work (apply, publish, invite, accept) needs an active, claimed agent with the role enabled."""
+    require_active_claimed(agent)
+    if role == "worker" and not agent.worker_enabled:
+        raise Conflict(
+            "This agent has its worker role turned off; its owner turns it on (it lists the agent in the "
+            "public directory).",
+            code="worker_disabled",
+            next_action=step(
+                Act.OWNER_AGENT,
+                "Ask your owner to turn on your worker role (Take work) on your page, signed in to callboard.",
+                agent_id=agent.id,
+            ),
+        )
+    if role != "worker" and not agent.requester_enabled:
+        raise Conflict(
+            f"This agent has its {role} role turned off.",
+            code=f"{role}_disabled",
+            next_action=step(Act.UPDATE_PROFILE, f"Turn the {role} role on.", body={f"{role}Enabled": True}),
+        )
+
+
+def require_active_claimed(agent: Agent) -> None:
+    """Any work, practice included (the starter job), needs an active agent an owner has claimed."""
     if agent.status != AgentStatus.ACTIVE or agent.archived_at is not None:
         raise Conflict(
             "This agent is not active; reactivate it to take on new work.",
@@ -65,11 +87,4 @@ def require_can_work(agent: Agent, *, role: str) -> None:
             "An owner must claim this agent first.",
             code="agent_not_claimed",
             next_action=step(Act.CLAIM_LINK, "Give your owner your claim URL (this mints a fresh one)."),
-        )
-    enabled = agent.worker_enabled if role == "worker" else agent.requester_enabled
-    if not enabled:
-        raise Conflict(
-            f"This agent has its {role} role turned off.",
-            code=f"{role}_disabled",
-            next_action=step(Act.UPDATE_PROFILE, f"Turn the {role} role on.", body={f"{role}Enabled": True}),
         )

@@ -79,7 +79,7 @@ def _payment_obligation(job: Job, payment: JobPayment) -> Obligation:
     )
 
 
-def _readiness(agent: Agent, *, idle: bool, practised: bool) -> Readiness:
+def _readiness(agent: Agent, *, idle: bool, practised: bool, unread: int) -> Readiness:
     """The agent's set-up steps, in order; an idle worker is pointed at work. A step is listed only while
     it is due, so an agent that follows home reaches a state with nothing left."""
     steps = []
@@ -101,12 +101,22 @@ def _readiness(agent: Agent, *, idle: bool, practised: bool) -> Readiness:
                 body={"capabilities": []},
             )
         )
-    works = agent.worker_enabled and claimed and agent.intent != Intent.REQUESTER
-    if works and not practised:
+    may_work = claimed and agent.intent != Intent.REQUESTER
+    works = may_work and agent.worker_enabled
+    if may_work and not practised:  # practice needs no worker role (it lists nothing)
         steps.append(
             step(
                 Act.START_STARTER_JOB,
                 "Practise the loop on a free starter job, awarded automatically when valid.",
+            )
+        )
+    if may_work and practised and not agent.worker_enabled:
+        steps.append(
+            step(
+                Act.OWNER_AGENT,
+                "Your worker role is off, so you take no jobs and are not in the public directory: ask your "
+                "owner to turn it on (Take work) on your page, signed in to callboard.",
+                agent_id=agent.id,
             )
         )
     if works and idle and agent.capability_slugs:
@@ -115,6 +125,10 @@ def _readiness(agent: Agent, *, idle: bool, practised: bool) -> Readiness:
                 Act.FIND_WORK,
                 "Find open jobs in your capability tags, then apply to one (each listed job names the call).",
             )
+        )
+    if unread:  # last: the set-up and the work come first
+        steps.append(
+            step(Act.READ_NOTIFICATIONS, f"Read your {unread} unread notification(s), then mark them read.")
         )
     return Readiness(
         claim_status=agent.claim_status,
@@ -294,13 +308,16 @@ async def _home(session: AsyncSession, agent: Agent) -> Home:
             )
         )
     ).scalar_one()
+    unread = await notifications.unread_count(session, agent.id)
     return Home(
         agent_id=agent.id,
         handle=agent.handle,
         intent=agent.intent,
-        readiness=_readiness(agent, idle=not slots and not invites and not applied, practised=practised),
+        readiness=_readiness(
+            agent, idle=not slots and not invites and not applied, practised=practised, unread=unread
+        ),
         obligations=ordered,
-        unread_notifications=await notifications.unread_count(session, agent.id),
+        unread_notifications=unread,
         counts={
             "liveSlots": len(slots),
             "pendingInvitations": len(invites),

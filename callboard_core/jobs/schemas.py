@@ -9,9 +9,9 @@ from typing import Annotated, Literal
 from pydantic import AliasChoices, AwareDatetime, Field, StringConstraints
 
 from callboard_core.guidance import Step
-from callboard_core.schemas import ApiModel, JsonObject, LongText, Omittable, QueryModel, alias
+from callboard_core.schemas import VISIBLE, ApiModel, JsonObject, LongText, Omittable, QueryModel, alias
 
-Title = Annotated[str, StringConstraints(min_length=1, max_length=200, strip_whitespace=True)]
+Title = Annotated[str, StringConstraints(min_length=1, max_length=200, strip_whitespace=True), VISIBLE]
 Slug = Annotated[str, StringConstraints(min_length=1, max_length=64)]
 Ident = Annotated[str, StringConstraints(min_length=1, max_length=64)]
 Currency = Annotated[str, StringConstraints(pattern=r"^[A-Za-z]{3}$")]

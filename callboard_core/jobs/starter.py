@@ -17,7 +17,7 @@ from callboard_core.agents.models import Agent, AgentStatus, ClaimStatus
 from callboard_core.job_types import service as job_types
 from callboard_core.jobs import events
 from callboard_core.jobs import schemas as job_schemas
-from callboard_core.jobs.access import acting_agent, require_can_work
+from callboard_core.jobs.access import acting_agent, require_active_claimed
 from callboard_core.jobs.models import Job, JobApplication, ParticipationSlot
 from callboard_core.jobs.participation import next_action_for, slot_view, submit_template
 from callboard_core.jobs.service import DEFAULT_JOB_TYPE, view
@@ -61,7 +61,7 @@ async def start(
 ) -> job_schemas.StarterJobResult:
     """Create (or, while one is active, return) this worker's starter job, admitted and acknowledged."""
     worker = await acting_agent(session, actor, agent_id)
-    require_can_work(worker, role="worker")
+    require_active_claimed(worker)  # practice: the worker role (a public listing) is not needed
     active = (
         await session.execute(
             select(ParticipationSlot, Job)

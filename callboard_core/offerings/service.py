@@ -81,10 +81,7 @@ async def update(
     """Change the fields sent. An archived offering stays archived (its fields can still be corrected)."""
     agent = await acting_agent(session, actor, agent_id)
     offering = await _own(session, agent, offering_id)
-    changes = body.model_dump(exclude_unset=True)
-    for name in ("title", "currency"):
-        if name in changes and changes[name] is None:
-            raise field_error(name, f"{name} cannot be null.", "null")
+    changes = body.model_dump(exclude_unset=True)  # title and currency, when sent, are not null (Omittable)
     if "capability_slug" in changes:
         await _check_tag(session, changes["capability_slug"])
     for name, value in changes.items():

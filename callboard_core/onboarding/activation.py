@@ -35,6 +35,7 @@ from callboard_core.security import tokens
 
 INSTALL_TOKEN_TTL = timedelta(minutes=15)
 INSTALL_TOKEN_PREFIX = "cbi_"
+ACTIVATION_KEY_LABEL = "onboarding activation"
 # What a field left out of the activation body becomes when neither the body nor (ADVANCED) the agent's
 # proposal sets it: no spending, every paid publish confirmed by the owner, seller work approved by the owner.
 SAFE_DEFAULTS: dict[str, Any] = {
@@ -298,7 +299,7 @@ async def activate(
         agent_id=agent.id,
         owner_id=subject.owner_id,
         scopes=api_keys.READ_WRITE,
-        label="onboarding activation",
+        label=ACTIVATION_KEY_LABEL,
         actor_type="user",
         actor_id=subject.owner_id,
     )
@@ -327,7 +328,8 @@ async def activate(
         ),
         hint(
             "Or configure the runtime yourself: runtimeKit shows the files, with the key below in place of "
-            f"{runtime_kits.KEY_PLACEHOLDER}. The key is shown once."
+            f"{runtime_kits.KEY_PLACEHOLDER}. The key is shown once; the install command replaces it with a key "
+            "of its own unless it has been used by then."
         ),
         hint("The agent starts every session with {HOME}."),
         hint("Your agent: {OWNER_AGENT}", agent_id=agent.id),
@@ -416,6 +418,11 @@ async def exchange(
         label="kit install",
         actor_type="install_token",
         actor_id=won.id,
+    )
+    # One live key per runtime: the activation's key, shown for configuring the runtime by hand, goes when
+    # the kit brings its own, unless something has used it already.
+    await api_keys.revoke_unused(
+        session, agent.id, label=ACTIVATION_KEY_LABEL, reason="replaced by the key of callboard kit install"
     )
     await session.execute(
         update(InstallToken)

@@ -243,7 +243,7 @@ async def save_setup(
     message = "Your owner activated this draft already."
     states.check(edit, row.status, what="draft", code="draft_closed", message=message)
     now = clock.now()
-    data = proposal.merge(row.data, body, proposal.AGENT_NOT_NULL)
+    data = proposal.merge(row.data, body)
     await states.move(
         session,
         RegistrationDraft,

@@ -6,35 +6,20 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from pydantic.alias_generators import to_camel
-
 from callboard_core.errors import ValidationFailed
 from callboard_core.onboarding import schemas as onboarding_schemas
 from callboard_core.security import tokens
 
 # Fields the agent may leave out but not clear (the spec gives only buyerIntent, ownerQuestions and the
 # free-form sellerManifest as nullable on its side); the owner may clear all but role.
-AGENT_NOT_NULL = ("agent_name", "proposed_handle", "role", "proposed_policy", "last_message")
-OWNER_NOT_NULL = ("role",)
 _HANDLE = re.compile(r"^[a-z0-9](?:[a-z0-9-]*[a-z0-9])?$")
 _URL = re.compile(r"^https?://\S+$")
 
 
-def merge(
-    data: dict[str, Any] | None, body: onboarding_schemas.OwnerDraftUpdate, not_null: tuple[str, ...]
-) -> dict[str, Any]:
-    """`data` with the fields sent in body applied to its `draft`; null clears a field. A new dict, so the
-    JSON column sees the change."""
+def merge(data: dict[str, Any] | None, body: onboarding_schemas.OwnerDraftUpdate) -> dict[str, Any]:
+    """`data` with the fields sent in body applied to its `draft`; null clears a field (the fields that
+    cannot be cleared are Omittable in the body). A new dict, so the JSON column sees the change."""
     sent = body.model_dump(exclude_unset=True)
-    nulls = [name for name in not_null if name in sent and sent[name] is None]
-    if nulls:
-        raise ValidationFailed(
-            f"These fields cannot be null: {', '.join(to_camel(n) for n in nulls)}.",
-            errors=[
-                {"field": to_camel(n), "in": "body", "code": "null", "message": "cannot be null"}
-                for n in nulls
-            ],
-        )
     draft = dict((data or {}).get("draft") or {})
     for name, value in sent.items():
         if value is None:

@@ -11,7 +11,7 @@ from pydantic import AfterValidator, Field, StringConstraints
 from callboard_core.agents.schemas import CapabilityList, Handle, Name
 from callboard_core.api_keys.schemas import ApiKeyInfo
 from callboard_core.guidance import Hint, Step
-from callboard_core.schemas import ApiModel, JsonObject, Url
+from callboard_core.schemas import ApiModel, JsonObject, Omittable, Url
 from runtime_kits import RuntimeKit, RuntimeTarget
 
 MintRole = Literal["BUYER", "SELLER", "BOTH"]
@@ -72,7 +72,7 @@ class OwnerDraftUpdate(ApiModel):
 
     agent_name: Name | None = None
     proposed_handle: Handle | None = None
-    role: SetupRole | None = None
+    role: Omittable[SetupRole] = None
     buyer_intent: Text | None = None
     seller_manifest: FreeForm | None = None
     proposed_policy: ProposedPolicy | None = None
@@ -80,9 +80,13 @@ class OwnerDraftUpdate(ApiModel):
 
 
 class AgentSetupSave(OwnerDraftUpdate):
-    """The agent's proposal (token routes and public drafts): only the fields sent change."""
+    """The agent's proposal (token routes and public drafts): only the fields sent change; what the agent
+    proposes it may change but not clear."""
 
-    last_message: Message | None = None
+    agent_name: Omittable[Name] = None
+    proposed_handle: Omittable[Handle] = None
+    proposed_policy: Omittable[ProposedPolicy] = None
+    last_message: Omittable[Message] = None
 
 
 class PresenceBody(ApiModel):
@@ -181,6 +185,7 @@ class SessionList(ApiModel):
 
 
 class Minted(ApiModel):
+    session_id: str = Field(description="The session's id: the one its activation names.")
     workspace_slug: str
     token: str = Field(description="The agent's bearer token: shown once, valid for one hour.")
     expires_at: datetime

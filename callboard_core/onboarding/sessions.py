@@ -228,6 +228,7 @@ async def mint(
     session.add(row)
     await session.flush()
     return onboarding_schemas.Minted(
+        session_id=row.id,
         workspace_slug=slug,
         token=token,
         expires_at=row.token_expires_at,
@@ -280,7 +281,7 @@ async def update(
     """The owner edits the proposal (only the fields sent; null clears) while the session is open."""
     row = await _owned(session, actor, session_id=session_id, lock=True)
     _require(row, "edit")
-    await _move(session, row, "edit", data=proposal.merge(row.data, body, proposal.OWNER_NOT_NULL))
+    await _move(session, row, "edit", data=proposal.merge(row.data, body))
     return await _envelope(session, row)
 
 
@@ -439,7 +440,7 @@ async def save_setup(
 ) -> onboarding_schemas.SessionEnvelope:
     row = await _for_agent(session, principal, lock=True)
     _require(row, "agent_save", agent_side=True)
-    data = proposal.merge(row.data, body, proposal.AGENT_NOT_NULL)
+    data = proposal.merge(row.data, body)
     await _move(session, row, "agent_save", data=data, last_seen_at=clock.now())
     return onboarding_schemas.SessionEnvelope(
         next_actions=[

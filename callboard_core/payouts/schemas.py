@@ -6,15 +6,15 @@ from datetime import datetime
 
 from pydantic import Field
 
-from callboard_core.schemas import ApiModel, Url
+from callboard_core.schemas import ApiModel, SiteReturnUrl
 
 
 class OnboardingLinkBody(ApiModel):
     """Where the processor's hosted onboarding sends the owner back: `returnUrl` when it is done,
     `refreshUrl` when the link expired (both default to the callboard home page)."""
 
-    return_url: Url | None = None
-    refresh_url: Url | None = None
+    return_url: SiteReturnUrl | None = None
+    refresh_url: SiteReturnUrl | None = None
 
 
 class OnboardingLink(ApiModel):

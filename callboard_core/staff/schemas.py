@@ -11,7 +11,7 @@ from callboard_core.audit.models import AuditEvent
 from callboard_core.disputes.schemas import DisputeResolve, DisputeView
 from callboard_core.jobs.schemas import JobStatusName
 from callboard_core.ledger.schemas import Balance, StatementEntry
-from callboard_core.schemas import ApiModel, QueryModel
+from callboard_core.schemas import VISIBLE, ApiModel, QueryModel
 
 RoleName = Literal["USER", "SUPPORT", "MODERATOR", "ADMIN", "SUPERADMIN"]
 UserStatusName = Literal["ACTIVE", "SUSPENDED", "DELETED"]
@@ -132,7 +132,7 @@ AgentStatusName = Literal["ACTIVE", "INACTIVE", "SUSPENDED"]
 MetricType = Literal[
     "TASK_COMPLETED", "TASK_FAILED", "RESPONSE_TIME", "QUALITY_SCORE", "DISPUTE_RAISED", "DISPUTE_RESOLVED"
 ]
-Required = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=2000)]
+Required = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=2000), VISIBLE]
 
 
 class AdminAgent(ApiModel):

@@ -7,15 +7,15 @@ from typing import Annotated, Literal
 
 from pydantic import EmailStr, Field, StringConstraints
 
-from callboard_core.schemas import ApiModel, QueryModel
+from callboard_core.schemas import VISIBLE, ApiModel, QueryModel
 from callboard_core.users.schemas import PublicUser
 
 WaitlistStatusName = Literal["PENDING", "INVITED", "APPROVED", "REJECTED", "DELETED"]
 WaitlistRoleName = Literal["BUYER", "SELLER", "BOTH"]
 NotifiedFilter = Literal["ALL", "PENDING", "NOTIFIED"]
 
-Name = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200)]
-UseCase = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=5000)]
+Name = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200), VISIBLE]
+UseCase = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=5000), VISIBLE]
 Notes = Annotated[str, StringConstraints(max_length=5000)]
 
 

@@ -450,11 +450,14 @@ async def agent_page(ctx: RequestContext) -> Response:
 @routes.post("/my/agents/{agentId}/policy", auth=AuthKind.PUBLIC, page=True, idempotent=False)
 @shows_errors(PAGE_ERROR)
 async def agent_policy(ctx: RequestContext) -> Response:
-    """Set how much a paid job of this agent may cost without your confirmation."""
+    """Set how much a paid job of this agent may cost without your confirmation, and whether it takes work
+    (its worker role, which lists it in the public directory)."""
     actor = await viewer(ctx, change=True)
     form = await read_form(ctx)
     body = parsed(
-        agent_schemas.AgentPolicyUpdate, auto_publish_limit_cents=_cents(form.get("limit"), "limit")
+        agent_schemas.AgentPolicyUpdate,
+        auto_publish_limit_cents=_cents(form.get("limit"), "limit"),
+        worker_enabled=form.get("worker") == "on",
     )
     await agents.update_policy(ctx.session, actor, ctx.params["agentId"], body)
     return redirect(f"/my/agents/{ctx.params['agentId']}?saved=policy")
