@@ -29,6 +29,11 @@ def _head() -> str:
     )
 
 
+def _beside(path: Path) -> tuple[list[str], int]:
+    """The files named like path (a -wal, -shm or .partial left behind would show), and path's mode."""
+    return sorted(p.name for p in path.parent.glob(path.name + "*")), path.stat().st_mode & 0o777
+
+
 async def _count_users(url: str, tmp_path: Path) -> int:
     core = Core.build(make_settings(url, tmp_path))
     try:
@@ -64,9 +69,7 @@ async def test_a_backup_taken_while_writing_restores_to_a_working_database(tmp_p
         written = await task
         await core.close()
     assert revision == _head()
-    # One file, its owner's only: no -wal/-shm or .partial left beside it.
-    assert sorted(p.name for p in tmp_path.glob("copy.db*")) == ["copy.db"]
-    assert (tmp_path / "copy.db").stat().st_mode & 0o777 == 0o600
+    assert _beside(tmp_path / "copy.db") == (["copy.db"], 0o600)  # one file, its owner's only
     with sqlite3.connect(tmp_path / "copy.db") as conn:
         assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
     copied = await _count_users(f"sqlite+aiosqlite:///{tmp_path / 'copy.db'}", tmp_path)
