@@ -21,6 +21,9 @@ class OwnerNotification(Base):
         UniqueConstraint("owner_id", "type", "channel", "event_key", name="uq_owner_notifications_event"),
         Index("ix_owner_notifications_owner", "owner_id", "channel", "created_at"),
         Index("ix_owner_notifications_due", "status", "next_attempt_at"),
+        # The unread count (every console page, home) from the index alone: with read_at out of the index,
+        # a connection whose cache is cold read every one of the owner's rows (37 ms for 4,800).
+        Index("ix_owner_notifications_unread", "owner_id", "channel", "read_at"),
     )
 
     id: Mapped[str] = id_column("onf")
