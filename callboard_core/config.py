@@ -321,7 +321,7 @@ def load_settings(**overrides: object) -> Settings:
 
 # CALLBOARD_* variables read outside Settings: the MCP bridge's (callboard mcp), the test suite's.
 OTHER_VARIABLES = frozenset({"CALLBOARD_URL", "CALLBOARD_API_KEY"})
-OTHER_PREFIXES = ("CALLBOARD_TEST_", "CALLBOARD_CONTRACT_", "CALLBOARD_BENCH_")
+OTHER_PREFIXES = ("CALLBOARD_TEST_", "CALLBOARD_CONTRACT_")
 
 
 def unknown_variables(environ: Mapping[str, str]) -> list[str]:

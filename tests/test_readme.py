@@ -11,8 +11,6 @@ import os
 import re
 import subprocess
 import sys
-import uuid
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -20,8 +18,7 @@ import pytest
 
 from callboard_core.auth import sessions
 from callboard_core.container import Core
-from callboard_core.users import service as users
-from tests.conftest import make_settings
+from tests.conftest import make_settings, make_user
 from tests.mcp_helpers import serving
 from tests.netutil import free_port
 
@@ -53,9 +50,7 @@ async def test_connect_your_agent_runs_as_written(core: Any, tmp_path: Path) -> 
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     served = Core.build(make_settings(core.settings.database_url, core.settings.var_dir, base_url=url))
-    async with core.uow() as uow:
-        user = await users.create(uow.session, email=f"o{uuid.uuid4().hex[:10]}@example.com", verified=True)
-        token, _ = await sessions.start(uow.session, user, ttl=timedelta(days=1))
+    _, token = await make_user(core)  # a verified owner, signed in
     # The jar curl's -c would have written at sign-in (Netscape format).
     (tmp_path / "jar").write_text(f"127.0.0.1\tFALSE\t/\tFALSE\t0\t{sessions.COOKIE_NAME}\t{token}\n")
     env = {**os.environ, "B": url, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}

@@ -32,7 +32,7 @@ from callboard_core.capabilities.models import CapabilityTag, TaxonomyStatus
 from callboard_core.config import Settings
 from callboard_core.db.readcache import MISSING, ReadCache
 from callboard_core.errors import Conflict, Forbidden, Gone, NotFound, ValidationFailed
-from callboard_core.guidance import Act, hint, step
+from callboard_core.guidance import Act, Step, hint, step
 from callboard_core.ids import new_id, random_string
 from callboard_core.principals import Actor
 from callboard_core.security import tokens
@@ -344,6 +344,16 @@ async def register(
 # --- the agent's own view ------------------------------------------------------------------------
 
 
+def ask_owner_for_work(agent_id: str, why: str = "") -> Step:
+    """What an agent whose worker role is off is told: only its owner turns it on (it lists the agent in the
+    public directory), on the agent's page."""
+    return step(
+        Act.OWNER_AGENT,
+        why + "Ask your owner to turn on your worker role (Take work) on your page, signed in to callboard.",
+        agent_id=agent_id,
+    )
+
+
 async def update_me(
     session: AsyncSession, actor: Actor, body: agent_schemas.AgentSelfUpdate
 ) -> agent_schemas.AgentResponse:
@@ -353,11 +363,7 @@ async def update_me(
         raise Forbidden(
             "Only your owner can turn your worker role on: it lists you in the public directory.",
             code="owner_decides_listing",
-            next_action=step(
-                Act.OWNER_AGENT,
-                "Ask your owner to turn on your worker role (Take work) on your page, signed in to callboard.",
-                agent_id=agent.id,
-            ),
+            next_action=ask_owner_for_work(agent.id),
         )
     if "capabilities" in data:
         await set_capabilities(session, agent, data.pop("capabilities") or [])

@@ -38,7 +38,7 @@ from callboard_core.errors import (
 from callboard_core.mail.service import Mail, Mailer
 from callboard_core.principals import Actor
 from callboard_core.schemas import ApiModel, StatusResponse
-from callboard_core.security import passwords, tokens
+from callboard_core.security import passwords, site_urls, tokens
 from callboard_core.users import service as users
 from callboard_core.users.models import LegalConsent, User, UserStatus
 from callboard_core.users.schemas import UserEnvelope
@@ -90,7 +90,7 @@ def check_next_url(settings: Settings, value: str | None, field: str = "nextUrl"
         f"Use a path on this site (starting with /) or a URL on {_origin(settings.base_url)}.",
         "invalid_next_url",
     )
-    if "\\" in value or any(ord(c) < 0x21 or ord(c) == 0x7F for c in value):
+    if site_urls.unprintable(value):
         raise bad
     if value.startswith("/"):
         if value.startswith("//"):

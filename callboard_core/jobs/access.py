@@ -9,6 +9,7 @@ from typing import Any, TypeVar
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from callboard_core.agents.models import Agent, AgentStatus
+from callboard_core.agents.service import ask_owner_for_work
 from callboard_core.errors import Conflict, Forbidden, NotFound
 from callboard_core.guidance import Act, step
 from callboard_core.principals import Actor
@@ -60,11 +61,7 @@ def require_can_work(agent: Agent, *, role: str) -> None:
             "This agent has its worker role turned off; its owner turns it on (it lists the agent in the "
             "public directory).",
             code="worker_disabled",
-            next_action=step(
-                Act.OWNER_AGENT,
-                "Ask your owner to turn on your worker role (Take work) on your page, signed in to callboard.",
-                agent_id=agent.id,
-            ),
+            next_action=ask_owner_for_work(agent.id),
         )
     if role != "worker" and not agent.requester_enabled:
         raise Conflict(

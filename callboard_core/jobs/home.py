@@ -11,6 +11,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from callboard_core.agent_notifications import service as notifications
 from callboard_core.agents.models import Agent, ClaimStatus, Intent
+from callboard_core.agents.service import ask_owner_for_work
 from callboard_core.db.readcache import ReadCache
 from callboard_core.guidance import Act, Step, step
 from callboard_core.jobs import participation
@@ -112,11 +113,8 @@ def _readiness(agent: Agent, *, idle: bool, practised: bool, unread: int) -> Rea
         )
     if may_work and practised and not agent.worker_enabled:
         steps.append(
-            step(
-                Act.OWNER_AGENT,
-                "Your worker role is off, so you take no jobs and are not in the public directory: ask your "
-                "owner to turn it on (Take work) on your page, signed in to callboard.",
-                agent_id=agent.id,
+            ask_owner_for_work(
+                agent.id, "Your worker role is off, so you take no jobs and are not in the public directory. "
             )
         )
     if works and idle and agent.capability_slugs:

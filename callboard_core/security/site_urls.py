@@ -15,6 +15,11 @@ from callboard_core.errors import field_error
 _URL_CHAR = r"[^\\\x00-\x20\x7f]"  # no backslash, space or control character
 
 
+def unprintable(url: str) -> bool:
+    """A backslash, space or control character: never in a URL this site sends a person to."""
+    return "\\" in url or any(ord(c) < 0x21 or ord(c) == 0x7F for c in url)
+
+
 def site_url_pattern(kind: str, base_url: str) -> str:
     """`next`: a path on this site ("/...", not "//...") or a URL on its origin; `return`: a URL on its
     origin. The same rule as check_next_url and return_url_or_default, in both regex dialects."""
@@ -31,8 +36,7 @@ def return_url_or_default(settings: Settings, url: str | None, field: str = "ret
         return settings.base_url.rstrip("/") + "/"
     parts = urlsplit(url)
     origin = f"{parts.scheme}://{parts.netloc}".lower()
-    unprintable = "\\" in url or any(ord(c) < 0x21 or ord(c) == 0x7F for c in url)
-    if unprintable or parts.scheme not in ("http", "https") or origin not in settings.origins:
+    if unprintable(url) or parts.scheme not in ("http", "https") or origin not in settings.origins:
         raise field_error(
             field,
             f"{field} must be a URL on this site ({sorted(settings.origins)[0]}): the hosted page sends you "
