@@ -5,6 +5,7 @@
     .venv/bin/python bench/profile_request.py --requests 3000 --concurrency 16 --sort cumulative
     .venv/bin/python bench/profile_request.py --no-profile --batches 10   # on a busy machine
     .venv/bin/python bench/profile_request.py --database-url postgresql+asyncpg://root@127.0.0.1:5432/<db>
+    .venv/bin/python bench/profile_request.py --draft --statements   # POST /api/v2/jobs, SQL counted
 
 The agent is registered through httpx.ASGITransport; the measured requests skip any HTTP client and call
 the ASGI app with a prepared scope, so the figures are the server's own cost (no uvicorn, no sockets).
@@ -55,20 +56,28 @@ async def main(args: argparse.Namespace) -> None:
         async with httpx.AsyncClient(
             transport=httpx.ASGITransport(app=app), base_url="http://bench.local"
         ) as client:
-            reply = await client.post(
-                "/api/v2/agents/register", json={"name": "Bench", "endpointUrl": "https://bench.example.com"}
-            )
-            reply.raise_for_status()
-            api_key = reply.json()["apiKey"]
+            if args.draft:
+                api_key = await _claimed_agent_key(app)
+            else:
+                reply = await client.post(
+                    "/api/v2/agents/register",
+                    json={"name": "Bench", "endpointUrl": "https://bench.example.com"},
+                )
+                reply.raise_for_status()
+                api_key = reply.json()["apiKey"]
 
+        body, method, expect = b"", "GET", 200
         headers = [(b"host", b"bench.local")]
+        if args.draft:
+            body, method, expect, args.path = _draft_body(), "POST", 201, "/api/v2/jobs"
+            headers += [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
         if not args.no_key:
             headers.append((b"x-api-key", api_key.encode()))
         scope: dict[str, Any] = {
             "type": "http",
             "asgi": {"version": "3.0"},
             "http_version": "1.1",
-            "method": "GET",
+            "method": method,
             "scheme": "http",
             "path": args.path,
             "raw_path": args.path.encode(),
@@ -80,7 +89,7 @@ async def main(args: argparse.Namespace) -> None:
         }
 
         async def receive() -> dict[str, Any]:
-            return {"type": "http.request", "body": b"", "more_body": False}
+            return {"type": "http.request", "body": body, "more_body": False}
 
         async def one() -> None:
             status = 0
@@ -91,7 +100,7 @@ async def main(args: argparse.Namespace) -> None:
                     status = message["status"]
 
             await app(dict(scope, state={}), receive, send)
-            if status != 200:
+            if status != expect:
                 raise SystemExit(f"{args.path} answered {status}")
             await asyncio.sleep(0)  # let background tasks (lastUsedAt touch) run, as a server would
 
@@ -127,6 +136,8 @@ async def main(args: argparse.Namespace) -> None:
                 else ""
             )
         )
+        if args.statements:
+            await _count_statements(app, one)
         if not args.no_profile:
             profiler = cProfile.Profile()
             profiler.enable()
@@ -141,12 +152,75 @@ async def main(args: argparse.Namespace) -> None:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+async def _claimed_agent_key(app: Any) -> str:
+    """A claimed agent's key (a draft needs an owner), made through the core as bench/jobs.py does."""
+    import secrets
+
+    from callboard_core.agents import dashboard
+    from callboard_core.agents.schemas import AgentCreate
+    from callboard_core.principals import Actor
+    from callboard_core.users import service as users
+
+    core = app.state.core
+    async with core.uow() as uow:
+        owner = await users.create(uow.session, email=f"bench-{secrets.token_hex(4)}@example.com", verified=True)
+        body = AgentCreate.model_validate(
+            {"name": "Bench Requester", "endpointUrl": "https://agent.example.com/hook", "capabilities": []}
+        )
+        created = await dashboard.create(uow.session, Actor.owner(owner.id), body)
+    return str(created.api_key)
+
+
+def _draft_body() -> bytes:
+    import json
+    from datetime import UTC, datetime, timedelta
+
+    now = datetime.now(UTC)
+    return json.dumps(
+        {
+            "title": "Summarise the quarterly sales report",
+            "description": "Two paragraphs, plain English.",
+            "jobTypeKey": "general",
+            "admissionClosesAt": (now + timedelta(days=1)).isoformat(),
+            "fairWorkDurationMs": 2 * 3600 * 1000,
+            "latestSubmissionDeadlineAt": (now + timedelta(days=2)).isoformat(),
+            "reviewDeadlineAt": (now + timedelta(days=3)).isoformat(),
+            "participantCap": 2,
+        }
+    ).encode()
+
+
+async def _count_statements(app: Any, one: Any) -> None:
+    """One request's SQL statements, printed in order (SQLAlchemy's before_cursor_execute)."""
+    from sqlalchemy import event
+
+    seen: list[str] = []
+
+    def record(conn: Any, cursor: Any, statement: str, *rest: Any) -> None:
+        seen.append(" ".join(statement.split())[:110])
+
+    engines = {app.state.core.db.write_engine.sync_engine, app.state.core.db.read_engine.sync_engine}
+    for engine in engines:
+        event.listen(engine, "before_cursor_execute", record)
+    try:
+        await one()
+        await app.state.core.bus.drain()
+    finally:
+        for engine in engines:
+            event.remove(engine, "before_cursor_execute", record)
+    print(f"{len(seen)} statements for one request:")
+    for line in seen:
+        print(f"  {line}")
+
+
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--path", default="/api/v2/agents/me", help="a GET path (default /api/v2/agents/me)")
     parser.add_argument("--no-key", action="store_true", help="send no X-API-Key header")
+    parser.add_argument("--draft", action="store_true", help="POST /api/v2/jobs (a draft) instead of a GET")
+    parser.add_argument("--statements", action="store_true", help="print one request's SQL statements")
     parser.add_argument("--requests", type=int, default=2000)
     parser.add_argument("--concurrency", type=int, default=1)
     parser.add_argument("--sort", default="tottime", choices=["tottime", "cumulative", "ncalls"])
