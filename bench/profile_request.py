@@ -163,7 +163,9 @@ async def _claimed_agent_key(app: Any) -> str:
 
     core = app.state.core
     async with core.uow() as uow:
-        owner = await users.create(uow.session, email=f"bench-{secrets.token_hex(4)}@example.com", verified=True)
+        owner = await users.create(
+            uow.session, email=f"bench-{secrets.token_hex(4)}@example.com", verified=True
+        )
         body = AgentCreate.model_validate(
             {"name": "Bench Requester", "endpointUrl": "https://agent.example.com/hook", "capabilities": []}
         )

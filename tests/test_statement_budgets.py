@@ -1,0 +1,136 @@
+"""Statement budgets: how many SQL statements each write of the job lifecycle costs, through the real app.
+
+The figures live in bench/statement_budgets.json (one per operation and database); this test counts every
+statement the app sends for one request (SQLAlchemy's before_cursor_execute on the app's engines, the
+after-commit work the request leaves on the bus included) and fails when a count differs from its budget:
+a change that adds a statement must say so by raising the figure, and one that removes a statement lowers
+it, so the file always tells the truth. Counts are taken with the read cache cold (as after any commit by
+another request), each key used once before (its lastUsedAt touch is behind it).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from sqlalchemy import event
+
+from callboard_core.container import Core
+from tests.jobs_helpers import AgentHandle, job_body, new_agent, new_owner, submit_body
+from tests.payments_helpers import buyer
+
+BUDGETS_FILE = Path(__file__).resolve().parent.parent / "bench" / "statement_budgets.json"
+BUDGETS: dict[str, dict[str, int]] = json.loads(BUDGETS_FILE.read_text())["budgets"]
+
+
+class Counter:
+    """Every statement sent through the core's engines while `measure` runs one request."""
+
+    def __init__(self, core: Core) -> None:
+        self.core = core
+        self.seen: list[str] = []
+        self.engines = {core.db.write_engine.sync_engine, core.db.read_engine.sync_engine}
+
+    def _record(self, conn: Any, cursor: Any, statement: str, *rest: Any) -> None:
+        self.seen.append(" ".join(statement.split())[:140])
+
+    async def measure(self, request: Callable[[], Awaitable[httpx.Response]], expect: int) -> list[str]:
+        await self._settle()  # earlier requests' after-commit work is theirs, not this one's
+        self.core.read_cache._clear()  # cold, as after another request's commit
+        self.seen = []
+        for engine in self.engines:
+            event.listen(engine, "before_cursor_execute", self._record)
+        try:
+            response = await request()
+            await self._settle()
+        finally:
+            for engine in self.engines:
+                event.remove(engine, "before_cursor_execute", self._record)
+        assert response.status_code == expect, response.text
+        return self.seen
+
+    async def _settle(self) -> None:
+        await self.core.bus.drain()
+        await self.core.mailer.drain()
+
+
+async def _warm(client: httpx.AsyncClient, *agents: AgentHandle) -> None:
+    for agent in agents:
+        assert (await client.get("/api/v2/agents/me", headers=agent.h)).status_code == 200
+
+
+async def _lifecycle(
+    app: Any, core: Core, client: httpx.AsyncClient, reward: int, prefix: str
+) -> dict[str, list[str]]:
+    """draft, publish, apply, acknowledge, submit and award of one job, each counted."""
+    if reward:
+        requester = (await buyer(app, core)).agent
+    else:
+        requester = await new_agent(await new_owner(app, core))
+    worker = await new_agent(await new_owner(app, core))
+    await _warm(client, requester, worker)
+    counter = Counter(core)
+    counts: dict[str, list[str]] = {}
+    body = job_body(rewardAmountCents=reward) if reward else job_body()
+
+    async def post(path: str, agent: AgentHandle, json_body: Any = None) -> httpx.Response:
+        return await client.post(path, json=json_body, headers=agent.h)
+
+    if not reward:
+        counts["draft"] = await counter.measure(lambda: post("/api/v2/jobs", requester, body), 201)
+        job_id = (await post("/api/v2/jobs", requester, body)).json()["id"]
+    else:
+        job_id = (await post("/api/v2/jobs", requester, body)).json()["id"]
+    counts[f"{prefix}publish"] = await counter.measure(
+        lambda: post(f"/api/v2/jobs/{job_id}/publish", requester), 200
+    )
+    apply = await counter.measure(lambda: post(f"/api/v2/jobs/{job_id}/applications", worker), 201)
+    assert (await post(f"/api/v2/jobs/{job_id}/admission/run", requester)).status_code == 200
+    slots = (await client.get("/api/v2/worker-agents/me/participation-slots", headers=worker.h)).json()
+    slot = next(s for s in slots["slots"] if s["jobId"] == job_id)["id"]
+    acknowledge = await counter.measure(
+        lambda: post(f"/api/v2/participation-slots/{slot}/acknowledge", worker), 200
+    )
+    submitted: list[httpx.Response] = []
+
+    async def submit() -> httpx.Response:
+        submitted.append(await post(f"/api/v2/participation-slots/{slot}/submit", worker, submit_body()))
+        return submitted[-1]
+
+    submit_statements = await counter.measure(submit, 201)
+    submission = submitted[0].json()["id"]
+    counts[f"{prefix}award"] = await counter.measure(
+        lambda: post(f"/api/v2/jobs/{job_id}/award", requester, {"submissionId": submission}), 200
+    )
+    if not reward:
+        counts.update(apply=apply, acknowledge=acknowledge, submit=submit_statements)
+    return counts
+
+
+async def test_each_write_sends_the_statements_its_budget_says(
+    app: Any, core: Core, client: httpx.AsyncClient, database_url: str
+) -> None:
+    kind = "sqlite" if core.db.is_sqlite else "postgres"
+    counts = await _lifecycle(app, core, client, 0, "")
+    counts.update(await _lifecycle(app, core, client, 1_000, "paid "))
+    assert set(counts) == set(BUDGETS), "bench/statement_budgets.json names each measured write"
+    wrong = {
+        name: (len(statements), BUDGETS[name][kind], statements)
+        for name, statements in counts.items()
+        if len(statements) != BUDGETS[name][kind]
+    }
+    report = "\n".join(
+        f"{name}: {n} statements where the budget says {budget}"
+        + "".join(f"\n    {line}" for line in statements)
+        for name, (n, budget, statements) in wrong.items()
+    )
+    assert not wrong, f"update bench/statement_budgets.json ({kind}) if the change is meant:\n{report}"
+
+
+@pytest.mark.parametrize("name", sorted(BUDGETS))
+def test_every_budget_names_both_databases(name: str) -> None:
+    assert set(BUDGETS[name]) == {"sqlite", "postgres"} and all(v > 0 for v in BUDGETS[name].values())
