@@ -114,8 +114,11 @@ async def record_completion(
     agent.total_tasks += 1
     agent.win_count += int(won)
     agent.success_rate = agent.win_count / agent.total_tasks
-    if tag_id and tag_slug and won and await session.get(AgentCapability, (agent.id, tag_id)) is None:
-        session.add(new_link(agent, tag_id, tag_slug, CapabilitySource.EARNED))
+    # Held here: the session's identity map keeps an unchanged row only while someone refers to it.
+    held = await session.get(AgentCapability, (agent.id, tag_id)) if tag_id else None
+    if tag_id and tag_slug and won and held is None:
+        held = new_link(agent, tag_id, tag_slug, CapabilitySource.EARNED)
+        session.add(held)
         await session.flush()
     link = await _add(session, agent, tag_id, COMPLETION_WEIGHT + (WIN_WEIGHT if won else 0.0))
     if link is not None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any, TypeVar
 
 from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.orm import raiseload
 
 from callboard_core.agents.models import Agent, AgentStatus
 from callboard_core.agents.service import ask_owner_for_work
@@ -15,6 +16,9 @@ from callboard_core.guidance import Act, step
 from callboard_core.principals import Actor
 
 Row = TypeVar("Row")
+# The lifecycle reads an acting agent's status, owner and roles, never its capability links: not loading them
+# saves a statement on every action; a use that needs them fails loudly instead of reading an empty list.
+WITHOUT_CAPABILITIES = (raiseload(Agent.capability_links),)
 
 
 def may_act_for(actor: Actor, agent: Agent) -> bool:
@@ -25,9 +29,12 @@ def may_act_for(actor: Actor, agent: Agent) -> bool:
     return actor.user_id is not None and agent.owner_id == actor.user_id and agent.deleted_at is None
 
 
-async def owned_agent(session: AsyncSession, actor: Actor, agent_id: str, *, what: str = "agent") -> Agent:
-    """The agent the actor acts as: the calling agent itself, or one of the signed-in owner's agents."""
-    agent = await session.get(Agent, agent_id)
+async def owned_agent(
+    session: AsyncSession, actor: Actor, agent_id: str, *, what: str = "agent", capabilities: bool = False
+) -> Agent:
+    """The agent the actor acts as: the calling agent itself, or one of the signed-in owner's agents; with its
+    capability links only when asked (`capabilities`: home and discovery read them, actions do not)."""
+    agent = await session.get(Agent, agent_id, options=() if capabilities else WITHOUT_CAPABILITIES)
     if agent is None or agent.deleted_at is not None or not may_act_for(actor, agent):
         raise NotFound(f"No such {what}.", code="agent_not_found")
     return agent
@@ -39,18 +46,24 @@ async def worker_row(
     """A row that belongs to a worker (its `worker_agent_id`), with that worker, if the actor is the worker
     or its owner; otherwise the row does not exist for this actor (404 with `code`)."""
     row: Any = await session.get(model, row_id)
-    agent = await session.get(Agent, row.worker_agent_id) if row is not None else None
+    agent = (
+        await session.get(Agent, row.worker_agent_id, options=WITHOUT_CAPABILITIES)
+        if row is not None
+        else None
+    )
     if row is None or agent is None or not may_act_for(actor, agent):
         raise NotFound(f"No such {what}.", code=code)
     return row, agent
 
 
-async def acting_agent(session: AsyncSession, actor: Actor, agent_id: str | None = None) -> Agent:
+async def acting_agent(
+    session: AsyncSession, actor: Actor, agent_id: str | None = None, *, capabilities: bool = False
+) -> Agent:
     """For agent callers the agent is the caller; owner callers name it (workerAgentId, requesterAgentId)."""
     target = actor.agent_id if actor.agent_id else agent_id
     if target is None:
         raise NotFound("No such agent.", code="agent_not_found")
-    return await owned_agent(session, actor, target)
+    return await owned_agent(session, actor, target, capabilities=capabilities)
 
 
 def require_can_work(agent: Agent, *, role: str) -> None:

@@ -215,7 +215,7 @@ async def seeker(
     the cache on SQLite: discovery is the hottest worker read."""
 
     async def load() -> Seeker:
-        agent = await acting_agent(session, actor, agent_id)
+        agent = await acting_agent(session, actor, agent_id, capabilities=True)
         return Seeker(agent.id, agent.owner_id, frozenset(link.tag_id for link in agent.capability_links))
 
     if cache is None or actor.agent_id is None:

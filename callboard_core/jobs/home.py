@@ -146,12 +146,12 @@ async def home(
     through the cache and recomputed after any commit (see db/readcache.py)."""
 
     async def load() -> Home:
-        return await _home(session, await acting_agent(session, actor, agent_id))
+        return await _home(session, await acting_agent(session, actor, agent_id, capabilities=True))
 
     if cache is None:
         return await load()
     if actor.agent_id is None:  # an owner: the ownership check reads the agent row every time
-        agent = await acting_agent(session, actor, agent_id)
+        agent = await acting_agent(session, actor, agent_id, capabilities=True)
         return await cache.get_or_load(("home", agent.id), lambda: _home(session, agent))
     # An agent's own home: its key already proved who it is (a deleted agent's keys are revoked).
     return await cache.get_or_load(("home", actor.agent_id), load)

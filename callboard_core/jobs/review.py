@@ -21,6 +21,7 @@ from callboard_core.files.schemas import UploadRequest
 from callboard_core.guidance import Act, step
 from callboard_core.jobs import events
 from callboard_core.jobs import schemas as job_schemas
+from callboard_core.jobs.access import WITHOUT_CAPABILITIES
 from callboard_core.jobs.models import (
     Award,
     Job,
@@ -340,7 +341,7 @@ async def award_submission(
         closed_at=now,
         awarded_submission_id=submission.id,
     )
-    worker = await session.get(Agent, submission.worker_agent_id)
+    worker = await session.get(Agent, submission.worker_agent_id, options=WITHOUT_CAPABILITIES)
     assert worker is not None
     # A paid job's escrow pays the worker's owner and the fee.
     if reopened:

@@ -27,7 +27,7 @@ from callboard_core.guidance import Act, step
 from callboard_core.job_types import service as job_types
 from callboard_core.jobs import events
 from callboard_core.jobs import schemas as job_schemas
-from callboard_core.jobs.access import acting_agent, require_can_work
+from callboard_core.jobs.access import WITHOUT_CAPABILITIES, acting_agent, require_can_work
 from callboard_core.jobs.models import Job, JobInvitation
 from callboard_core.jobs.states import JOB_MOVES, JobStatus, check_job
 from callboard_core.pagination import decode_cursor, encode_cursor
@@ -420,7 +420,7 @@ async def update_draft(
     job = await requester_job(session, actor, job_id)
     if job.status != JobStatus.DRAFT:
         raise Conflict("Only a draft can be edited.", code="invalid_state", current_state=job.status)
-    requester = await session.get(Agent, job.requester_agent_id)
+    requester = await session.get(Agent, job.requester_agent_id, options=WITHOUT_CAPABILITIES)
     assert requester is not None
     await _apply_fields(session, job, body, requester)
     _check_schedule(job, clock.now())
@@ -455,7 +455,7 @@ async def prepare_publish(
     if job.status != JobStatus.DRAFT:
         return PublishPrep()  # publish refuses it without looking further
     hashed = await files.prehash(blobs, await files.list_for_job(session, job.id))
-    requester = await session.get(Agent, job.requester_agent_id)
+    requester = await session.get(Agent, job.requester_agent_id, options=WITHOUT_CAPABILITIES)
     assert requester is not None
     require_can_work(requester, role="requester")
     _check_schedule(job, clock.now(), publishing=True)
@@ -478,7 +478,7 @@ async def publish(
     prepared = prepared or PublishPrep()
     job = await requester_job(session, actor, job_id, for_update=True)
     check_job("publish", job.status, JobStatus.ADMISSION_OPEN, job_id=job.id)
-    requester = await session.get(Agent, job.requester_agent_id)
+    requester = await session.get(Agent, job.requester_agent_id, options=WITHOUT_CAPABILITIES)
     assert requester is not None
     require_can_work(requester, role="requester")
     now = clock.now()
