@@ -139,16 +139,38 @@ def _backup(args: argparse.Namespace) -> None:
     from callboard_core.config import load_settings
     from callboard_core.db import backup
 
-    url = load_settings().database_url
+    settings = load_settings()
+    url, path = settings.database_url, Path(args.path)
     try:
         if args.command == "backup":
-            revision = backup.backup(url, Path(args.path), overwrite=args.force)
-            print(f"backed up to {args.path} (schema {revision})")
-        else:
-            revision = backup.restore(url, Path(args.path))
-            print(
-                f"restored {args.path} (schema {revision}); start the server to migrate it forward if needed"
+            done = backup.backup_all(
+                url,
+                path,
+                var_dir=settings.var_dir,
+                local_files=settings.blob_backend == "local",
+                secret_key=settings.secret_key,
+                overwrite=args.force,
             )
+            files = "files in S3 (not archived)" if done.files is None else f"{done.files} files"
+            key = (
+                "the development secret key"
+                if done.secret
+                else "no secret key (CALLBOARD_SECRET_KEY is yours)"
+            )
+            print(f"backed up to {args.path} (schema {done.revision}; the database, {files}, {key})")
+        else:
+            back = backup.restore_all(url, path, var_dir=settings.var_dir, secret_key=settings.secret_key)
+            files = "" if back.files is None else f", {back.files} files"
+            print(
+                f"restored {args.path} (schema {back.revision}{files}); start the server to migrate it forward "
+                "if needed"
+            )
+            if back.secret == "differs":
+                print(
+                    "the backup was made with another secret key than CALLBOARD_SECRET_KEY: set it to the "
+                    "backup's (its secret_key member) or its files' links and stored responses will not verify",
+                    file=sys.stderr,
+                )
     except backup.BackupError as exc:
         print(f"callboard {args.command}: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
@@ -232,12 +254,16 @@ def build_parser() -> argparse.ArgumentParser:
 
     sub.add_parser("openapi", help="print the OpenAPI document").set_defaults(func=_openapi)
 
-    back = sub.add_parser("backup", help="copy the SQLite database to PATH while it serves (online backup)")
+    back = sub.add_parser(
+        "backup",
+        help="archive the SQLite database (an online snapshot), its local files and its development secret key",
+    )
     back.add_argument("path")
     back.add_argument("--force", action="store_true", help="replace PATH if it exists")
     back.set_defaults(func=_backup)
     restore = sub.add_parser(
-        "restore", help="replace the SQLite database with the backup at PATH (stop it first)"
+        "restore",
+        help="restore the backup at PATH: the database replaced, its files and key put back (stop first)",
     )
     restore.add_argument("path")
     restore.set_defaults(func=_backup)

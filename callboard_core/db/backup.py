@@ -12,7 +12,11 @@ its own tools (pg_dump / pg_restore, or continuous archiving): these commands sa
 from __future__ import annotations
 
 import os
+import shutil
 import sqlite3
+import tarfile
+import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 from sqlalchemy.engine import make_url
@@ -90,3 +94,98 @@ def restore(database_url: str, source: Path) -> str:
     target.parent.mkdir(parents=True, exist_ok=True)
     _copy(source, target)
     return revision
+
+
+# --- The whole of a SQLite installation: the database, its local files and its development secret --------
+
+ARCHIVE_DB = "callboard.db"
+ARCHIVE_BLOBS = "blobs"
+ARCHIVE_SECRET = "secret_key"
+
+
+@dataclass(frozen=True)
+class Archived:
+    revision: str
+    files: int | None  # local files archived; None when files live in S3 (its versioning keeps them)
+    secret: bool  # the development secret key (var/secret_key) is in the archive
+
+
+@dataclass(frozen=True)
+class Restored:
+    revision: str
+    files: int | None  # files restored; None when the backup held none (a database-only backup)
+    secret: str  # "restored", "absent" (not in the backup) or "differs" (CALLBOARD_SECRET_KEY is another)
+
+
+def backup_all(
+    database_url: str,
+    target: Path,
+    *,
+    var_dir: Path,
+    local_files: bool,
+    secret_key: str,
+    overwrite: bool = False,
+) -> Archived:
+    """One tar archive (0600) holding the database snapshot, then the local files and the development secret
+    key: a restore on another machine needs all three (files are signed with the key, and so are the stored
+    idempotent responses). Files written after the snapshot may be in it too, harmless (nothing names them)."""
+    if target.exists() and not overwrite:
+        raise BackupError(f"{target} exists; choose another path or pass --force to replace it.")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    partial = target.with_name(target.name + ".partial")
+    partial.unlink(missing_ok=True)
+    os.close(os.open(partial, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+    try:
+        with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
+            revision = backup(database_url, Path(tmp) / ARCHIVE_DB)
+            with tarfile.open(partial, "w") as tar:
+                tar.add(Path(tmp) / ARCHIVE_DB, arcname=ARCHIVE_DB)
+                files: int | None = None
+                if local_files:
+                    root = var_dir / ARCHIVE_BLOBS
+                    files = sum(1 for p in root.rglob("*") if p.is_file()) if root.is_dir() else 0
+                    if root.is_dir():
+                        tar.add(root, arcname=ARCHIVE_BLOBS)
+                secret_file = var_dir / ARCHIVE_SECRET
+                # Only the generated development key; a configured CALLBOARD_SECRET_KEY is the operator's to keep.
+                secret = secret_file.is_file() and secret_file.read_text().strip() == secret_key
+                if secret:
+                    tar.add(secret_file, arcname=ARCHIVE_SECRET)
+        os.replace(partial, target)
+    finally:
+        partial.unlink(missing_ok=True)
+    return Archived(revision, files, secret)
+
+
+def restore_all(database_url: str, source: Path, *, var_dir: Path, secret_key: str) -> Restored:
+    """Restore a backup: an archive of `backup_all` (the database, its files, its development key) or a
+    database file alone (as earlier releases wrote). The files are added to var/blobs; the key replaces
+    var/secret_key unless CALLBOARD_SECRET_KEY (`secret_key` not the file's) is another, which is reported."""
+    if not source.exists():
+        raise BackupError(f"the backup {source} does not exist.")
+    if not tarfile.is_tarfile(source):
+        return Restored(restore(database_url, source), None, "absent")
+    with tarfile.open(source) as tar, tempfile.TemporaryDirectory() as tmp:
+        if ARCHIVE_DB not in tar.getnames():
+            raise BackupError(f"{source} is an archive without {ARCHIVE_DB}: not a callboard backup.")
+        tar.extractall(tmp, filter="data")  # no absolute paths, links out or devices
+        revision = restore(database_url, Path(tmp) / ARCHIVE_DB)
+        files = None
+        if (Path(tmp) / ARCHIVE_BLOBS).is_dir():
+            shutil.copytree(Path(tmp) / ARCHIVE_BLOBS, var_dir / ARCHIVE_BLOBS, dirs_exist_ok=True)
+            files = sum(1 for p in (Path(tmp) / ARCHIVE_BLOBS).rglob("*") if p.is_file())
+        archived = Path(tmp) / ARCHIVE_SECRET
+        if not archived.is_file():
+            return Restored(revision, files, "absent")
+        key = archived.read_text().strip()
+        secret_file = var_dir / ARCHIVE_SECRET
+        # The file is the key in use unless CALLBOARD_SECRET_KEY names another (then the file is not read).
+        file_in_use = secret_file.is_file() and secret_file.read_text().strip() == secret_key
+        if key != secret_key and not file_in_use:
+            return Restored(revision, files, "differs")
+        fresh = secret_file.with_name(ARCHIVE_SECRET + ".partial")
+        fresh.unlink(missing_ok=True)
+        with os.fdopen(os.open(fresh, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600), "w") as out:
+            out.write(key)
+        os.replace(fresh, secret_file)
+        return Restored(revision, files, "restored")
