@@ -66,9 +66,30 @@ async def notify(
 ) -> list[str]:
     """Record the notification for each channel the owner wants, once per event (`event_key`); returns the
     ids written (none for an owner-less agent, a type switched off, or an event already notified)."""
-    if owner_id is None or await session.get(User, owner_id) is None:  # postings may name no account
+    if owner_id is None:
         return []
-    wanted = await preference(session, owner_id, type_)
+    # The account and its preference for this type in one statement (a notification is raised per event).
+    found = (
+        await session.execute(
+            select(OwnerNotificationPreference.email_enabled, OwnerNotificationPreference.in_app_enabled)
+            .select_from(User)
+            .outerjoin(
+                OwnerNotificationPreference,
+                and_(
+                    OwnerNotificationPreference.owner_id == User.id,
+                    OwnerNotificationPreference.type == str(type_),
+                ),
+            )
+            .where(User.id == owner_id)
+        )
+    ).one_or_none()
+    if found is None:  # postings may name no account
+        return []
+    wanted = Preference(
+        type=str(type_),
+        email_enabled=found.email_enabled is not False,  # no row: every channel on
+        in_app_enabled=found.in_app_enabled is not False,
+    )
     now = clock.now()
     insert = pg_insert if session.get_bind().dialect.name == "postgresql" else sqlite_insert
     written: list[str] = []
