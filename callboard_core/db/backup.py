@@ -64,18 +64,24 @@ def _copy(source: Path, target: Path) -> None:
     dst.close()
 
 
-def backup(database_url: str, target: Path, *, overwrite: bool = False) -> str:
-    """Copy the live database to `target`; returns the backup's migration revision."""
-    source = sqlite_path(database_url)
-    if not source.exists():
-        raise BackupError(f"the database {source} does not exist (nothing to back up).")
+def _private_partial(target: Path, overwrite: bool) -> Path:
+    """`target.partial`, created empty and readable by its owner only from its first byte (a backup holds
+    every account, key hash and ledger entry); renamed onto `target` once complete."""
     if target.exists() and not overwrite:
         raise BackupError(f"{target} exists; choose another path or pass --force to replace it.")
     target.parent.mkdir(parents=True, exist_ok=True)
     partial = target.with_name(target.name + ".partial")
     partial.unlink(missing_ok=True)
-    # Readable by its owner only from its first byte: it holds every account, key hash and ledger entry.
     os.close(os.open(partial, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+    return partial
+
+
+def backup(database_url: str, target: Path, *, overwrite: bool = False) -> str:
+    """Copy the live database to `target`; returns the backup's migration revision."""
+    source = sqlite_path(database_url)
+    if not source.exists():
+        raise BackupError(f"the database {source} does not exist (nothing to back up).")
+    partial = _private_partial(target, overwrite)
     try:
         _copy(source, partial)
         revision = _check(partial)
@@ -129,12 +135,7 @@ def backup_all(
     """One tar archive (0600) holding the database snapshot, then the local files and the development secret
     key: a restore on another machine needs all three (files are signed with the key, and so are the stored
     idempotent responses). Files written after the snapshot may be in it too, harmless (nothing names them)."""
-    if target.exists() and not overwrite:
-        raise BackupError(f"{target} exists; choose another path or pass --force to replace it.")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    partial = target.with_name(target.name + ".partial")
-    partial.unlink(missing_ok=True)
-    os.close(os.open(partial, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+    partial = _private_partial(target, overwrite)
     try:
         with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
             revision = backup(database_url, Path(tmp) / ARCHIVE_DB)
@@ -183,9 +184,7 @@ def restore_all(database_url: str, source: Path, *, var_dir: Path, secret_key: s
         file_in_use = secret_file.is_file() and secret_file.read_text().strip() == secret_key
         if key != secret_key and not file_in_use:
             return Restored(revision, files, "differs")
-        fresh = secret_file.with_name(ARCHIVE_SECRET + ".partial")
-        fresh.unlink(missing_ok=True)
-        with os.fdopen(os.open(fresh, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600), "w") as out:
-            out.write(key)
+        fresh = _private_partial(secret_file, overwrite=True)
+        fresh.write_text(key)
         os.replace(fresh, secret_file)
         return Restored(revision, files, "restored")
