@@ -49,7 +49,7 @@ import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -78,10 +78,28 @@ class Scenario:
     server: str  # "callboard" or "bare"
     method: str
     path: str
-    headers: dict[str, str] = field(default_factory=dict)  # values may use {api_key}
+    headers: dict[str, str] = field(default_factory=dict)  # values may use {api_key} and {writer_key}
     body: bytes | None = None
     expect_status: int = 200
 
+
+def _draft_body() -> bytes:
+    now = datetime.now(UTC)
+    return json.dumps(
+        {
+            "title": "Summarise the quarterly sales report",
+            "description": "Two paragraphs, plain English.",
+            "jobTypeKey": "general",
+            "admissionClosesAt": (now + timedelta(days=1)).isoformat(),
+            "fairWorkDurationMs": 2 * 3600 * 1000,
+            "latestSubmissionDeadlineAt": (now + timedelta(days=2)).isoformat(),
+            "reviewDeadlineAt": (now + timedelta(days=3)).isoformat(),
+            "participantCap": 2,
+        }
+    ).encode()
+
+
+DRAFT_BODY = _draft_body()
 
 # Measured in this order in every round: each ratio's two scenarios run next to each other (bare between
 # the two it is compared with; one worker just before two).
@@ -105,6 +123,17 @@ SCENARIOS: list[Scenario] = [
         "/api/v2/home",
         headers={"X-API-Key": "{api_key}"},
     ),
+    # A write against its floor: the same JSON body, a draft job (a claimed agent's key) and one INSERT.
+    Scenario(
+        "callboard POST /api/v2/jobs (draft)",
+        "callboard",
+        "POST",
+        "/api/v2/jobs",
+        headers={"X-API-Key": "{writer_key}"},
+        body=DRAFT_BODY,
+        expect_status=201,
+    ),
+    Scenario("bare POST /write", "bare", "POST", "/write", body=DRAFT_BODY, expect_status=201),
 ]
 
 
@@ -192,6 +221,11 @@ def _healthz_info(outcome: Outcome) -> tuple[str, bool | None]:
     return _ratio(outcome, "callboard GET /healthz", "bare GET /ping")[0], None
 
 
+def _write_share(outcome: Outcome) -> tuple[str, bool | None]:
+    text, ratio = _ratio(outcome, "callboard POST /api/v2/jobs (draft)", "bare POST /write")
+    return text, ratio >= 0.25
+
+
 def _rss_check(outcome: Outcome) -> tuple[str, bool | None]:
     peak = outcome.memory["callboard"].peak_mb
     return f"{peak:.1f} MB peak", peak < 150
@@ -212,6 +246,11 @@ CHECKS: list[Check] = [
         "GET /api/v2/home: `serve --workers 2` vs one worker",
         ">= 1.6x on PostgreSQL (info on SQLite)",
         _scale_out,
+    ),
+    Check(
+        "POST /api/v2/jobs (a draft, API key, request log on) vs a bare write (parse, one INSERT, 201)",
+        ">= 0.25 of the bare write's req/s",
+        _write_share,
     ),
     Check("GET /healthz (middleware and routing, no database) vs bare Starlette", "", _healthz_info),
     Check("callboard server resident memory after load", "< 150 MB (VmHWM)", _rss_check),
@@ -431,11 +470,11 @@ def _lua_string(value: str | bytes) -> str:
     return '"' + "".join(out) + '"'
 
 
-def wrk_script(scenario: Scenario, api_key: str, directory: Path) -> Path:
+def wrk_script(scenario: Scenario, keys: dict[str, str], directory: Path) -> Path:
     """Method, headers and body go through a Lua script, so any request shape works the same way."""
     lines = [f"wrk.method = {_lua_string(scenario.method)}"]
     for name, value in scenario.headers.items():
-        lines.append(f"wrk.headers[{_lua_string(name)}] = {_lua_string(value.format(api_key=api_key))}")
+        lines.append(f"wrk.headers[{_lua_string(name)}] = {_lua_string(value.format(**keys))}")
     if scenario.body is not None:
         lines.append(f"wrk.body = {_lua_string(scenario.body)}")
         lines.append('wrk.headers["Content-Type"] = "application/json"')
@@ -584,12 +623,44 @@ def start_servers(tmp: Path, database_url: str) -> dict[str, Server]:
         "--proxy-headers",
     ]
     log_path = tmp / "bare.log"
-    servers["bare"] = Server("bare", bare_port, spawn(argv, dict(os.environ), log_path), log_path)
+    bare_env = {**os.environ, "BENCH_BARE_DATABASE_URL": database_url}  # its write floor's database
+    servers["bare"] = Server("bare", bare_port, spawn(argv, bare_env, log_path), log_path)
 
     wait_ready(servers["callboard"], "/healthz")
     wait_ready(servers["callboard-2w"], "/healthz")
     wait_ready(servers["bare"], "/ping")
     return servers
+
+
+async def claimed_agent_key(database_url: str, tmp: Path) -> str:
+    """A claimed agent's key (a draft needs an owner), made in process: an API key is a hash in the database,
+    so the servers take it whatever secret they run with."""
+    from callboard_core.agents import dashboard
+    from callboard_core.agents.schemas import AgentCreate
+    from callboard_core.config import load_settings
+    from callboard_core.container import Core
+    from callboard_core.principals import Actor
+    from callboard_core.users import service as users
+
+    settings = load_settings(
+        database_url=database_url,
+        env="development",
+        secret_key=secrets.token_urlsafe(48),
+        var_dir=tmp / "var",
+    )
+    core = Core.build(settings)
+    try:
+        async with core.uow() as uow:
+            owner = await users.create(
+                uow.session, email=f"bench-{secrets.token_hex(4)}@example.com", verified=True
+            )
+            body = AgentCreate.model_validate(
+                {"name": "Bench Writer", "endpointUrl": "https://agent.example.com/hook", "capabilities": []}
+            )
+            created = await dashboard.create(uow.session, Actor.owner(owner.id), body)
+        return str(created.api_key)
+    finally:
+        await core.close()
 
 
 def register_agent(server: Server) -> str:
@@ -603,8 +674,8 @@ def register_agent(server: Server) -> str:
     return str(json.loads(body)["apiKey"])
 
 
-def check_scenario(scenario: Scenario, server: Server, api_key: str) -> None:
-    headers = {k: v.format(api_key=api_key) for k, v in scenario.headers.items()}
+def check_scenario(scenario: Scenario, server: Server, keys: dict[str, str]) -> None:
+    headers = {k: v.format(**keys) for k, v in scenario.headers.items()}
     status, body = http(scenario.method, server.base + scenario.path, headers=headers, body=scenario.body)
     if status != scenario.expect_status:
         raise BenchError(f"{scenario.name}: expected {scenario.expect_status}, got {status}: {body[:500]!r}")
@@ -653,10 +724,13 @@ def run(args: argparse.Namespace, wrk: str) -> str:
             try:
                 servers = start_servers(tmp, database_url)
                 at_start = {name: memory_of(server.proc.pid) for name, server in servers.items()}
-                api_key = register_agent(servers["callboard"])
+                keys = {
+                    "api_key": register_agent(servers["callboard"]),
+                    "writer_key": asyncio.run(claimed_agent_key(database_url, tmp)),
+                }
                 for scenario in SCENARIOS:
-                    check_scenario(scenario, servers[scenario.server], api_key)
-                scripts = {s.name: wrk_script(s, api_key, tmp) for s in SCENARIOS}
+                    check_scenario(scenario, servers[scenario.server], keys)
+                scripts = {s.name: wrk_script(s, keys, tmp) for s in SCENARIOS}
                 results = {s.name: Result(s) for s in SCENARIOS}
 
                 pids = [server.proc.pid for server in servers.values()]
