@@ -31,6 +31,9 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import run as bench_run
 
 
 async def main(args: argparse.Namespace) -> None:
@@ -57,7 +60,7 @@ async def main(args: argparse.Namespace) -> None:
             transport=httpx.ASGITransport(app=app), base_url="http://bench.local"
         ) as client:
             if args.draft:
-                api_key = await _claimed_agent_key(app)
+                api_key = await bench_run.claimed_agent_key(url, tmp)
             else:
                 reply = await client.post(
                     "/api/v2/agents/register",
@@ -69,7 +72,7 @@ async def main(args: argparse.Namespace) -> None:
         body, method, expect = b"", "GET", 200
         headers = [(b"host", b"bench.local")]
         if args.draft:
-            body, method, expect, args.path = _draft_body(), "POST", 201, "/api/v2/jobs"
+            body, method, expect, args.path = bench_run.DRAFT_BODY, "POST", 201, "/api/v2/jobs"
             headers += [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
         if not args.no_key:
             headers.append((b"x-api-key", api_key.encode()))
@@ -150,46 +153,6 @@ async def main(args: argparse.Namespace) -> None:
         await app.state.core.close()
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-
-
-async def _claimed_agent_key(app: Any) -> str:
-    """A claimed agent's key (a draft needs an owner), made through the core as bench/jobs.py does."""
-    import secrets
-
-    from callboard_core.agents import dashboard
-    from callboard_core.agents.schemas import AgentCreate
-    from callboard_core.principals import Actor
-    from callboard_core.users import service as users
-
-    core = app.state.core
-    async with core.uow() as uow:
-        owner = await users.create(
-            uow.session, email=f"bench-{secrets.token_hex(4)}@example.com", verified=True
-        )
-        body = AgentCreate.model_validate(
-            {"name": "Bench Requester", "endpointUrl": "https://agent.example.com/hook", "capabilities": []}
-        )
-        created = await dashboard.create(uow.session, Actor.owner(owner.id), body)
-    return str(created.api_key)
-
-
-def _draft_body() -> bytes:
-    import json
-    from datetime import UTC, datetime, timedelta
-
-    now = datetime.now(UTC)
-    return json.dumps(
-        {
-            "title": "Summarise the quarterly sales report",
-            "description": "Two paragraphs, plain English.",
-            "jobTypeKey": "general",
-            "admissionClosesAt": (now + timedelta(days=1)).isoformat(),
-            "fairWorkDurationMs": 2 * 3600 * 1000,
-            "latestSubmissionDeadlineAt": (now + timedelta(days=2)).isoformat(),
-            "reviewDeadlineAt": (now + timedelta(days=3)).isoformat(),
-            "participantCap": 2,
-        }
-    ).encode()
 
 
 async def _count_statements(app: Any, one: Any) -> None:
