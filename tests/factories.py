@@ -67,6 +67,7 @@ from callboard_core.waitlist.models import WaitlistSignup
 from http_api.app import create_app
 from http_api.route_table import AuthKind, RouteDef
 from tests import conftest
+from tests.asgi_client import AsgiClient
 from tests.conftest import BASE_URL, make_settings, make_user
 
 MACHINE_TOKEN = "machine-token-for-tests-0123456789"
@@ -414,8 +415,10 @@ class World:
     _stranger: str | None = field(default=None, repr=False)
     _someone: Actor | None = field(default=None, repr=False)
 
-    def client(self, **kw: Any) -> httpx.AsyncClient:
-        return httpx.AsyncClient(transport=httpx.ASGITransport(app=self.app, **kw), base_url=BASE_URL)
+    def client(self) -> AsgiClient:
+        """The generic tests' in-process client (tests/asgi_client.py): the same app and scope as httpx's
+        ASGITransport, without its per-request cost."""
+        return AsgiClient(self.app, BASE_URL)
 
     async def someone(self) -> Actor:
         """One owner with a claimed agent, shared by the module's requests that only need a credential."""
