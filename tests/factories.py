@@ -415,9 +415,12 @@ class World:
     _stranger: str | None = field(default=None, repr=False)
     _someone: Actor | None = field(default=None, repr=False)
 
-    def client(self) -> AsgiClient:
-        """The generic tests' in-process client (tests/asgi_client.py): the same app and scope as httpx's
-        ASGITransport, without its per-request cost."""
+    def client(self, **kw: Any) -> httpx.AsyncClient:
+        return httpx.AsyncClient(transport=httpx.ASGITransport(app=self.app, **kw), base_url=BASE_URL)
+
+    def lean_client(self) -> AsgiClient:
+        """The generic tests' in-process client (tests/asgi_client.py: the error contract, the matrix): the same
+        app and scope as httpx's ASGITransport, without its per-request cost."""
         return AsgiClient(self.app, BASE_URL)
 
     async def someone(self) -> Actor:

@@ -115,7 +115,7 @@ async def call(
         if route.query is not None:
             schema, defs = model_schema(route.query)
             query = {n: sample(schema["properties"][n], defs, n) for n in schema.get("required", [])}
-    async with w.client() as client:
+    async with w.lean_client() as client:
         return await client.request(
             route.method, path or placeholder_path(route), json=body, params=query, headers=headers
         )

@@ -143,7 +143,7 @@ MALFORMED = [
 @pytest.mark.parametrize("route", BODY_ROUTES)
 async def test_malformed_json_is_400(world: World, route: RouteDef) -> None:
     caller = await Caller(world, route).signed()
-    async with world.client() as client:
+    async with world.lean_client() as client:
         for raw in MALFORMED:
             assert_problem(await caller.send(client, content=raw), 400, "malformed_json")
 
@@ -151,7 +151,7 @@ async def test_malformed_json_is_400(world: World, route: RouteDef) -> None:
 @pytest.mark.parametrize("route", BODY_ROUTES)
 async def test_body_that_is_not_an_object_is_422(world: World, route: RouteDef) -> None:
     caller = await Caller(world, route).signed()
-    async with world.client() as client:
+    async with world.lean_client() as client:
         for value in ([], [valid_body(route)], "a string", 42, True):
             assert_problem(await caller.send(client, json=value), 422)
 
@@ -159,7 +159,7 @@ async def test_body_that_is_not_an_object_is_422(world: World, route: RouteDef) 
 @pytest.mark.parametrize("route", BODY_ROUTES)
 async def test_unknown_top_level_field_is_422_and_named(world: World, route: RouteDef) -> None:
     caller = await Caller(world, route).signed()
-    async with world.client() as client:
+    async with world.lean_client() as client:
         for name in ("unknownFieldXyz", "__proto__", "ü-field"):
             response = await caller.send(client, json={**valid_body(route), name: 1})
             body = assert_problem(response, 422)
@@ -171,7 +171,7 @@ async def test_unknown_top_level_field_is_422_and_named(world: World, route: Rou
 )
 async def test_missing_body_is_422(world: World, route: RouteDef) -> None:
     caller = await Caller(world, route).signed()
-    async with world.client() as client:
+    async with world.lean_client() as client:
         assert_problem(await caller.send(client), 422)
 
 
@@ -186,14 +186,14 @@ async def test_missing_body_is_422(world: World, route: RouteDef) -> None:
 )
 async def test_body_on_a_route_without_one_is_422(world: World, route: RouteDef) -> None:
     caller = await Caller(world, route).signed()
-    async with world.client() as client:
+    async with world.lean_client() as client:
         assert_problem(await caller.send(client, json={"unexpected": 1}), 422)
 
 
 @pytest.mark.parametrize("route", BODY_ROUTES)
 async def test_text_plain_body_is_400_unsupported_media_type(world: World, route: RouteDef) -> None:
     caller = await Caller(world, route).signed()
-    async with world.client() as client:
+    async with world.lean_client() as client:
         for ctype in ("text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x"):
             response = await caller.send(
                 client, content=orjson.dumps(valid_body(route)), headers={"Content-Type": ctype}
@@ -205,7 +205,7 @@ async def test_text_plain_body_is_400_unsupported_media_type(world: World, route
 async def test_credential_errors_come_before_parse_errors(world: World, route: RouteDef) -> None:
     """What a client sees: without the credential the route needs, 401 whatever the body; a public route
     reports the malformed body (400)."""
-    async with world.client() as client:
+    async with world.lean_client() as client:
         response = await client.request(
             route.method, placeholder_path(route), content=b"{", headers={"Content-Type": "application/json"}
         )
@@ -256,7 +256,7 @@ def deep(depth: int) -> Any:
 async def test_wrong_types_in_every_field_never_5xx(world: World, route: RouteDef) -> None:
     caller = await Caller(world, route).prepare()
     base = valid_body(route, caller.refs)
-    async with world.client() as client:
+    async with world.lean_client() as client:
         for name, kinds in body_fields(route.body).items():  # type: ignore[arg-type]
             for value in [*wrong_values(kinds), deep(200)]:
                 assert_not_5xx(await caller.send(client, json={**base, name: value}))
@@ -269,7 +269,7 @@ async def test_100kb_string_in_every_string_field_is_4xx(world: World, route: Ro
     fields = {n: k for n, k in body_fields(route.body).items() if k & {"string", "array"}}  # type: ignore[arg-type]
     if not fields:
         pytest.skip("no string fields")
-    async with world.client() as client:
+    async with world.lean_client() as client:
         for name, kinds in fields.items():
             value = LONG if "string" in kinds else [LONG]
             response = await caller.send(client, json={**base, name: value})
@@ -282,7 +282,7 @@ async def test_nul_character_in_any_string_is_422(world: World, route: RouteDef)
     """PostgreSQL refuses NUL in text and jsonb: it is refused at the door, on both databases alike."""
     caller = await Caller(world, route).prepare()
     base = valid_body(route, caller.refs)
-    async with world.client() as client:
+    async with world.lean_client() as client:
         for name in body_fields(route.body):  # type: ignore[arg-type]
             for value in ("a\x00b", ["a\x00"], {"k\x00": "v"}):
                 body = assert_problem(await caller.send(client, json={**base, name: value}), 422)
@@ -292,7 +292,7 @@ async def test_nul_character_in_any_string_is_422(world: World, route: RouteDef)
 @pytest.mark.parametrize("route", BODY_ROUTES)
 async def test_deeply_nested_body_is_422(world: World, route: RouteDef) -> None:
     caller = await Caller(world, route).prepare()
-    async with world.client() as client:
+    async with world.lean_client() as client:
         for name in body_fields(route.body):  # type: ignore[arg-type]
             template = orjson.dumps({**valid_body(route, caller.refs), name: "HOLE"})
             # 1000 levels parse, and then break the JSON encoders that would store them (RecursionError).
@@ -310,7 +310,7 @@ async def test_deeply_nested_body_is_422(world: World, route: RouteDef) -> None:
 @pytest.mark.parametrize("route", UNSAFE)
 async def test_body_over_the_global_cap_is_413(capped: World, route: RouteDef) -> None:
     payload = orjson.dumps({"padding": "x" * (SMALL_CAP * 2)})
-    async with capped.client() as client:
+    async with capped.lean_client() as client:
         declared = await client.request(
             route.method,
             placeholder_path(route),
@@ -347,7 +347,7 @@ async def test_body_at_the_cap_is_not_refused(capped: World) -> None:
     body = orjson.dumps({**valid_body(route), "pad": "x"})
     body = body[:-1] + b" " * (SMALL_CAP - len(body)) + b"}"
     assert len(body) == SMALL_CAP
-    async with capped.client() as client:
+    async with capped.lean_client() as client:
         response = await client.request(
             route.method, placeholder_path(route), content=body, headers={"Content-Type": "application/json"}
         )
@@ -360,7 +360,7 @@ async def test_body_at_the_cap_is_not_refused(capped: World) -> None:
 @pytest.mark.parametrize("route", [pytest.param(r, id=route_id(r)) for r in API])
 async def test_unknown_query_parameter_is_422(world: World, route: RouteDef) -> None:
     caller = await Caller(world, route).signed()
-    async with world.client() as client:
+    async with world.lean_client() as client:
         response = await caller.send(
             client, json=None if route.body is None else valid_body(route), query={"unknownParamXyz": "1"}
         )
@@ -388,7 +388,7 @@ async def test_wrong_query_values_never_5xx(world: World, route: RouteDef) -> No
         "a\x00b",
         "' OR 1=1 --",
     ]
-    async with world.client() as client:
+    async with world.lean_client() as client:
         for name in schema.get("properties", {}):
             for value in values:
                 response = await caller.send(client, json=body, query={**caller.query, name: value})
@@ -403,7 +403,7 @@ async def test_nul_in_query_is_422(world: World, route: RouteDef) -> None:
     caller = await Caller(world, route).prepare()
     schema, _ = model_schema(route.query)  # type: ignore[arg-type]
     name = next(iter(schema.get("properties", {})))
-    async with world.client() as client:
+    async with world.lean_client() as client:
         response = await caller.send(
             client,
             json=None if route.body is None else valid_body(route, caller.refs),
@@ -439,7 +439,7 @@ GARBAGE_IDS = [
 async def test_garbage_path_parameters_never_5xx(world: World, route: RouteDef) -> None:
     caller = await Caller(world, route).prepare()
     body = None if route.body is None or route.page else valid_body(route, caller.refs)
-    async with world.client() as client:
+    async with world.lean_client() as client:
         for garbage in GARBAGE_IDS:
             for name in route.path_params:
                 path = route.path.replace("{" + name + "}", garbage)
@@ -452,7 +452,7 @@ async def test_garbage_path_parameters_never_5xx(world: World, route: RouteDef) 
 @pytest.mark.parametrize("route", PATH_ROUTES)
 async def test_overlong_or_control_path_parameter_is_404(world: World, route: RouteDef) -> None:
     """Checked before anything else, the credential included: such a parameter names nothing."""
-    async with world.client() as client:
+    async with world.lean_client() as client:
         for garbage in ("x" * 300, "%00", "a%0ab"):
             response = await client.request(route.method, placeholder_path(route, garbage))
             assert_problem(response, 404, "not_found")
@@ -462,7 +462,7 @@ async def test_overlong_or_control_path_parameter_is_404(world: World, route: Ro
 
 
 async def test_unknown_route_is_404_problem(world: World) -> None:
-    async with world.client() as client:
+    async with world.lean_client() as client:
         for path in ("/no/such/route", "/api/v2/nothing", "/api/v2/agents/me/extra/deep"):
             assert_problem(await client.get(path), 404, "not_found")
 
@@ -473,7 +473,7 @@ async def test_wrong_method_is_405_problem_whose_allow_names_every_method_of_the
         for r in ROUTES
     ]
     checked = 0
-    async with world.client() as client:
+    async with world.lean_client() as client:
         for route in ROUTES:
             path = placeholder_path(route)
             matching = [(m, params) for m, params, p in patterns if p.match(path)]
@@ -494,7 +494,7 @@ async def test_wrong_method_is_405_problem_whose_allow_names_every_method_of_the
 
 
 async def test_request_id_is_echoed_or_replaced(world: World) -> None:
-    async with world.client() as client:
+    async with world.lean_client() as client:
         mine = await client.get("/no/such/route", headers={"X-Request-Id": "client-abc.123:x"})
         assert assert_problem(mine, 404)["requestId"] == "client-abc.123:x"
         for bad in ("x" * 200, "has space", "semi;colon", "ü"):
@@ -508,7 +508,7 @@ async def test_request_id_is_echoed_or_replaced(world: World) -> None:
 async def test_error_responses_carry_the_request_id_header_on_every_status(world: World) -> None:
     """401 (with WWW-Authenticate), 404, 405, 413, 422: all problem+json with the same request id."""
     route = next(r for r in API if r.auth is AuthKind.KEY_READ and r.method == "GET")
-    async with world.client() as client:
+    async with world.lean_client() as client:
         unauth = await client.get(route.path)
         assert_problem(unauth, 401)
         assert unauth.headers.get("www-authenticate")
