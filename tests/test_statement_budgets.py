@@ -40,7 +40,7 @@ class Counter:
 
     async def measure(self, request: Callable[[], Awaitable[httpx.Response]], expect: int) -> list[str]:
         await self._settle()  # earlier requests' after-commit work is theirs, not this one's
-        self.core.read_cache._clear()  # cold, as after another request's commit
+        self.core.read_cache.clear()  # cold, as after another request's commit
         self.seen = []
         for engine in self.engines:
             event.listen(engine, "before_cursor_execute", self._record)

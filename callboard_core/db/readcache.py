@@ -130,10 +130,11 @@ class ReadCache:
     def _sync(self) -> None:
         version = self._current()
         if version != self._version:
-            self._clear()
+            self.clear()
             self._version = version
 
-    def _clear(self) -> None:
+    def clear(self) -> None:
+        """Forget every entry (as when another process commits): for tools and tests that need it cold."""
         self._entries.clear()
         self._values.clear()
         self._derived.clear()
@@ -191,7 +192,7 @@ class ReadCache:
         done.set_result(value)
         if self._current() == version:
             if len(self._entries) >= self._max:
-                self._clear()
+                self.clear()
             self._entries[key] = value
             self._values[id(value)] = value
         return value

@@ -46,11 +46,18 @@ class EmailNotificationQueued(bus.Event):
     notification_id: str
 
 
+def _channels(type_: str, row: Any) -> Preference:
+    """An owner's channels for one type from its preference row (or the row's two columns); no row means
+    every channel on: the one place that default is stated."""
+    return Preference(
+        type=type_,
+        email_enabled=row is None or row.email_enabled is not False,
+        in_app_enabled=row is None or row.in_app_enabled is not False,
+    )
+
+
 async def preference(session: AsyncSession, owner_id: str, type_: str) -> Preference:
-    row = await session.get(OwnerNotificationPreference, (owner_id, type_))
-    if row is None:
-        return Preference(type=type_, email_enabled=True, in_app_enabled=True)
-    return Preference(type=type_, email_enabled=row.email_enabled, in_app_enabled=row.in_app_enabled)
+    return _channels(type_, await session.get(OwnerNotificationPreference, (owner_id, type_)))
 
 
 async def notify(
@@ -85,11 +92,7 @@ async def notify(
     ).one_or_none()
     if found is None:  # postings may name no account
         return []
-    wanted = Preference(
-        type=str(type_),
-        email_enabled=found.email_enabled is not False,  # no row: every channel on
-        in_app_enabled=found.in_app_enabled is not False,
-    )
+    wanted = _channels(str(type_), found)  # the outer join's NULLs: no row
     now = clock.now()
     insert = pg_insert if session.get_bind().dialect.name == "postgresql" else sqlite_insert
     written: list[str] = []
@@ -214,16 +217,7 @@ async def preferences(session: AsyncSession, owner_id: str) -> Preferences:
             )
         ).all()
     }
-    return Preferences(
-        preferences=[
-            Preference(
-                type=t,
-                email_enabled=rows[t].email_enabled if t in rows else True,
-                in_app_enabled=rows[t].in_app_enabled if t in rows else True,
-            )
-            for t in OwnerNotificationType
-        ]
-    )
+    return Preferences(preferences=[_channels(t, rows.get(t)) for t in OwnerNotificationType])
 
 
 async def update_preferences(session: AsyncSession, owner_id: str, body: PreferencesUpdate) -> Preferences:
