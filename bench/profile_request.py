@@ -141,14 +141,16 @@ async def main(args: argparse.Namespace) -> None:
         )
         if args.statements:
             await _count_statements(app, one)
-        if not args.no_profile:
+        if not args.no_profile or args.dump:
             profiler = cProfile.Profile()
             profiler.enable()
             await batch(args.requests)
             profiler.disable()
             out = io.StringIO()
             stats = pstats.Stats(profiler, stream=out)
-            stats.strip_dirs().sort_stats(args.sort).print_stats(args.top)
+            stats.sort_stats(args.sort).print_stats(args.top)
+            if args.dump:
+                profiler.dump_stats(args.dump)
             print(out.getvalue())
         await app.state.core.close()
     finally:
@@ -191,6 +193,7 @@ if __name__ == "__main__":
     parser.add_argument("--sort", default="tottime", choices=["tottime", "cumulative", "ncalls"])
     parser.add_argument("--top", type=int, default=40)
     parser.add_argument("--no-profile", action="store_true")
+    parser.add_argument("--dump", default="", help="also write the cProfile stats to this file")
     parser.add_argument("--no-log", action="store_true", help="the request log off (default: on, as shipped)")
     parser.add_argument(
         "--batches",

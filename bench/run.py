@@ -55,6 +55,12 @@ from typing import Any
 
 BENCH_DIR = Path(__file__).resolve().parent
 ROOT = BENCH_DIR.parent
+if str(BENCH_DIR) not in sys.path:
+    sys.path.insert(0, str(BENCH_DIR))
+
+from verdicts import Verdict  # noqa: E402
+from verdicts import write as write_verdicts  # noqa: E402
+
 DEFAULT_OUTPUT = BENCH_DIR / "results.md"
 MB = 1024 * 1024
 
@@ -217,10 +223,6 @@ def _scale_out(outcome: Outcome) -> tuple[str, bool | None]:
     return text, (factor >= 1.6 if outcome.on_postgres else None)
 
 
-def _healthz_info(outcome: Outcome) -> tuple[str, bool | None]:
-    return _ratio(outcome, "callboard GET /healthz", "bare GET /ping")[0], None
-
-
 def _write_share(outcome: Outcome) -> tuple[str, bool | None]:
     text, ratio = _ratio(outcome, "callboard POST /api/v2/jobs (draft)", "bare POST /write")
     return text, ratio >= 0.25
@@ -234,13 +236,18 @@ def _rss_check(outcome: Outcome) -> tuple[str, bool | None]:
 CHECKS: list[Check] = [
     Check(
         "GET /api/v2/agents/me (API key, request log on) vs bare Starlette",
-        ">= 0.50 of bare req/s",
-        _share("callboard GET /api/v2/agents/me", 0.5),
+        ">= 0.6 of bare req/s",
+        _share("callboard GET /api/v2/agents/me", 0.6),
     ),
     Check(
         "GET /api/v2/home (API key, request log on) vs bare Starlette",
-        ">= 0.45 of bare req/s",
-        _share("callboard GET /api/v2/home", 0.45),
+        ">= 0.6 of bare req/s",
+        _share("callboard GET /api/v2/home", 0.6),
+    ),
+    Check(
+        "GET /healthz (middleware and routing, no database) vs bare Starlette",
+        ">= 0.9 of bare req/s",
+        _share("callboard GET /healthz", 0.9),
     ),
     Check(
         "GET /api/v2/home: `serve --workers 2` vs one worker",
@@ -252,7 +259,6 @@ CHECKS: list[Check] = [
         ">= 0.25 of the bare write's req/s",
         _write_share,
     ),
-    Check("GET /healthz (middleware and routing, no database) vs bare Starlette", "", _healthz_info),
     Check("callboard server resident memory after load", "< 150 MB (VmHWM)", _rss_check),
 ]
 
@@ -716,7 +722,7 @@ def machine() -> dict[str, str]:
     }
 
 
-def run(args: argparse.Namespace, wrk: str) -> str:
+def run(args: argparse.Namespace, wrk: str) -> tuple[str, list[Verdict]]:
     started = datetime.now(UTC)
     tmp = Path(tempfile.mkdtemp(prefix="callboard-bench-"))
     try:
@@ -822,7 +828,7 @@ def report(
     database_kind: str,
     results: dict[str, Result],
     memory: dict[str, Memory],
-) -> str:
+) -> tuple[str, list[Verdict]]:
     info = machine()
     lines = [
         "# callboard benchmark",
@@ -856,11 +862,15 @@ def report(
         lines.append(f"| {name} | {mem.started_mb:.1f} MB | {mem.peak_mb:.1f} MB | {mem.current_mb:.1f} MB |")
     lines += ["", "| Check | Measured | Target | Result |", "|---|---|---|---|"]
     outcome = Outcome(results, memory, on_postgres=(args.database_url or "").startswith("postgres"))
+    judged: list[Verdict] = []
     for check in CHECKS:
         measured, ok = check.measure(outcome)
-        verdict = "info" if ok is None else "PASS" if ok else "FAIL"
-        lines.append(f"| {check.name} | {measured} | {check.target or '-'} | {verdict} |")
-    return "\n".join(lines) + "\n"
+        verdict = Verdict(
+            f"{check.name}: {check.target}", "postgres" if outcome.on_postgres else "sqlite", measured, ok
+        )
+        judged.append(verdict)
+        lines.append(f"| {check.name} | {measured} | {check.target or '-'} | {verdict.word} |")
+    return "\n".join(lines) + "\n", judged
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -905,7 +915,7 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _on_signal)
     signal.signal(signal.SIGHUP, _on_signal)
     try:
-        text = run(args, wrk)
+        text, judged = run(args, wrk)
     except BenchError as exc:
         print(f"bench: error: {exc}", file=sys.stderr)
         return 1
@@ -917,7 +927,10 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print(text, end="")
     args.output.write_text(text)
-    print(f"\nwritten to {args.output}")
+    write_verdicts(
+        args.output.with_suffix(".json"), "run", datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"), judged
+    )
+    print(f"\nwritten to {args.output} (verdicts in {args.output.with_suffix('.json').name})")
     return 0
 
 

@@ -33,9 +33,8 @@ if TYPE_CHECKING:
 
 
 def table(core: Core) -> HandlerTable:
-    async def deliver_email(event: EmailNotificationQueued) -> None:
-        # In the background: the answer that raised it never waits for a mail server (the worker retries).
-        core.bus.spawn(delivery.deliver(core, core.mailer, core.settings, event.notification_id))
+    # core.bus at the time of each commit (a test may extend it), not the one being built now.
+    emails = delivery.Batch(core, core.mailer, core.settings, lambda work: core.bus.spawn(work))
 
     return {
         # The ledger: every new posting of a documented kind issues its documents; a capture queues the
@@ -53,7 +52,7 @@ def table(core: Core) -> HandlerTable:
         BankPayoutFailed: [InTransaction(triggers.on_bank_payout_failed)],
         DisputeOpened: [InTransaction(triggers.on_dispute_opened)],
         DisputeResolved: [InTransaction(triggers.on_dispute_resolved)],
-        EmailNotificationQueued: [AfterCommit(deliver_email)],
+        EmailNotificationQueued: [AfterCommit(emails.add)],
         # The agent lifecycle asks what blocks an archive or delete, and whether there is history.
         lifecycle.BlockersOf: [InTransaction(lifecycle_hooks.job_blockers)],
         lifecycle.HasHistory: [InTransaction(lifecycle_hooks.job_history)],

@@ -37,6 +37,8 @@ class DeliveryFailed(Exception):
 class Mailer:
     """Outbox mailer: the database row and a log line are the delivery."""
 
+    DELIVERED = "LOGGED"  # an outbox row's status once the backend has done its delivery
+
     def __init__(self, settings: Settings, db: Database) -> None:
         self.settings = settings
         self.db = db
@@ -66,24 +68,32 @@ class Mailer:
         log.info("mail %s to %s: %s\n%s", mail.kind, mail.to, mail.subject, mail.body)
         await self._mark(message_id, "LOGGED", None)
 
-    async def transmit(self, mail: Mail) -> None:
-        """Hand a mail over now, outside any transaction, for a caller that keeps its own delivery state and
-        retries (owner notifications): raises DeliveryFailed. The outbox backend logs it and keeps a row."""
-        await self._record(mail, "LOGGED", None)
-        log.info("mail %s to %s: %s\n%s", mail.kind, mail.to, mail.subject, mail.body)
+    async def transmit_all(self, mails: list[Mail]) -> list[str | None]:
+        """Hand these mails over now, outside any transaction, for a caller that keeps its own delivery state
+        and retries (owner notifications): each one's error, None where it went. The outbox backend logs
+        them and keeps their rows (one transaction for all)."""
+        for mail in mails:
+            log.info("mail %s to %s: %s\n%s", mail.kind, mail.to, mail.subject, mail.body)
+        await self._record([(mail, None) for mail in mails])
+        return [None] * len(mails)
 
-    async def _record(self, mail: Mail, status: str, error: str | None) -> None:
+    async def _record(self, outcomes: list[tuple[Mail, str | None]]) -> None:
+        """Outbox rows for mails handed over (error None) or refused, in one transaction."""
+        if not outcomes:
+            return
+        now = clock.now()
         async with self.db.session(write=True) as session, session.begin():
-            session.add(
+            session.add_all(
                 OutboxMessage(
                     kind=mail.kind,
                     to_address=mail.to,
                     subject=mail.subject,
                     body_text=mail.body,
-                    status=status,
+                    status=self.DELIVERED if error is None else "FAILED",
                     error=error,
-                    sent_at=clock.now() if status != "FAILED" else None,
+                    sent_at=now if error is None else None,
                 )
+                for mail, error in outcomes
             )
 
     async def _mark(self, message_id: str, status: str, error: str | None) -> None:
@@ -96,6 +106,8 @@ class Mailer:
 
 
 class SmtpMailer(Mailer):
+    DELIVERED = "SENT"
+
     def _message(self, mail: Mail) -> EmailMessage:
         email = EmailMessage()
         email["From"] = self.settings.mail_from
@@ -129,13 +141,17 @@ class SmtpMailer(Mailer):
             return
         await self._mark(message_id, "SENT", None)
 
-    async def transmit(self, mail: Mail) -> None:
-        try:
-            await self._send(mail)
-        except DeliveryFailed as exc:
-            await self._record(mail, "FAILED", str(exc))
-            raise
-        await self._record(mail, "SENT", None)
+    async def transmit_all(self, mails: list[Mail]) -> list[str | None]:
+        errors: list[str | None] = []
+        for mail in mails:
+            try:
+                await self._send(mail)
+            except DeliveryFailed as exc:
+                errors.append(str(exc) or "the mail server refused the message")
+            else:
+                errors.append(None)
+        await self._record(list(zip(mails, errors, strict=True)))
+        return errors
 
 
 def build_mailer(settings: Settings, db: Database) -> Mailer:

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import html
 import logging
+from collections.abc import Callable, Coroutine
 from datetime import datetime, timedelta
+from typing import Any
 
 from sqlalchemy import ColumnElement, and_, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -16,9 +18,9 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from callboard_core import clock, metrics
 from callboard_core.config import Settings
 from callboard_core.db.uow import UnitsOfWork
-from callboard_core.mail.service import DeliveryFailed, Mail, Mailer
+from callboard_core.mail.service import Mail, Mailer
 from callboard_core.owner_notifications.models import OwnerNotification
-from callboard_core.owner_notifications.service import unsubscribe_token
+from callboard_core.owner_notifications.service import EmailNotificationQueued, unsubscribe_token
 from callboard_core.owner_notifications.states import (
     MAX_ATTEMPTS,
     RETRY_BASE,
@@ -68,66 +70,112 @@ def compose(row: OwnerNotification, to: str, settings: Settings) -> Mail:
     return Mail(kind=f"notification:{row.type}", to=to, subject=row.subject, body=text, html=page)
 
 
-async def _claim(session: AsyncSession, notification_id: str, now: datetime) -> OwnerNotification | None:
+async def _claim(
+    session: AsyncSession, notification_ids: list[str], now: datetime
+) -> list[OwnerNotification]:
     statement = (
         update(OwnerNotification)
-        .where(OwnerNotification.id == notification_id, *_claimable(now, include_new=True))
+        .where(OwnerNotification.id.in_(notification_ids), *_claimable(now, include_new=True))
         .values(
             status=S.SENDING, attempts=OwnerNotification.attempts + 1, next_attempt_at=now + SENDING_LEASE
         )
         .returning(OwnerNotification)
         .execution_options(populate_existing=True)
     )
-    return (await session.execute(statement)).scalar_one_or_none()
+    return list((await session.execute(statement)).scalars())
 
 
 async def deliver(uows: UnitsOfWork, mailer: Mailer, settings: Settings, notification_id: str) -> str | None:
-    """One attempt at one email notification; its status after, or None when it was not ours to send. The
-    claim and the outcome commit in units of work of their own, around the mail server's answer."""
+    """One attempt at one email notification; its status after, or None when it was not ours to send."""
+    return (await deliver_many(uows, mailer, settings, [notification_id])).get(notification_id)
+
+
+async def deliver_many(
+    uows: UnitsOfWork, mailer: Mailer, settings: Settings, notification_ids: list[str]
+) -> dict[str, str]:
+    """One attempt at each of these email notifications: {id: status after} for those that were ours to
+    send (the others are absent). The claim and the outcomes commit in one unit of work each, around the
+    mail server's answers: three transactions for a commit's notifications, not three per email."""
+    if not notification_ids:
+        return {}
     now = clock.now()
     async with uows.uow() as claim:
         session = claim.session
-        row = await _claim(session, notification_id, now)
-        if row is None:
-            return None
-        user = await session.get(User, row.owner_id)
-        attempts = row.attempts
-        mail = compose(row, user.email, settings) if user is not None else None
-    error = None
-    if mail is None:
-        error = "the owner has no account any more"
-    else:
-        try:
-            await mailer.transmit(mail)
-        except DeliveryFailed as exc:
-            error = str(exc) or "the mail server refused the message"
-        except Exception as exc:  # a bug or an unexpected failure must not leave the row SENDING for long
-            log.exception("notification %s: delivery failed", notification_id)
-            error = f"unexpected: {exc!r}"[:1000]
+        rows = await _claim(session, notification_ids, now)
+        if not rows:
+            return {}
+        owners = select(User.id, User.email).where(User.id.in_({row.owner_id for row in rows}))
+        emails: dict[str, str] = {user_id: email for user_id, email in (await session.execute(owners)).all()}
+        claimed = [(row.id, row.attempts, row.owner_id in emails) for row in rows]
+        mails = [compose(row, emails[row.owner_id], settings) for row in rows if row.owner_id in emails]
+    try:
+        answers = iter(await mailer.transmit_all(mails))
+    except Exception as exc:  # a bug or an unexpected failure must not leave the rows SENDING for long
+        log.exception("notifications %s: delivery failed", [c[0] for c in claimed])
+        failed = f"unexpected: {exc!r}"[:1000]
+        answers = iter([failed] * len(mails))
+    errors = {
+        notification_id: next(answers) if has_owner else "the owner has no account any more"
+        for notification_id, _, has_owner in claimed
+    }
     done = clock.now()
-    if error is not None:
-        metrics.DELIVERY_FAILURES.labels(channel="mail").inc()
-    if error is None:
-        values: dict[str, object] = {
-            "status": S.SENT,
-            "sent_at": done,
-            "error": None,
-            "next_attempt_at": None,
-        }
-    else:
-        retry = done + RETRY_BASE * 2 ** (attempts - 1) if attempts < MAX_ATTEMPTS else None
-        values = {"status": S.FAILED, "error": error[:1000], "next_attempt_at": retry}
+    failures = sum(error is not None for error in errors.values())
+    if failures:
+        metrics.DELIVERY_FAILURES.labels(channel="mail").inc(failures)
+    # One UPDATE per outcome (usually one: all sent); each still compares-and-sets its rows' claim.
+    groups: dict[tuple[str | None, int], list[str]] = {}
+    for notification_id, attempts, _ in claimed:
+        groups.setdefault((errors[notification_id], attempts), []).append(notification_id)
+    statuses: dict[str, str] = {}
     async with uows.uow() as outcome:
-        await outcome.session.execute(
-            update(OwnerNotification)
-            .where(
-                OwnerNotification.id == notification_id,
-                OwnerNotification.status == S.SENDING,
-                OwnerNotification.attempts == attempts,
+        for (error, attempts), ids in groups.items():
+            if error is None:
+                values: dict[str, object] = {
+                    "status": S.SENT,
+                    "sent_at": done,
+                    "error": None,
+                    "next_attempt_at": None,
+                }
+            else:
+                retry = done + RETRY_BASE * 2 ** (attempts - 1) if attempts < MAX_ATTEMPTS else None
+                values = {"status": S.FAILED, "error": error[:1000], "next_attempt_at": retry}
+            await outcome.session.execute(
+                update(OwnerNotification)
+                .where(
+                    OwnerNotification.id.in_(ids),
+                    OwnerNotification.status == S.SENDING,
+                    OwnerNotification.attempts == attempts,
+                )
+                .values(**values)
             )
-            .values(**values)
-        )
-    return str(values["status"])
+            statuses.update(dict.fromkeys(ids, str(values["status"])))
+    return statuses
+
+
+class Batch:
+    """Email notifications queued by commits, delivered together in the background: the after-commit
+    handlers of one commit (an award raises several) add their ids one after another, and the one delivery
+    they start runs once they are done, so it takes them all (three transactions, not three per email).
+    The answer that raised them never waits for a mail server; the worker retries what fails."""
+
+    def __init__(
+        self,
+        uows: UnitsOfWork,
+        mailer: Mailer,
+        settings: Settings,
+        spawn: Callable[[Coroutine[Any, Any, object]], None],
+    ) -> None:
+        self.uows, self.mailer, self.settings, self.spawn = uows, mailer, settings, spawn
+        self._ids: list[str] = []
+
+    async def add(self, event: EmailNotificationQueued) -> None:
+        self._ids.append(event.notification_id)
+        if len(self._ids) == 1:  # the first since the last delivery took its ids
+            self.spawn(self._deliver())
+
+    async def _deliver(self) -> None:
+        ids, self._ids = self._ids, []
+        await deliver_many(self.uows, self.mailer, self.settings, ids)
 
 
 async def deliver_due(uows: UnitsOfWork, mailer: Mailer, settings: Settings, limit: int = 100) -> int:
@@ -142,8 +190,4 @@ async def deliver_due(uows: UnitsOfWork, mailer: Mailer, settings: Settings, lim
                 .limit(limit)
             )
         ).all()
-    sent = 0
-    for notification_id in due:
-        if await deliver(uows, mailer, settings, notification_id) is not None:
-            sent += 1
-    return sent
+    return len(await deliver_many(uows, mailer, settings, list(due)))

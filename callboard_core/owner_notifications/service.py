@@ -95,38 +95,42 @@ async def notify(
     wanted = _channels(str(type_), found)  # the outer join's NULLs: no row
     now = clock.now()
     insert = pg_insert if session.get_bind().dialect.name == "postgresql" else sqlite_insert
-    written: list[str] = []
-    for channel, enabled in ((Channel.IN_APP, wanted.in_app_enabled), (Channel.EMAIL, wanted.email_enabled)):
-        if not enabled:
-            continue
-        in_app = channel == Channel.IN_APP
-        statement = (
-            insert(OwnerNotification)
-            .values(
-                id=new_id("onf"),
-                owner_id=owner_id,
-                type=str(type_),
-                channel=str(channel),
-                status=DeliveryStatus.SENT if in_app else DeliveryStatus.PENDING,
-                event_key=event_key[:200],
-                subject=subject[:300],
-                body=body,
-                action_url=action_path or ACTION_PATHS[type_],
-                metadata_json=dict(metadata or {}),
-                attempts=0,
-                next_attempt_at=None if in_app else now,
-                sent_at=now if in_app else None,
-                created_at=now,
-            )
-            .on_conflict_do_nothing(index_elements=["owner_id", "type", "channel", "event_key"])
-            .returning(OwnerNotification.id)
+    rows = [
+        {
+            "id": new_id("onf"),
+            "owner_id": owner_id,
+            "type": str(type_),
+            "channel": str(channel),
+            "status": DeliveryStatus.SENT if channel == Channel.IN_APP else DeliveryStatus.PENDING,
+            "event_key": event_key[:200],
+            "subject": subject[:300],
+            "body": body,
+            "action_url": action_path or ACTION_PATHS[type_],
+            "metadata_json": dict(metadata or {}),
+            "attempts": 0,
+            "next_attempt_at": None if channel == Channel.IN_APP else now,
+            "sent_at": now if channel == Channel.IN_APP else None,
+            "created_at": now,
+        }
+        for channel, enabled in (
+            (Channel.IN_APP, wanted.in_app_enabled),
+            (Channel.EMAIL, wanted.email_enabled),
         )
-        row_id = (await session.execute(statement)).scalar_one_or_none()
-        if row_id is None:
-            continue
-        written.append(row_id)
-        if not in_app:
-            await bus.publish(session, EmailNotificationQueued(row_id))
+        if enabled
+    ]
+    if not rows:
+        return []
+    # Both channels in one statement; an event already notified on a channel inserts nothing there.
+    statement = (
+        insert(OwnerNotification)
+        .values(rows)
+        .on_conflict_do_nothing(index_elements=["owner_id", "type", "channel", "event_key"])
+        .returning(OwnerNotification.id, OwnerNotification.channel)
+    )
+    inserted = {channel: row_id for row_id, channel in (await session.execute(statement)).all()}
+    written = [inserted[c] for c in (Channel.IN_APP, Channel.EMAIL) if c in inserted]
+    if Channel.EMAIL in inserted:
+        await bus.publish(session, EmailNotificationQueued(inserted[Channel.EMAIL]))
     return written
 
 
