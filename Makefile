@@ -57,13 +57,16 @@ bench-tools:
 		$$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq wrk; \
 	}
 
-# SQLite, then PostgreSQL when reachable (a throwaway database created through BENCH_POSTGRES_URL).
+# Reads and the write floor on SQLite, then PostgreSQL when reachable (a throwaway database created through
+# BENCH_POSTGRES_URL), then the money benchmark on both; last, every target in one table (bench/summary.md).
 BENCH_POSTGRES_URL ?= postgresql+asyncpg://root@127.0.0.1:5432/test
 
 bench: $(STAMP) bench-tools
 	$(BIN)/python bench/run.py
 	$(BIN)/python bench/run.py --database-url $(BENCH_POSTGRES_URL) --output bench/results_postgres.md \
 		|| echo "bench: PostgreSQL run skipped or failed (see above)"
+	$(BIN)/python bench/money.py || echo "bench: the money benchmark failed (see above)"
+	$(BIN)/python bench/summary.py
 
 bench-jobs: $(STAMP) bench-tools
 	$(BIN)/python bench/jobs.py

@@ -19,12 +19,14 @@ For each database:
      once: exactly half must publish and half be refused with 409 payment_not_ready (BALANCE), nothing else,
      no deadlock (every request answered within --race-timeout), and the books verify afterwards.
 
-Per operation it reports latency (p50, p99), throughput, and the server's CPU per operation (the server
-process and, on PostgreSQL, the backends serving it: less sensitive to a busy machine than latency).
-Targets (issue 11): a paid publish and a paid award each cost at most 2x their free counterpart, measured as
-the server's CPU per operation (latency, p99 above all, moves with whatever else the machine runs and with
-SQLite's single writer queueing 8 clients: it is reported, not judged); the contention run is exact and
-finishes. The report goes to bench/money_results.md.
+Per operation (a draft, publish, apply, acknowledge, submit and award; publish and award free and paid)
+it reports latency (p50, p99), throughput, and the server's CPU per operation (the server process and, on
+PostgreSQL, the backends serving it: less sensitive to a busy machine than latency). Targets (issues 11
+and 28), judged on server CPU per operation: a paid publish and a paid award each cost at most 1.5x their
+free counterpart; a paid award at most 5 ms on PostgreSQL; publish, apply, submit and award each at most 3x
+a draft; the contention run is exact and finishes (latency, p99 above all, moves with whatever else the
+machine runs and with SQLite's single writer queueing 8 clients: it is reported, not judged). The report
+goes to bench/money_results.md, its verdicts to bench/money_results.json (read by bench/summary.py).
 Exit code 0 whether targets pass or fail; non-zero only when the benchmark could not run.
 """
 

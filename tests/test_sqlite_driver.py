@@ -53,13 +53,16 @@ async def test_errors_are_sqlite3_errors(tmp_path):
         await conn.close()
 
 
-async def test_reads_run_on_the_loop_thread_and_writes_on_the_connections_own(tmp_path):
+async def test_statements_run_on_the_loop_thread_once_a_writer_holds_the_lock(tmp_path):
+    """Reads never wait in WAL mode; a write transaction waits only in its BEGIN IMMEDIATE (on the
+    connection's thread: test_a_long_write_does_not_stall_the_loop), then holds the lock, so its statements
+    run on the loop's thread too, without a thread hand-off each."""
     db = Database(f"sqlite+aiosqlite:///{tmp_path / 'x.db'}")
     seen: dict[str, int] = {}
     try:
         for write in (True, False):
             async with db.session(write=write) as session:
-                raw = await session.connection()
+                raw = await session.connection()  # a writer's BEGIN IMMEDIATE: the lock is ours from here
                 driver = (await raw.get_raw_connection()).driver_connection
                 name = "write" if write else "read"
 
@@ -73,7 +76,7 @@ async def test_reads_run_on_the_loop_thread_and_writes_on_the_connections_own(tm
     finally:
         await db.dispose()
     assert seen["read"] == threading.get_ident()  # no trip through a queue and the loop's self-pipe
-    assert seen["write"] != threading.get_ident()  # a writer may wait for the lock: never on the loop
+    assert seen["write"] == threading.get_ident()
 
 
 async def test_a_read_session_cannot_write(tmp_path):

@@ -110,12 +110,14 @@ def _sqlite_engine(url: str, *, immediate: bool, busy_timeout_ms: int, echo: boo
         cursor = dbapi_connection.cursor()
         cursor.execute("PRAGMA journal_mode=WAL")
         wal = str(cursor.fetchone()[0]).lower() == "wal"
+        driver = getattr(dbapi_connection, "driver_connection", None)
+        if isinstance(driver, sqlite_driver.Connection):
+            driver.wal = wal
         if not immediate:
             # Reads run on the event loop's thread (sqlite_driver): they must never wait for a lock. WAL
             # readers never do; without WAL they would, so they go back to the connection's thread. And the
             # read engine never writes: a write here would be a bug that could block the loop, so it fails.
             cursor.execute("PRAGMA query_only=ON")
-            driver = getattr(dbapi_connection, "driver_connection", None)
             if isinstance(driver, sqlite_driver.Connection) and not wal:
                 driver.inline = False
         cursor.execute("PRAGMA foreign_keys=ON")
@@ -136,6 +138,16 @@ def _sqlite_engine(url: str, *, immediate: bool, busy_timeout_ms: int, echo: boo
 
     @event.listens_for(engine.sync_engine, "begin")
     def _on_begin(conn: Any) -> None:
+        driver = getattr(conn.connection.dbapi_connection, "driver_connection", None)
+        if immediate and isinstance(driver, sqlite_driver.Connection) and driver.wal:
+            # Only BEGIN IMMEDIATE can wait (for another writer's lock, up to busy_timeout): it runs on the
+            # connection's thread. Once it holds the write lock, nothing in the transaction waits for a lock
+            # in WAL mode, so its statements and COMMIT run on the event loop's thread, as reads do, without
+            # a thread hand-off each.
+            driver.inline = False
+            conn.exec_driver_sql(begin)
+            driver.inline = True
+            return
         conn.exec_driver_sql(begin)
 
     return engine

@@ -56,6 +56,7 @@ class Cursor(aiosqlite.Cursor):
 
 class Connection(aiosqlite.Connection):
     inline = False  # run statements on the calling (event loop) thread: see connector()
+    wal = False  # the file is in WAL mode (set at connect): a write transaction's statements never wait
 
     async def _execute(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         if not self.inline:
