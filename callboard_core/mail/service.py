@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass
+from datetime import datetime
 from email.message import EmailMessage
 
 import aiosmtplib
@@ -38,6 +39,7 @@ class Mailer:
     """Outbox mailer: the database row and a log line are the delivery."""
 
     DELIVERED = "LOGGED"  # an outbox row's status once the backend has done its delivery
+    in_database = True  # delivering is writing the outbox row: a caller's transaction can do it (below)
 
     def __init__(self, settings: Settings, db: Database) -> None:
         self.settings = settings
@@ -72,10 +74,18 @@ class Mailer:
         """Hand these mails over now, outside any transaction, for a caller that keeps its own delivery state
         and retries (owner notifications): each one's error, None where it went. The outbox backend logs
         them and keeps their rows (one transaction for all)."""
+        async with self.db.session(write=True) as session, session.begin():
+            await self.record_delivered(session, mails)
+        return [None] * len(mails)
+
+    async def record_delivered(self, session: AsyncSession, mails: list[Mail]) -> None:
+        """For a mailer `in_database`: the delivery of these mails, in the caller's transaction (a caller
+        that keeps its own delivery state commits both together)."""
+        now = clock.now()
         for mail in mails:
             log.info("mail %s to %s: %s\n%s", mail.kind, mail.to, mail.subject, mail.body)
-        await self._record([(mail, None) for mail in mails])
-        return [None] * len(mails)
+        session.add_all(_outbox_row(mail, self.DELIVERED, None, now) for mail in mails)
+        await session.flush()
 
     async def _record(self, outcomes: list[tuple[Mail, str | None]]) -> None:
         """Outbox rows for mails handed over (error None) or refused, in one transaction."""
@@ -84,15 +94,7 @@ class Mailer:
         now = clock.now()
         async with self.db.session(write=True) as session, session.begin():
             session.add_all(
-                OutboxMessage(
-                    kind=mail.kind,
-                    to_address=mail.to,
-                    subject=mail.subject,
-                    body_text=mail.body,
-                    status=self.DELIVERED if error is None else "FAILED",
-                    error=error,
-                    sent_at=now if error is None else None,
-                )
+                _outbox_row(mail, self.DELIVERED if error is None else "FAILED", error, now)
                 for mail, error in outcomes
             )
 
@@ -105,8 +107,21 @@ class Mailer:
             )
 
 
+def _outbox_row(mail: Mail, status: str, error: str | None, now: datetime) -> OutboxMessage:
+    return OutboxMessage(
+        kind=mail.kind,
+        to_address=mail.to,
+        subject=mail.subject,
+        body_text=mail.body,
+        status=status,
+        error=error,
+        sent_at=now if status != "FAILED" else None,
+    )
+
+
 class SmtpMailer(Mailer):
     DELIVERED = "SENT"
+    in_database = False
 
     def _message(self, mail: Mail) -> EmailMessage:
         email = EmailMessage()

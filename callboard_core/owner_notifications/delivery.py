@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import html
 import logging
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Iterator
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -90,30 +90,52 @@ async def deliver(uows: UnitsOfWork, mailer: Mailer, settings: Settings, notific
     return (await deliver_many(uows, mailer, settings, [notification_id])).get(notification_id)
 
 
+Claimed = list[tuple[str, int, bool]]  # (notification id, attempts after the claim, its owner has an account)
+
+
 async def deliver_many(
     uows: UnitsOfWork, mailer: Mailer, settings: Settings, notification_ids: list[str]
 ) -> dict[str, str]:
     """One attempt at each of these email notifications: {id: status after} for those that were ours to
     send (the others are absent). The claim and the outcomes commit in one unit of work each, around the
-    mail server's answers: three transactions for a commit's notifications, not three per email."""
+    mail server's answers: three transactions for a commit's notifications, not three per email. A mailer
+    whose delivery is a row in this database (the outbox) is answered inside the claim's own unit of work:
+    one transaction."""
     if not notification_ids:
         return {}
-    now = clock.now()
     async with uows.uow() as claim:
-        session = claim.session
-        rows = await _claim(session, notification_ids, now)
-        if not rows:
-            return {}
-        owners = select(User.id, User.email).where(User.id.in_({row.owner_id for row in rows}))
-        emails: dict[str, str] = {user_id: email for user_id, email in (await session.execute(owners)).all()}
-        claimed = [(row.id, row.attempts, row.owner_id in emails) for row in rows]
-        mails = [compose(row, emails[row.owner_id], settings) for row in rows if row.owner_id in emails]
+        claimed, mails = await _claim_and_compose(claim.session, notification_ids, settings)
+        if mailer.in_database:
+            await mailer.record_delivered(claim.session, mails)
+            return await _record_outcomes(claim.session, claimed, iter([None] * len(mails)))
+    if not claimed:
+        return {}
     try:
         answers = iter(await mailer.transmit_all(mails))
     except Exception as exc:  # a bug or an unexpected failure must not leave the rows SENDING for long
         log.exception("notifications %s: delivery failed", [c[0] for c in claimed])
-        failed = f"unexpected: {exc!r}"[:1000]
-        answers = iter([failed] * len(mails))
+        answers = iter([f"unexpected: {exc!r}"[:1000]] * len(mails))
+    async with uows.uow() as outcome:
+        return await _record_outcomes(outcome.session, claimed, answers)
+
+
+async def _claim_and_compose(
+    session: AsyncSession, notification_ids: list[str], settings: Settings
+) -> tuple[Claimed, list[Mail]]:
+    rows = await _claim(session, notification_ids, clock.now())
+    if not rows:
+        return [], []
+    owners = select(User.id, User.email).where(User.id.in_({row.owner_id for row in rows}))
+    emails: dict[str, str] = {user_id: email for user_id, email in (await session.execute(owners)).all()}
+    claimed = [(row.id, row.attempts, row.owner_id in emails) for row in rows]
+    mails = [compose(row, emails[row.owner_id], settings) for row in rows if row.owner_id in emails]
+    return claimed, mails
+
+
+async def _record_outcomes(
+    session: AsyncSession, claimed: Claimed, answers: Iterator[str | None]
+) -> dict[str, str]:
+    """Each claimed row SENT or FAILED (with its retry time) by the mail's answer, in claim order."""
     errors = {
         notification_id: next(answers) if has_owner else "the owner has no account any more"
         for notification_id, _, has_owner in claimed
@@ -127,35 +149,34 @@ async def deliver_many(
     for notification_id, attempts, _ in claimed:
         groups.setdefault((errors[notification_id], attempts), []).append(notification_id)
     statuses: dict[str, str] = {}
-    async with uows.uow() as outcome:
-        for (error, attempts), ids in groups.items():
-            if error is None:
-                values: dict[str, object] = {
-                    "status": S.SENT,
-                    "sent_at": done,
-                    "error": None,
-                    "next_attempt_at": None,
-                }
-            else:
-                retry = done + RETRY_BASE * 2 ** (attempts - 1) if attempts < MAX_ATTEMPTS else None
-                values = {"status": S.FAILED, "error": error[:1000], "next_attempt_at": retry}
-            await outcome.session.execute(
-                update(OwnerNotification)
-                .where(
-                    OwnerNotification.id.in_(ids),
-                    OwnerNotification.status == S.SENDING,
-                    OwnerNotification.attempts == attempts,
-                )
-                .values(**values)
+    for (error, attempts), ids in groups.items():
+        if error is None:
+            values: dict[str, object] = {
+                "status": S.SENT,
+                "sent_at": done,
+                "error": None,
+                "next_attempt_at": None,
+            }
+        else:
+            retry = done + RETRY_BASE * 2 ** (attempts - 1) if attempts < MAX_ATTEMPTS else None
+            values = {"status": S.FAILED, "error": error[:1000], "next_attempt_at": retry}
+        await session.execute(
+            update(OwnerNotification)
+            .where(
+                OwnerNotification.id.in_(ids),
+                OwnerNotification.status == S.SENDING,
+                OwnerNotification.attempts == attempts,
             )
-            statuses.update(dict.fromkeys(ids, str(values["status"])))
+            .values(**values)
+        )
+        statuses.update(dict.fromkeys(ids, str(values["status"])))
     return statuses
 
 
 class Batch:
     """Email notifications queued by commits, delivered together in the background: the after-commit
     handlers of one commit (an award raises several) add their ids one after another, and the one delivery
-    they start runs once they are done, so it takes them all (three transactions, not three per email).
+    they start runs once they are done, so it takes them all (see deliver_many).
     The answer that raised them never waits for a mail server; the worker retries what fails."""
 
     def __init__(
