@@ -89,14 +89,14 @@ class Actor:
         return cls(user_id=user_id, role=role, staff=True)
 
     @classmethod
-    def of_user(cls, user: UserPrincipal, *, staff: bool = False) -> Actor:
-        return cls(user_id=user.user_id, role=user.role, staff=staff)
+    def of_user(cls, user: UserPrincipal, *, staff: bool = False, request_id: str | None = None) -> Actor:
+        return cls(user_id=user.user_id, role=user.role, staff=staff, request_id=request_id)
 
     @classmethod
-    def of_key(cls, key: KeyPrincipal) -> Actor:
+    def of_key(cls, key: KeyPrincipal, *, request_id: str | None = None) -> Actor:
         """An API key: its agent acts (agent_id is None for an owner-level key; the key's owner is
         `key.owner_id`, never `user_id`, which is the signed-in person)."""
-        return cls(agent_id=key.agent_id, key=key)
+        return cls(agent_id=key.agent_id, key=key, request_id=request_id)
 
     @property
     def kind(self) -> str:

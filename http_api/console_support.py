@@ -3,7 +3,6 @@ with the role a staff page needs), as the same Actor the JSON routes build."""
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
 from pydantic import ValidationError
@@ -27,7 +26,7 @@ async def viewer(ctx: RequestContext, *, change: bool = False, staff: Permission
     if change:
         check_origin(ctx.request, ctx.core, required=True)
     require_verified(principal)
-    actor = replace(Actor.of_user(principal, staff=staff is not None), request_id=ctx.request_id)
+    actor = Actor.of_user(principal, staff=staff is not None, request_id=ctx.request_id)
     if staff is not None:
         actor.require(staff)
     return actor

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
@@ -87,11 +87,11 @@ class RequestContext:
         with 403 agent_key_required), the signed-in owner with their role (session), or on a staff route
         (auth kinds A and St) the staff member, who may see every owner's objects."""
         if isinstance(self.principal, KeyPrincipal):
-            actor = Actor.of_key(self.principal)
+            actor = Actor.of_key(self.principal, request_id=self.request_id)
             actor.require_agent()
-        else:
-            actor = Actor.of_user(self.user, staff=self.auth in (AuthKind.ADMIN, AuthKind.STAFF))
-        return replace(actor, request_id=self.request_id)
+            return actor
+        staff = self.auth in (AuthKind.ADMIN, AuthKind.STAFF)
+        return Actor.of_user(self.user, staff=staff, request_id=self.request_id)
 
     @property
     def key_actor(self) -> Actor:
