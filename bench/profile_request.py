@@ -148,7 +148,7 @@ async def main(args: argparse.Namespace) -> None:
             profiler.disable()
             out = io.StringIO()
             stats = pstats.Stats(profiler, stream=out)
-            stats.sort_stats(args.sort).print_stats(args.top)
+            stats.strip_dirs().sort_stats(args.sort).print_stats(args.top)
             if args.dump:
                 profiler.dump_stats(args.dump)
             print(out.getvalue())
