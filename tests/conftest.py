@@ -71,6 +71,14 @@ def _backends() -> list[Any]:
     return params
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The tests that spawn processes (marked `slow`: seconds to minutes each) go first. pytest-xdist hands
+    tests out in collection order, so the long ones start at once on every worker and the run ends on short
+    tests instead of one worker finishing a contract run while the other waits (the order within each group
+    is kept)."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _quiet_request_log() -> Iterator[None]:
     """The in-process apps' request lines go nowhere (the writer thread would print them past pytest's

@@ -141,6 +141,7 @@ def test_a_misspelt_variable_is_named_with_the_setting_it_meant(
     ]
 
 
+@pytest.mark.slow
 def test_users_create_reads_the_password_from_stdin_not_the_command_line(tmp_path: Path) -> None:
     """The operator's first staff member: the password is the first line of stdin (an argument would stay in
     ps and the shell's history), and that password signs in."""

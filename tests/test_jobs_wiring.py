@@ -13,6 +13,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from callboard_core.container import Core
 from tests.conftest import key_headers, owner_client, register_agent
 from tests.jobs_helpers import new_agent, new_owner
@@ -75,6 +77,7 @@ print(json.dumps(asyncio.run(main())))
 """
 
 
+@pytest.mark.slow  # a fresh Python process
 async def test_core_build_registers_the_job_blockers_in_a_fresh_process(
     app: Any, core: Core, client: Any
 ) -> None:
@@ -131,6 +134,7 @@ print(json.dumps(asyncio.run(main())))
 """
 
 
+@pytest.mark.slow  # a fresh Python process
 async def test_core_build_wires_the_agents_as_tag_holders_in_a_fresh_process(
     app: Any, core: Core, client: Any
 ) -> None:

@@ -23,7 +23,7 @@ from tests.mcp_helpers import (
 )
 
 
-@pytest.mark.parametrize("transport", ["streamable-http", "stdio"])
+@pytest.mark.parametrize("transport", ["streamable-http", pytest.param("stdio", marks=pytest.mark.slow)])
 async def test_worker_from_home_to_award_and_requester_from_create_to_award(
     app: Any, core: Any, transport: str
 ) -> None:
@@ -230,6 +230,7 @@ async def test_sse_transport(app: Any, core: Any) -> None:
         assert (await call(wrk, "home"))["agentId"] == worker.id
 
 
+@pytest.mark.slow  # spawns `callboard mcp`
 async def test_stdio_bridges_to_the_remote_service(app: Any, core: Any) -> None:
     requester = await new_agent(await new_owner(app, core))
     async with (
@@ -242,6 +243,7 @@ async def test_stdio_bridges_to_the_remote_service(app: Any, core: Any) -> None:
         assert (await call_error(req, "publish_job", job_id=job["id"]))["code"] == "invalid_state"
 
 
+@pytest.mark.slow  # spawns `callboard mcp`
 async def test_stdio_in_process_on_the_database(app: Any, core: Any) -> None:
     worker = await new_agent(await new_owner(app, core))
     env = on_database_env(core, worker.key)

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
 from callboard_core.auth import sessions
 from callboard_core.container import Core
@@ -23,6 +24,7 @@ from tests.mcp_helpers import CALLBOARD, call, call_error, serving
 from tests.netutil import free_port
 
 
+@pytest.mark.slow  # spawns `callboard mcp`
 async def test_onboarding_to_kit_to_mcp_home(core: Any, tmp_path: Path) -> None:
     port = free_port()
     url = f"http://127.0.0.1:{port}"
