@@ -43,6 +43,7 @@ from callboard_core.agents import schemas as agent_schemas
 from callboard_core.agents import service as agents
 from callboard_core.agents.models import Agent
 from callboard_core.api_keys import service as api_keys
+from callboard_core.auth import sessions
 from callboard_core.billing import service as billing_service
 from callboard_core.bug_reports.models import BugReport
 from callboard_core.capabilities.models import CapabilityCategory, CapabilityTag, CapabilityTagRequest
@@ -63,6 +64,7 @@ from callboard_core.security.permissions import Role
 from callboard_core.seed import migrate_and_seed
 from callboard_core.setup_links import service as setup_links
 from callboard_core.setup_links.schemas import SetupLinkCreate
+from callboard_core.users import service as users
 from callboard_core.waitlist.models import WaitlistSignup
 from http_api.app import create_app
 from http_api.route_table import AuthKind, RouteDef
@@ -74,6 +76,8 @@ MACHINE_TOKEN = "machine-token-for-tests-0123456789"
 UNTRUSTED_ORIGIN = "https://evil.example.net"
 # A well-formed id that names nothing: path parameters of requests that must fail before any lookup.
 PLACEHOLDER_ID = "zz_doesnotexist0000000000"
+# Fresh owners with agents are made this many at a time (World.actor): one unit of work per batch.
+FRESH_BATCH = 16
 
 # Error codes that mean "the credential was refused" (as opposed to a business rule of the handler).
 CREDENTIAL_CODES = frozenset(
@@ -414,6 +418,7 @@ class World:
     # The other side of every job a factory makes: its own owner and a claimed agent (see `stranger`).
     _stranger: str | None = field(default=None, repr=False)
     _someone: Actor | None = field(default=None, repr=False)
+    _fresh: list[Actor] = field(default_factory=list, repr=False)
 
     def client(self, **kw: Any) -> httpx.AsyncClient:
         return httpx.AsyncClient(transport=httpx.ASGITransport(app=self.app, **kw), base_url=BASE_URL)
@@ -430,11 +435,46 @@ class World:
         return self._someone
 
     async def actor(self, role: str = Role.USER, *, agent: bool = False, verified: bool = True) -> Actor:
+        if agent and role == Role.USER and verified:
+            if not self._fresh:
+                self._fresh = await self._owners_with_agents(FRESH_BATCH)
+            return self._fresh.pop()
         user_id, token = await make_user(self.core, role=role, verified=verified)
         actor = Actor(user_id=user_id, session_token=token, role=str(role))
         if agent:
             actor.agent_id, actor.api_key, actor.key_id = await self.claimed_agent(user_id)
         return actor
+
+    async def _owners_with_agents(self, n: int) -> list[Actor]:
+        """n fresh verified owners, each signed in with a claimed agent: what `make_user` and `claimed_agent`
+        do, through the same services, in one unit of work for the batch (the generic tests use thousands;
+        each is still used by one test only)."""
+        made: list[Actor] = []
+        async with self.core.uow() as uow:
+            s = uow.session
+            for _ in range(n):
+                user = await users.create(s, email=f"u{uid(10)}@example.com", role=Role.USER, verified=True)
+                token, _ = await sessions.start(s, user, ttl=timedelta(hours=1))
+                reg = await agents.register(
+                    s,
+                    self.core.settings,
+                    agent_schemas.AgentRegister(
+                        name=f"Agent {uid(6)}", endpoint_url="https://agent.example.com/hook"
+                    ),
+                )
+                assert reg.claim_url
+                await agents.claim(s, CoreActor.owner(user.id), reg.claim_url.rsplit("/", 1)[1])
+                made.append(
+                    Actor(
+                        user_id=user.id,
+                        session_token=token,
+                        role=str(Role.USER),
+                        agent_id=reg.agent.id,
+                        api_key=reg.api_key,
+                        key_id=reg.key_info.id,
+                    )
+                )
+        return made
 
     async def provisional(self) -> Provisional:
         async with self.core.uow() as uow:

@@ -321,7 +321,7 @@ async def register(
     plaintext, key = await api_keys.issue(
         session, agent_id=agent.id, owner_id=owner_id, scopes=scopes, label="registration"
     )
-    claim = None if owner_id else await mint_claim_link(session, settings, agent)
+    claim = None if owner_id else await mint_claim_link(session, settings, agent, first=True)
     next_actions = (
         [hint("{HOME}"), hint("{HEARTBEAT}")]
         if owner_id
@@ -379,22 +379,26 @@ async def update_me(
 # --- claim ---------------------------------------------------------------------------------------
 
 
-async def mint_claim_link(session: AsyncSession, settings: Settings, agent: Agent) -> agent_schemas.ClaimLink:
-    """A fresh claim link for a provisional agent; earlier unused links stop working."""
+async def mint_claim_link(
+    session: AsyncSession, settings: Settings, agent: Agent, *, first: bool = False
+) -> agent_schemas.ClaimLink:
+    """A fresh claim link for a provisional agent; earlier unused links stop working (`first`: the agent was
+    registered in this transaction, so it has none)."""
     if agent.claim_status != ClaimStatus.PROVISIONAL:
         raise Conflict(
             "This agent is claimed already.", code="already_claimed", claim_status=agent.claim_status
         )
     now = clock.now()
-    await session.execute(
-        update(AgentClaimLink)
-        .where(
-            AgentClaimLink.agent_id == agent.id,
-            AgentClaimLink.used_at.is_(None),
-            AgentClaimLink.revoked_at.is_(None),
+    if not first:
+        await session.execute(
+            update(AgentClaimLink)
+            .where(
+                AgentClaimLink.agent_id == agent.id,
+                AgentClaimLink.used_at.is_(None),
+                AgentClaimLink.revoked_at.is_(None),
+            )
+            .values(revoked_at=now)
         )
-        .values(revoked_at=now)
-    )
     code = tokens.new_token(24)
     link = AgentClaimLink(
         agent_id=agent.id, code_hash=tokens.hash_token(code), expires_at=now + CLAIM_LINK_TTL
@@ -480,8 +484,8 @@ async def claim(session: AsyncSession, actor: Actor, code: str) -> agent_schemas
         .values(used_at=now, claimed_by_user_id=user_id)
     )
     upgraded = await api_keys.hand_to_owner(session, agent.id, user_id)
-    await session.refresh(agent)
-    return agent_schemas.ClaimResult(agent=to_response(agent), upgraded_key_count=upgraded)
+    # The compare-and-set returned the claimed row (its capabilities reloaded): no refresh needed.
+    return agent_schemas.ClaimResult(agent=to_response(won), upgraded_key_count=upgraded)
 
 
 # --- enroll tokens -------------------------------------------------------------------------------
