@@ -13,6 +13,7 @@ import os
 import secrets
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +30,7 @@ from callboard_core.container import Core
 from callboard_core.ledger import service as ledger
 from callboard_core.models import metadata
 from callboard_core.security.permissions import Role
-from callboard_core.seed import migrate_and_seed
+from callboard_core.seed import apply_seed, migrate_and_seed
 from callboard_core.users import service as users
 from http_api import request_log
 from http_api.app import create_app
@@ -188,9 +189,7 @@ async def core(database_url: str, tmp_root: Path) -> AsyncIterator[Core]:
     if database_url not in _migrated:
         await migrate_and_seed(settings)
         _migrated.add(database_url)
-        # The seeded taxonomy is written just now; only rows newer than this are a test's to wipe.
-        global _SEEDED_BEFORE
-        _SEEDED_BEFORE = clock.now().replace(tzinfo=None)
+        mark_seeded(database_url)
     core = Core.build(settings)
     await core.start()  # on PostgreSQL the read cache listens for commits, as in the server
     try:
@@ -218,20 +217,43 @@ async def _wipe(core: Core) -> None:
             await session.execute(text("SET LOCAL session_replication_role = replica"))
             await raw.execute("; ".join(f'DELETE FROM "{n}"' for n in tables))
         # Tags added by a test (staff-created, approved requests) go too; the seeded ones stay.
-        await session.execute(text("DELETE FROM job_types WHERE created_at > :t"), {"t": _SEEDED_BEFORE})
-        await session.execute(
-            text("DELETE FROM capability_tags WHERE created_at > :t"), {"t": _SEEDED_BEFORE}
-        )
+        t = {"t": _seeded_at.get(core.settings.database_url, _IMPORTED_AT)}
+        await session.execute(text("DELETE FROM job_types WHERE created_at > :t"), t)
+        await session.execute(text("DELETE FROM capability_tags WHERE created_at > :t"), t)
         await session.execute(
             text(
                 "DELETE FROM capability_categories WHERE created_at > :t "
                 "AND id NOT IN (SELECT category_id FROM capability_tags)"
             ),
-            {"t": _SEEDED_BEFORE},
+            t,
         )
+        # A seeded row a test changed (the contract test's server edits and archives tags, moves a seeded tag
+        # into a category of its own) would outlive the test and change what later tests see: the seeded
+        # tables are then written again as `callboard migrate` writes them.
+        changed = await session.scalar(
+            text(
+                "SELECT EXISTS (SELECT 1 FROM capability_categories WHERE updated_at > :t) "
+                "OR EXISTS (SELECT 1 FROM capability_tags WHERE updated_at > :t) "
+                "OR EXISTS (SELECT 1 FROM job_types WHERE updated_at > :t)"
+            ),
+            t,
+        )
+        if changed:
+            for name in ("job_types", "capability_tags", "capability_categories"):
+                await session.execute(text(f'DELETE FROM "{name}"'))
+            await apply_seed(session)
+    if changed:
+        mark_seeded(core.settings.database_url)
 
 
-_SEEDED_BEFORE = clock.now().replace(tzinfo=None)
+_IMPORTED_AT = clock.now().replace(tzinfo=None)
+# When each database's seeded rows were written (a worker has a SQLite file and a PostgreSQL database): rows of
+# the seeded tables newer than this are a test's.
+_seeded_at: dict[str, datetime] = {}
+
+
+def mark_seeded(database_url: str) -> None:
+    _seeded_at[database_url] = clock.now().replace(tzinfo=None)
 
 
 @pytest.fixture

@@ -1182,8 +1182,7 @@ async def open_world(
     if database_url not in conftest._migrated:
         await migrate_and_seed(settings)
         conftest._migrated.add(database_url)
-        # As conftest.core does: the seeded taxonomy was written just now, so only newer rows get wiped.
-        conftest._SEEDED_BEFORE = clock.now().replace(tzinfo=None)
+        conftest.mark_seeded(database_url)
     core = Core.build(settings)
     try:
         yield World(core=core, app=create_app(core=core))
