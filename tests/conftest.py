@@ -13,7 +13,7 @@ import os
 import secrets
 import uuid
 from collections.abc import AsyncIterator, Iterator
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -294,17 +294,28 @@ async def make_user(
 ) -> tuple[str, str]:
     """A user and a live session token for it: (user_id, session token). Verified by default (as the
     operator's `callboard users create` makes them); `verified=False` for an account nobody vouched for."""
-    email = email or f"u{uuid.uuid4().hex[:10]}@example.com"
     async with core.uow() as uow:
-        if password:
-            user = await users.create_with_password(
-                uow.session, email=email, password=password, role=role, verified=verified
-            )
-        else:
-            user = await users.create(uow.session, email=email, role=role, verified=verified)
-        token, _ = await sessions.start(uow.session, user, ttl=__import__("datetime").timedelta(hours=1))
-        user_id = user.id
-    return user_id, token
+        return await user_in(uow.session, email=email, role=role, password=password, verified=verified)
+
+
+async def user_in(
+    session: Any,
+    *,
+    email: str | None = None,
+    role: str = Role.USER,
+    password: str | None = None,
+    verified: bool = True,
+) -> tuple[str, str]:
+    """`make_user` inside the caller's unit of work."""
+    email = email or f"u{uuid.uuid4().hex[:10]}@example.com"
+    if password:
+        user = await users.create_with_password(
+            session, email=email, password=password, role=role, verified=verified
+        )
+    else:
+        user = await users.create(session, email=email, role=role, verified=verified)
+    token, _ = await sessions.start(session, user, ttl=timedelta(hours=1))
+    return user.id, token
 
 
 async def owner_client(app: Any, core: Core, *, role: str = Role.USER) -> tuple[httpx.AsyncClient, str]:

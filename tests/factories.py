@@ -43,7 +43,6 @@ from callboard_core.agents import schemas as agent_schemas
 from callboard_core.agents import service as agents
 from callboard_core.agents.models import Agent
 from callboard_core.api_keys import service as api_keys
-from callboard_core.auth import sessions
 from callboard_core.billing import service as billing_service
 from callboard_core.bug_reports.models import BugReport
 from callboard_core.capabilities.models import CapabilityCategory, CapabilityTag, CapabilityTagRequest
@@ -64,13 +63,12 @@ from callboard_core.security.permissions import Role
 from callboard_core.seed import migrate_and_seed
 from callboard_core.setup_links import service as setup_links
 from callboard_core.setup_links.schemas import SetupLinkCreate
-from callboard_core.users import service as users
 from callboard_core.waitlist.models import WaitlistSignup
 from http_api.app import create_app
 from http_api.route_table import AuthKind, RouteDef
 from tests import conftest
 from tests.asgi_client import AsgiClient
-from tests.conftest import BASE_URL, make_settings, make_user
+from tests.conftest import BASE_URL, make_settings, make_user, user_in
 
 MACHINE_TOKEN = "machine-token-for-tests-0123456789"
 UNTRUSTED_ORIGIN = "https://evil.example.net"
@@ -447,44 +445,38 @@ class World:
 
     async def _owners_with_agents(self, n: int) -> list[Actor]:
         """n fresh verified owners, each signed in with a claimed agent: what `make_user` and `claimed_agent`
-        do, through the same services, in one unit of work for the batch (the generic tests use thousands;
-        each is still used by one test only)."""
+        do, in one unit of work for the batch (the generic tests use thousands; each is still used by one
+        test only)."""
         made: list[Actor] = []
         async with self.core.uow() as uow:
-            s = uow.session
             for _ in range(n):
-                user = await users.create(s, email=f"u{uid(10)}@example.com", role=Role.USER, verified=True)
-                token, _ = await sessions.start(s, user, ttl=timedelta(hours=1))
-                reg = await agents.register(
-                    s,
-                    self.core.settings,
-                    agent_schemas.AgentRegister(
-                        name=f"Agent {uid(6)}", endpoint_url="https://agent.example.com/hook"
-                    ),
-                )
-                assert reg.claim_url
-                await agents.claim(s, CoreActor.owner(user.id), reg.claim_url.rsplit("/", 1)[1])
+                user_id, token = await user_in(uow.session)
+                p = await self._provisional_in(uow.session)
+                await agents.claim(uow.session, CoreActor.owner(user_id), p.code)
                 made.append(
                     Actor(
-                        user_id=user.id,
+                        user_id=user_id,
                         session_token=token,
                         role=str(Role.USER),
-                        agent_id=reg.agent.id,
-                        api_key=reg.api_key,
-                        key_id=reg.key_info.id,
+                        agent_id=p.agent_id,
+                        api_key=p.api_key,
+                        key_id=p.key_id,
                     )
                 )
         return made
 
     async def provisional(self) -> Provisional:
         async with self.core.uow() as uow:
-            reg = await agents.register(
-                uow.session,
-                self.core.settings,
-                agent_schemas.AgentRegister(
-                    name=f"Agent {uid(6)}", endpoint_url="https://agent.example.com/hook"
-                ),
-            )
+            return await self._provisional_in(uow.session)
+
+    async def _provisional_in(self, session: Any) -> Provisional:
+        reg = await agents.register(
+            session,
+            self.core.settings,
+            agent_schemas.AgentRegister(
+                name=f"Agent {uid(6)}", endpoint_url="https://agent.example.com/hook"
+            ),
+        )
         assert reg.claim_url
         return Provisional(
             agent_id=reg.agent.id,

@@ -321,7 +321,7 @@ async def register(
     plaintext, key = await api_keys.issue(
         session, agent_id=agent.id, owner_id=owner_id, scopes=scopes, label="registration"
     )
-    claim = None if owner_id else await mint_claim_link(session, settings, agent, first=True)
+    claim = None if owner_id else await _new_claim_link(session, settings, agent)
     next_actions = (
         [hint("{HOME}"), hint("{HEARTBEAT}")]
         if owner_id
@@ -379,29 +379,30 @@ async def update_me(
 # --- claim ---------------------------------------------------------------------------------------
 
 
-async def mint_claim_link(
-    session: AsyncSession, settings: Settings, agent: Agent, *, first: bool = False
-) -> agent_schemas.ClaimLink:
-    """A fresh claim link for a provisional agent; earlier unused links stop working (`first`: the agent was
-    registered in this transaction, so it has none)."""
+async def mint_claim_link(session: AsyncSession, settings: Settings, agent: Agent) -> agent_schemas.ClaimLink:
+    """A fresh claim link for a provisional agent; earlier unused links stop working."""
     if agent.claim_status != ClaimStatus.PROVISIONAL:
         raise Conflict(
             "This agent is claimed already.", code="already_claimed", claim_status=agent.claim_status
         )
-    now = clock.now()
-    if not first:
-        await session.execute(
-            update(AgentClaimLink)
-            .where(
-                AgentClaimLink.agent_id == agent.id,
-                AgentClaimLink.used_at.is_(None),
-                AgentClaimLink.revoked_at.is_(None),
-            )
-            .values(revoked_at=now)
+    await session.execute(
+        update(AgentClaimLink)
+        .where(
+            AgentClaimLink.agent_id == agent.id,
+            AgentClaimLink.used_at.is_(None),
+            AgentClaimLink.revoked_at.is_(None),
         )
+        .values(revoked_at=clock.now())
+    )
+    return await _new_claim_link(session, settings, agent)
+
+
+async def _new_claim_link(session: AsyncSession, settings: Settings, agent: Agent) -> agent_schemas.ClaimLink:
+    """A claim link for the agent, leaving any other as it is (`register` calls it for an agent it has just
+    made, which has none to revoke)."""
     code = tokens.new_token(24)
     link = AgentClaimLink(
-        agent_id=agent.id, code_hash=tokens.hash_token(code), expires_at=now + CLAIM_LINK_TTL
+        agent_id=agent.id, code_hash=tokens.hash_token(code), expires_at=clock.now() + CLAIM_LINK_TTL
     )
     session.add(link)
     await session.flush()
