@@ -32,10 +32,16 @@ class Core:
     bus: MessageBus = field(default_factory=MessageBus)
 
     @classmethod
-    def build(cls, settings: Settings) -> Core:
+    def build(
+        cls, settings: Settings, *, db: Database | None = None, read_cache: ReadCache | None = None
+    ) -> Core:
+        """The core for `settings`. `db` and `read_cache`, when given, are open ones of the same database to
+        share: the test suite keeps one of each per database for all its tests (emptying the cache before
+        each), as a server keeps them for all its requests."""
         passwords.configure(fast=settings.env is Environment.TEST)
         ledger_counting.declare()  # every kind of money operation shows on /metrics from the start
-        db = Database(
+        assert db is None or db.url == settings.database_url
+        db = db or Database(
             settings.database_url,
             pool_size=settings.db_pool_size,
             busy_timeout_ms=settings.sqlite_busy_timeout_ms,
@@ -47,7 +53,7 @@ class Core:
             mailer=mailer,
             rate_limiter=RateLimiter(settings),
             sealer=Sealer(settings.secret_key),
-            read_cache=ReadCache(settings.database_url),
+            read_cache=read_cache or ReadCache(settings.database_url),
             blobs=build_blob_store(settings),
             processor=build_processor(settings, db),
         )

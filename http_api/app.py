@@ -20,7 +20,7 @@ from callboard_core.container import Core
 from http_api import metrics as http_metrics
 from http_api import request_log
 from http_api.blob_routes import blob_routes
-from http_api.dispatch import IndexedRouter
+from http_api.dispatch import CompiledRoute, IndexedRouter
 from http_api.endpoint import build_endpoint
 from http_api.errors import EXCEPTION_HANDLERS
 from http_api.middleware import BodyLimitMiddleware, RequestIdMiddleware
@@ -34,7 +34,7 @@ from mcp_server.http import McpMount
 def create_app(settings: Settings | None = None, *, core: Core | None = None) -> Starlette:
     settings = settings or (core.settings if core else load_settings())
     core = core or Core.build(settings)
-    table, openapi_doc, openapi_bytes = _described(
+    table, ordered, openapi_doc, openapi_bytes = _described(
         settings.processor == "sandbox", settings.base_url, settings.max_upload_bytes
     )
 
@@ -72,14 +72,8 @@ def create_app(settings: Settings | None = None, *, core: Core | None = None) ->
         ),
         *blob_routes(core),
     ]
-    by_path: dict[str, list[RouteDef]] = {}
-    for route in table:
-        by_path.setdefault(route.path, []).append(route)
-    # Literal segments before parameters (`/jobs/search` ahead of `/jobs/{id}`): Starlette takes the first
-    # match, and declaration order must not decide which of two overlapping templates wins.
-    for path, defs in sorted(by_path.items(), key=lambda item: _specificity(item[0])):
-        for route in defs:
-            routes.append(Route(path, build_endpoint(route, core), methods=[route.method]))
+    for route in ordered:
+        routes.append(CompiledRoute(route.path, build_endpoint(route, core), methods=[route.method]))
 
     mcp = McpMount(core)  # /mcp, /sse, /messages/: the MCP server, built when the lifespan starts
     routes.extend(mcp.routes)
@@ -130,14 +124,25 @@ def create_app(settings: Settings | None = None, *, core: Core | None = None) ->
 @functools.lru_cache(maxsize=8)
 def _described(
     sandbox: bool, base_url: str, max_upload_bytes: int
-) -> tuple[list[RouteDef], dict[str, Any], bytes]:
-    """The route table and its OpenAPI document (a dict and its bytes), built once per process for each
-    (processor, base URL, upload limit): every app of the process serves the same one (the test suite builds thousands).
-    The sandbox processor's hosted pages exist only when it is the processor. Readers only: nothing may
-    change the document."""
+) -> tuple[list[RouteDef], list[RouteDef], dict[str, Any], bytes]:
+    """The route table (as declared, and in matching order) and its OpenAPI document (a dict and its bytes),
+    built once per process for each (processor, base URL, upload limit): every app of the process serves the
+    same one (the test suite builds thousands). The sandbox processor's hosted pages exist only when it is the
+    processor. Readers only: nothing may change the document."""
     table = [r for r in all_routes() if r.tag != "sandbox" or sandbox]
     doc = build_openapi(table, base_url=base_url, max_upload_bytes=max_upload_bytes)
-    return table, doc, orjson.dumps(doc)
+    return table, _matching_order(table), doc, orjson.dumps(doc)
+
+
+def _matching_order(table: list[RouteDef]) -> list[RouteDef]:
+    """Literal segments before parameters (`/jobs/search` ahead of `/jobs/{id}`): Starlette takes the first
+    match, and declaration order must not decide which of two overlapping templates wins. The routes of one
+    template stay together, in declaration order."""
+    by_path: dict[str, list[RouteDef]] = {}
+    for route in table:
+        by_path.setdefault(route.path, []).append(route)
+    ordered = sorted(by_path.items(), key=lambda item: _specificity(item[0]))
+    return [route for _, defs in ordered for route in defs]
 
 
 def _specificity(path: str) -> tuple[int, ...]:

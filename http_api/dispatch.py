@@ -12,10 +12,13 @@ path, root path and method while the route list is unchanged.
 
 from __future__ import annotations
 
+import functools
+import inspect
+from collections.abc import Callable
 from typing import Any
 
 from starlette.exceptions import HTTPException
-from starlette.routing import BaseRoute, Host, Match, Route, Router
+from starlette.routing import BaseRoute, Host, Match, Route, Router, compile_path, get_name
 from starlette.types import Receive, Scope, Send
 
 _PREFIX = 3
@@ -29,6 +32,27 @@ def _template_key(path: str) -> tuple[int, tuple[str, ...]]:
             break
         literal.append(segment)
     return len(segments), tuple(literal)
+
+
+_compiled = functools.lru_cache(maxsize=1024)(compile_path)
+
+
+class CompiledRoute(Route):
+    """A Route to an ASGI endpoint (an object, not a request function) whose path template is compiled once per
+    process. An app (its few hundred routes) is built per test, and compiling templates was most of that; the
+    compiled template (a pattern, a format and the shared convertors) depends on the path alone. The
+    attributes are the ones `Route.__init__` sets for such an endpoint (tests/test_dispatch.py compares them)."""
+
+    def __init__(self, path: str, endpoint: Callable[..., Any], *, methods: list[str]) -> None:
+        assert not inspect.isfunction(endpoint), "a request function needs Route's request_response wrapper"
+        self.path = path
+        self.endpoint = self.app = endpoint
+        self.name = get_name(endpoint)
+        self.include_in_schema = True
+        self.methods = {method.upper() for method in methods}
+        if "GET" in self.methods:
+            self.methods.add("HEAD")
+        self.path_regex, self.path_format, self.param_convertors = _compiled(path)
 
 
 class IndexedRouter(Router):

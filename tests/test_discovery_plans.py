@@ -128,3 +128,5 @@ async def test_each_discovery_shape_keeps_one_index_driven_generic_plan(
             assert "Seq Scan" not in plan and "Bitmap" not in plan, (name, plan)
             assert "$1" in plan, (name, plan)  # the generic plan, not one made for these values
         await conn.rollback()
+        # Named statements outlive a rollback: the connection is closed, not handed to the next test.
+        await conn.invalidate()

@@ -191,11 +191,8 @@ async def test_own_commit_is_seen_by_the_next_read_without_waiting(app, client, 
     assert (await client.get("/api/v2/agents/me", headers=headers)).json()["name"] == "Renamed here"
 
 
-async def test_postgresql_cache_goes_off_while_the_feed_is_down(client, core):
-    if core.db.is_sqlite:
-        pytest.skip("the change feed is PostgreSQL's")
-    feed = core.read_cache.feed
-    assert core.read_cache.enabled
+async def _drop_listeners(core) -> None:
+    """Terminate the database's LISTEN connections (as a failover or a restart would)."""
     conn = await asyncpg.connect(asyncpg_dsn(core.settings.database_url))
     try:
         await conn.execute(
@@ -204,18 +201,40 @@ async def test_postgresql_cache_goes_off_while_the_feed_is_down(client, core):
         )
     finally:
         await conn.close()
+
+
+async def _until(condition) -> None:
     for _ in range(500):
-        if not feed.live:
-            break
+        if condition():
+            return
         await asyncio.sleep(0.01)
+
+
+async def test_postgresql_cache_goes_off_while_the_feed_is_down(client, core):
+    if core.db.is_sqlite:
+        pytest.skip("the change feed is PostgreSQL's")
+    feed = core.read_cache.feed
+    assert core.read_cache.enabled
+    await _drop_listeners(core)
+    await _until(lambda: not feed.live)
     assert not core.read_cache.enabled  # nothing is served while commits could go unheard
     reg = await register_agent(client)  # requests still work, from the database
     assert (await client.get("/api/v2/agents/me", headers=key_headers(reg["apiKey"]))).status_code == 200
-    for _ in range(500):
-        if feed.live:
-            break
-        await asyncio.sleep(0.01)
+    await _until(lambda: feed.live)
     assert core.read_cache.enabled  # reconnected by itself
+
+
+async def test_a_core_closed_and_started_again_reconnects_its_feed_after_a_loss(core):
+    if core.db.is_sqlite:
+        pytest.skip("the change feed is PostgreSQL's")
+    await core.close()  # as an app's lifespan ends
+    assert not core.read_cache.enabled
+    await core.start()  # and the next one begins
+    assert core.read_cache.enabled
+    await _drop_listeners(core)
+    await _until(lambda: not core.read_cache.enabled)
+    await _until(lambda: core.read_cache.enabled)
+    assert core.read_cache.enabled  # it listens again: a closed feed does not stay closed once restarted
 
 
 async def test_every_table_notifies_the_change_feed(core):

@@ -63,7 +63,9 @@ class ChangeFeed:
         self._max_backoff = max_backoff
 
     async def start(self) -> None:
-        """Listen now (raising if the database is unreachable); later losses reconnect in the background."""
+        """Listen now (raising if the database is unreachable); later losses reconnect in the background. A
+        closed feed starts again (an app's lifespan closes its core; the next start reopens it)."""
+        self._closed = False
         await self._connect()
 
     async def _connect(self) -> None:
