@@ -27,6 +27,9 @@ class ApiModel(BaseModel):
         extra="forbid",
         from_attributes=True,
         str_strip_whitespace=False,
+        # Validators are built at a model's first use, not at import: a process that serves a few routes
+        # (a worker, the CLI, an MCP bridge) does not build all ~270.
+        defer_build=True,
     )
 
 

@@ -34,16 +34,18 @@ from mcp_server.http import McpMount
 def create_app(settings: Settings | None = None, *, core: Core | None = None) -> Starlette:
     settings = settings or (core.settings if core else load_settings())
     core = core or Core.build(settings)
-    table, ordered, openapi_doc, openapi_bytes = _described(
-        settings.processor == "sandbox", settings.base_url, settings.max_upload_bytes
-    )
+    sandbox = settings.processor == "sandbox"
+    table, ordered = _routes(sandbox)
+
+    def described() -> tuple[dict[str, Any], bytes]:
+        return _described(sandbox, settings.base_url, settings.max_upload_bytes)
 
     async def openapi_json(_: Request) -> Response:
-        return Response(openapi_bytes, media_type="application/json")
+        return Response(described()[1], media_type="application/json")
 
     async def docs(request: Request) -> Response:
         return TEMPLATES.TemplateResponse(
-            request, "docs.html", {"doc": openapi_doc, "groups": _groups(table)}
+            request, "docs.html", {"doc": described()[0], "groups": _groups(table)}
         )
 
     async def healthz(_: Request) -> Response:
@@ -116,22 +118,26 @@ def create_app(settings: Settings | None = None, *, core: Core | None = None) ->
         writer = request_log.WRITER
     app.add_middleware(RequestIdMiddleware, writer=writer)
     app.state.core = core
-    app.state.openapi = openapi_doc
     app.state.route_table = table
     return app
 
 
-@functools.lru_cache(maxsize=8)
-def _described(
-    sandbox: bool, base_url: str, max_upload_bytes: int
-) -> tuple[list[RouteDef], list[RouteDef], dict[str, Any], bytes]:
-    """The route table (as declared, and in matching order) and its OpenAPI document (a dict and its bytes),
-    built once per process for each (processor, base URL, upload limit): every app of the process serves the
-    same one (the test suite builds thousands). The sandbox processor's hosted pages exist only when it is the
-    processor. Readers only: nothing may change the document."""
+@functools.lru_cache(maxsize=2)
+def _routes(sandbox: bool) -> tuple[list[RouteDef], list[RouteDef]]:
+    """The route table, as declared and in matching order, once per process: every app of the process (the
+    test suite builds thousands) serves the same one. The sandbox processor's hosted pages exist only when it
+    is the processor."""
     table = [r for r in all_routes() if r.tag != "sandbox" or sandbox]
-    doc = build_openapi(table, base_url=base_url, max_upload_bytes=max_upload_bytes)
-    return table, _matching_order(table), doc, orjson.dumps(doc)
+    return table, _matching_order(table)
+
+
+@functools.lru_cache(maxsize=8)
+def _described(sandbox: bool, base_url: str, max_upload_bytes: int) -> tuple[dict[str, Any], bytes]:
+    """The OpenAPI document (a dict and its bytes), built at its first request and then kept for the process:
+    building it builds every schema (a second of a server's start-up; most processes never serve it). Readers
+    only: nothing may change the document."""
+    doc = build_openapi(_routes(sandbox)[0], base_url=base_url, max_upload_bytes=max_upload_bytes)
+    return doc, orjson.dumps(doc)
 
 
 def _matching_order(table: list[RouteDef]) -> list[RouteDef]:
