@@ -23,6 +23,7 @@ factory-made submission as `submissionId`).
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import re
 import uuid
@@ -313,7 +314,10 @@ def sample(schema: dict[str, Any], defs: dict[str, Any], name: str = "") -> Any:
     return "x"  # Any
 
 
+@functools.cache
 def model_schema(model: type[BaseModel]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The model's JSON schema and its definitions, made once per model (the generic tests ask thousands of
+    times): readers only."""
     schema = model.model_json_schema(by_alias=True, mode="validation")
     return schema, schema.get("$defs", {})
 
