@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any, NamedTuple
 
-from sqlalchemy import ColumnElement, func, or_, select, update
+from sqlalchemy import ColumnElement, bindparam, func, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from callboard_core import clock
@@ -62,22 +62,23 @@ class _KeyState(NamedTuple):
     touch_due_at: datetime | None  # lastUsedAt + LAST_USED_PRECISION; None: never used
 
 
+# Built once: every authenticated request runs it (a miss of the read cache after any commit), and building
+# the statement and its cache key each time cost more than SQLite took to answer it.
+_KEY_BY_HASH = select(
+    ApiKey.id,
+    ApiKey.agent_id,
+    ApiKey.owner_id,
+    ApiKey.scopes,
+    ApiKey.revoked_at,
+    ApiKey.expires_at,
+    ApiKey.last_used_at,
+).where(ApiKey.key_hash == bindparam("key_hash"))
+
+
 async def _load_key(session: AsyncSession, raw_key: str, key_hash: str) -> _KeyState | None:
     if not tokens.api_key_well_formed(raw_key):  # a typo costs no query
         return None
-    row = (
-        await session.execute(
-            select(
-                ApiKey.id,
-                ApiKey.agent_id,
-                ApiKey.owner_id,
-                ApiKey.scopes,
-                ApiKey.revoked_at,
-                ApiKey.expires_at,
-                ApiKey.last_used_at,
-            ).where(ApiKey.key_hash == key_hash)
-        )
-    ).one_or_none()
+    row = (await session.execute(_KEY_BY_HASH, {"key_hash": key_hash})).one_or_none()
     if row is None:
         return None
     principal = KeyPrincipal(

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import NamedTuple
 
-from sqlalchemy import select, update
+from sqlalchemy import bindparam, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from callboard_core import clock
@@ -60,23 +60,25 @@ class _SessionState(NamedTuple):
     expires_at: datetime
 
 
+# Built once, as api_keys' `_KEY_BY_HASH`: every signed-in request runs it after any commit.
+_SESSION_BY_HASH = (
+    select(
+        UserSession.id,
+        UserSession.expires_at,
+        UserSession.revoked_at,
+        User.id.label("user_id"),
+        User.role,
+        User.status,
+        User.email,
+        User.email_verified_at,
+    )
+    .join(User, User.id == UserSession.user_id)
+    .where(UserSession.token_hash == bindparam("token_hash"))
+)
+
+
 async def _load_session(session: AsyncSession, token_hash: str) -> _SessionState | None:
-    row = (
-        await session.execute(
-            select(
-                UserSession.id,
-                UserSession.expires_at,
-                UserSession.revoked_at,
-                User.id.label("user_id"),
-                User.role,
-                User.status,
-                User.email,
-                User.email_verified_at,
-            )
-            .join(User, User.id == UserSession.user_id)
-            .where(UserSession.token_hash == token_hash)
-        )
-    ).one_or_none()
+    row = (await session.execute(_SESSION_BY_HASH, {"token_hash": token_hash})).one_or_none()
     if row is None:
         return None
     principal = UserPrincipal(
