@@ -18,6 +18,15 @@ from callboard_core.ratelimit import RateLimiter
 from callboard_core.security import passwords
 
 
+def open_database(settings: Settings) -> Database:
+    """The database `settings` name, with their pool and SQLite lock timeout."""
+    return Database(
+        settings.database_url,
+        pool_size=settings.db_pool_size,
+        busy_timeout_ms=settings.sqlite_busy_timeout_ms,
+    )
+
+
 @dataclass
 class Core:
     settings: Settings
@@ -41,11 +50,7 @@ class Core:
         passwords.configure(fast=settings.env is Environment.TEST)
         ledger_counting.declare()  # every kind of money operation shows on /metrics from the start
         assert db is None or db.url == settings.database_url
-        db = db or Database(
-            settings.database_url,
-            pool_size=settings.db_pool_size,
-            busy_timeout_ms=settings.sqlite_busy_timeout_ms,
-        )
+        db = db or open_database(settings)
         mailer = build_mailer(settings, db)
         core = cls(
             settings=settings,

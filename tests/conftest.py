@@ -29,7 +29,7 @@ from callboard_core import clock
 from callboard_core.auth import sessions
 from callboard_core.bus import HandlerTable
 from callboard_core.config import Environment, Settings
-from callboard_core.container import Core
+from callboard_core.container import Core, open_database
 from callboard_core.db.engine import Database
 from callboard_core.db.readcache import ReadCache
 from callboard_core.ledger import service as ledger
@@ -235,10 +235,9 @@ async def core(
         mark_seeded(database_url)
     shared = _shared_per_database.get(database_url)
     if shared is None:
-        db = Database(
-            database_url, pool_size=settings.db_pool_size, busy_timeout_ms=settings.sqlite_busy_timeout_ms
+        shared = _shared_per_database[database_url] = _Shared(
+            open_database(settings), ReadCache(database_url)
         )
-        shared = _shared_per_database[database_url] = _Shared(db, ReadCache(database_url))
     shared.read_cache.clear()
     core = Core.build(settings, db=shared.db, read_cache=shared.read_cache)
     # On PostgreSQL the read cache listens for commits, as in the server (again, if a test stopped its feed).
