@@ -45,14 +45,14 @@ def table(core: Core) -> HandlerTable:
             AfterCommit(counting.count_posting),
         ],
         # Owner notifications hear the job's history, documents and payouts; their email goes out after
-        # the commit.
+        # the commit (into the outbox: with it, as its last work).
         JobEventRecorded: [InTransaction(triggers.on_job_event)],
         DocumentsIssued: [InTransaction(triggers.on_documents)],
         PayoutFailed: [InTransaction(triggers.on_payout_failed)],
         BankPayoutFailed: [InTransaction(triggers.on_bank_payout_failed)],
         DisputeOpened: [InTransaction(triggers.on_dispute_opened)],
         DisputeResolved: [InTransaction(triggers.on_dispute_resolved)],
-        EmailNotificationQueued: [AfterCommit(emails.add)],
+        EmailNotificationQueued: [InTransaction(emails.queue)],
         # The agent lifecycle asks what blocks an archive or delete, and whether there is history.
         lifecycle.BlockersOf: [InTransaction(lifecycle_hooks.job_blockers)],
         lifecycle.HasHistory: [InTransaction(lifecycle_hooks.job_history)],

@@ -209,3 +209,54 @@ async def test_background_work_queues_behind_a_few_slots_and_a_failure_is_logged
         await bare.drain()
     assert peak == bus.BACKGROUND_SLOTS and len(done) == 39
     assert "the mail server is down" in caplog.text
+
+
+async def test_before_commit_work_runs_once_per_key_inside_the_transaction_and_never_after_a_rollback(
+    core: Core,
+) -> None:
+    """Work gathered from several events of one transaction runs once, as its last step, and commits with
+    it; a transaction that fails or is discarded runs none of it."""
+    from sqlalchemy import func, select
+
+    from callboard_core.mail.models import OutboxMessage
+
+    runs: list[list[str]] = []
+
+    class Gathered:
+        def __init__(self) -> None:
+            self.parts: list[str] = []
+
+        async def __call__(self, session: AsyncSession) -> None:
+            runs.append(self.parts)
+            session.add(OutboxMessage(kind="test", to_address="a@example.com", subject="x", body_text="y"))
+
+    async def outbox_rows() -> int:
+        async with core.uow(write=False) as uow:
+            return int(await uow.session.scalar(select(func.count()).select_from(OutboxMessage)) or 0)
+
+    async with core.uow() as uow:
+        for part in ("a", "b"):
+            uow.before_commit("gathered", Gathered()).parts.append(part)
+    assert runs == [["a", "b"]] and await outbox_rows() == 1
+
+    with pytest.raises(RuntimeError):
+        async with core.uow() as uow:
+            uow.before_commit("gathered", Gathered()).parts.append("c")
+            await uow.session.execute(select(1))
+            raise RuntimeError("the action failed")
+    async with core.uow() as uow:
+        uow.before_commit("gathered", Gathered()).parts.append("d")
+        await uow.session.execute(select(1))
+        await uow.discard()
+    assert runs == [["a", "b"]] and await outbox_rows() == 1
+
+    async def broken(session: AsyncSession) -> None:
+        raise RuntimeError("the gathered work failed")
+
+    with pytest.raises(RuntimeError, match="gathered work failed"):
+        async with core.uow() as uow:
+            uow.session.add(
+                OutboxMessage(kind="test", to_address="b@example.com", subject="x", body_text="y")
+            )
+            uow.before_commit("broken", broken)
+    assert await outbox_rows() == 1  # the transaction's own row went with it

@@ -26,7 +26,7 @@ from callboard_core.owner_notifications.states import MAX_ATTEMPTS, OwnerNotific
 from callboard_core.users.models import User
 from http_api.app import create_app
 from tests.conftest import BASE_URL, ORIGIN, Collector, make_settings
-from tests.jobs_helpers import Owner, create_published, new_agent, new_owner, to_review
+from tests.jobs_helpers import Owner, all_submit, create_published, new_agent, new_owner, to_review
 from tests.netutil import free_port
 from tests.payments_helpers import buyer, draft, fund, save_card
 from tests.payout_helpers import award, deliver, onboard_owner, payout_rows, sandbox
@@ -99,6 +99,72 @@ async def test_a_job_from_review_to_award_notifies_both_owners_once(
     await core.bus.drain()
     emails = [r for r in await _rows(core, worker_owner.user_id) if r.channel == "EMAIL"]
     assert len(emails) == 3 and {r.status for r in emails} == {"SENT"}
+
+
+async def test_outbox_email_is_delivered_in_the_transaction_that_raised_it(
+    app: Any, core: Core, client: httpx.AsyncClient
+) -> None:
+    """With the outbox mailer the award's emails are in the outbox, and SENT, when its answer arrives:
+    nothing waits in the background."""
+    from callboard_core.mail.models import OutboxMessage
+
+    requester_owner, worker_owner = await new_owner(app, core), await new_owner(app, core)
+    requester, worker = await new_agent(requester_owner), await new_agent(worker_owner)
+    job = await create_published(requester, client, title="Count the apples")
+    submission = await to_review(client, job["id"], requester, worker)
+    await core.bus.drain()
+    r = await client.post(
+        f"/api/v2/jobs/{job['id']}/award", json={"submissionId": submission}, headers=requester.h
+    )
+    assert r.status_code == 200, r.text
+    emails = [row for row in await _rows(core, worker_owner.user_id) if row.channel == "EMAIL"]
+    assert {(row.type, row.status, row.attempts) for row in emails} == {
+        ("BOUNTY_AWARD_WON", "SENT", 1),
+        ("FIRST_AWARD_WON", "SENT", 1),
+    }
+    async with core.uow(write=False) as uow:
+        sent = (
+            await uow.session.scalars(
+                select(OutboxMessage.subject).where(OutboxMessage.kind == "notification:BOUNTY_AWARD_WON")
+            )
+        ).all()
+    assert sent == ["Your agent won: Count the apples"]
+
+
+async def test_a_close_without_award_tells_every_owner_once_by_their_own_channels(
+    app: Any, core: Core, client: httpx.AsyncClient
+) -> None:
+    """One event, several owners (written together): each gets one notice, on the channels they chose."""
+    requester_owner = await new_owner(app, core)
+    quiet, plain = await new_owner(app, core), await new_owner(app, core)
+    requester = await new_agent(requester_owner)
+    workers = [await new_agent(quiet), await new_agent(plain), await new_agent(plain)]  # plain: two workers
+    r = await quiet.client.patch(
+        "/me/notifications/preferences",
+        json={"preferences": [{"type": "BOUNTY_NO_AWARD", "emailEnabled": False}]},
+    )
+    assert r.status_code == 200, r.text
+    job = await create_published(requester, client, participantCap=3)
+    await all_submit(client, job["id"], requester, workers)
+    r = await client.post(
+        f"/api/v2/jobs/{job['id']}/no-award", json={"reasonCode": "OTHER"}, headers=requester.h
+    )
+    assert r.status_code == 200, r.text
+    await core.bus.drain()
+
+    def no_award(rows: list[OwnerNotification]) -> list[tuple[str, str]]:
+        return sorted((r.channel, r.subject) for r in rows if r.type == "BOUNTY_NO_AWARD")
+
+    title = job["title"]
+    assert no_award(await _rows(core, requester_owner.user_id)) == [
+        ("EMAIL", f"Closed without an award: {title}"),
+        ("IN_APP", f"Closed without an award: {title}"),
+    ]
+    assert no_award(await _rows(core, quiet.user_id)) == [("IN_APP", f"No award: {title}")]
+    assert no_award(await _rows(core, plain.user_id)) == [
+        ("EMAIL", f"No award: {title}"),
+        ("IN_APP", f"No award: {title}"),
+    ]
 
 
 async def test_paid_publishing_documents_and_no_award(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Protocol, cast
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -14,6 +14,8 @@ if TYPE_CHECKING:
     from callboard_core.bus import MessageBus
 
 AfterCommit = Callable[[], Awaitable[None]]
+BeforeCommit = Callable[[AsyncSession], Awaitable[None]]
+H = TypeVar("H", bound=BeforeCommit)
 
 
 class _LazySession:
@@ -42,6 +44,7 @@ class UnitOfWork:
         self.write = write
         self.bus = bus  # what the work publishes reaches the core's handlers (callboard_core/bus.py)
         self._after_commit: list[AfterCommit] = []
+        self._before_commit: dict[str, BeforeCommit] = {}
         self._session: AsyncSession | None = None
         self.session = cast(AsyncSession, _LazySession(self))
 
@@ -58,31 +61,61 @@ class UnitOfWork:
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
+        if exc_type is None and self._before_commit:
+            try:
+                await self._run_before_commit(self.real_session())
+            except BaseException:
+                await self._end(commit=False)
+                raise
+        await self._end(commit=exc_type is None)
+        if exc_type is None:
+            for hook in self._after_commit:
+                await hook()
+
+    async def _end(self, *, commit: bool) -> None:
         session = self._session
         if session is not None:
             sync = session.sync_session
             if sync.in_transaction() or sync.identity_map or sync.new:
                 try:
-                    if exc_type is None:
+                    if commit:
                         await session.commit()
                     else:
                         await session.rollback()
                 finally:
                     await session.close()
-        if exc_type is None:
-            for hook in self._after_commit:
-                await hook()
+
+    async def _run_before_commit(self, session: AsyncSession) -> None:
+        while self._before_commit:  # a hook may register another
+            key = next(iter(self._before_commit))
+            await self._before_commit.pop(key)(session)
 
     async def discard(self) -> None:
         """Undo what the work did so far and stay open: a refusal shown as a page (a response whose unit of
-        work commits) keeps nothing of the refused action, and none of its after-commit hooks run."""
+        work commits) keeps nothing of the refused action, and none of its commit hooks run."""
         self._after_commit.clear()
+        self._before_commit.clear()
         if self._session is not None:
             await self._session.rollback()
 
     def after_commit(self, hook: AfterCommit) -> None:
         """Run hook once the transaction has committed (mail delivery, cache invalidation)."""
         self._after_commit.append(hook)
+
+    def before_commit(self, key: str, hook: H) -> H:
+        """Run hook(session) once, as the last work of the transaction, before it commits (and not at all
+        if it rolls back): work gathered from several events of one transaction and done once for all of
+        them. Returns the hook registered under `key`: this one, or the one registered before (which the
+        caller adds its part to). What the hook raises rolls the transaction back."""
+        return cast(H, self._before_commit.setdefault(key, hook))
+
+
+def before_commit(session: AsyncSession, key: str, hook: H) -> H:
+    """Register hook on the unit of work that owns session (see UnitOfWork.before_commit)."""
+    uow = session.info.get("uow")
+    if uow is None:
+        raise RuntimeError("session is not owned by a UnitOfWork")
+    return cast(H, uow.before_commit(key, hook))
 
 
 def after_commit(session: AsyncSession, hook: AfterCommit) -> None:

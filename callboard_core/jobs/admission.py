@@ -13,6 +13,7 @@ change to it is compare-and-set against participantCap, so concurrent grants nev
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from typing import Any
 
 from sqlalchemy import case, func, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -335,27 +336,32 @@ async def end_slot(
     return True
 
 
+async def _work_counts(session: AsyncSession, job_id: str) -> tuple[int, int, int]:
+    """(slots still working, applications waitlisted, slots submitted) of a job, in one statement."""
+
+    def count(model: type[ParticipationSlot | JobApplication], *where: Any) -> Any:
+        return select(func.count()).select_from(model).where(model.job_id == job_id, *where).scalar_subquery()
+
+    live, waiting, submitted = (
+        await session.execute(
+            select(
+                count(ParticipationSlot, ParticipationSlot.status.in_(LIVE_SLOTS)),
+                count(JobApplication, JobApplication.status == ApplicationStatus.WAITLISTED),
+                count(ParticipationSlot, ParticipationSlot.status == SlotStatus.SUBMITTED),
+            )
+        )
+    ).one()
+    return int(live), int(waiting), int(submitted)
+
+
 async def settle(session: AsyncSession, job: Job, *, deadline_passed: bool = False) -> Job:
     """An IN_PROGRESS job whose work is over moves on: to IN_REVIEW with submissions, else NO_AWARD."""
     if job.status != JobStatus.IN_PROGRESS:
         return job
     now = clock.now()
-    live = (
-        await session.execute(
-            select(func.count())
-            .select_from(ParticipationSlot)
-            .where(ParticipationSlot.job_id == job.id, ParticipationSlot.status.in_(LIVE_SLOTS))
-        )
-    ).scalar_one()
+    live, waiting, submitted = await _work_counts(session, job.id)
     if live and not deadline_passed:
         return job
-    waiting = (
-        await session.execute(
-            select(func.count())
-            .select_from(JobApplication)
-            .where(JobApplication.job_id == job.id, JobApplication.status == ApplicationStatus.WAITLISTED)
-        )
-    ).scalar_one()
     if (
         waiting
         and not deadline_passed
@@ -373,13 +379,6 @@ async def settle(session: AsyncSession, job: Job, *, deadline_passed: bool = Fal
             JobApplication.status == ApplicationStatus.WAITLISTED,  # pending ones were decided at admission
             updated_at=now,
         )
-    submitted = (
-        await session.execute(
-            select(func.count())
-            .select_from(ParticipationSlot)
-            .where(ParticipationSlot.job_id == job.id, ParticipationSlot.status == SlotStatus.SUBMITTED)
-        )
-    ).scalar_one()
     if submitted:
         job = await move(session, job, "start_review", JobStatus.IN_REVIEW, review_started_at=now)
         await events.record(

@@ -1,4 +1,5 @@
-"""Email delivery of owner notifications: after the commit that raised one, and again by the worker for what
+"""Email delivery of owner notifications: after the commit that raised one (with an outbox mailer, whose mail
+is a row of this database, inside that transaction as its last work), and again by the worker for what
 failed (back-off) or was left behind (a process that stopped). Each attempt claims the row with a
 compare-and-set (PENDING, or FAILED/SENDING whose retry time has come, to SENDING), so two deliverers never
 send one notification; a crash between the hand-over and the SENT mark is the one case that can repeat a
@@ -17,7 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from callboard_core import clock, metrics
 from callboard_core.config import Settings
-from callboard_core.db.uow import UnitsOfWork
+from callboard_core.db.uow import UnitsOfWork, after_commit, before_commit
 from callboard_core.mail.service import Mail, Mailer
 from callboard_core.owner_notifications.models import OwnerNotification
 from callboard_core.owner_notifications.service import EmailNotificationQueued, unsubscribe_token
@@ -104,10 +105,9 @@ async def deliver_many(
     if not notification_ids:
         return {}
     async with uows.uow() as claim:
-        claimed, mails = await _claim_and_compose(claim.session, notification_ids, settings)
         if mailer.in_database:
-            await mailer.record_delivered(claim.session, mails)
-            return await _record_outcomes(claim.session, claimed, iter([None] * len(mails)))
+            return await deliver_in(claim.session, mailer, settings, notification_ids)
+        claimed, mails = await _claim_and_compose(claim.session, notification_ids, settings)
     if not claimed:
         return {}
     try:
@@ -117,6 +117,19 @@ async def deliver_many(
         answers = iter([f"unexpected: {exc!r}"[:1000]] * len(mails))
     async with uows.uow() as outcome:
         return await _record_outcomes(outcome.session, claimed, answers)
+
+
+async def deliver_in(
+    session: AsyncSession, mailer: Mailer, settings: Settings, notification_ids: list[str]
+) -> dict[str, str]:
+    """For a mailer `in_database` (the outbox), whose delivery is a row of this database: one attempt at
+    each of these email notifications inside the caller's transaction, so the notification, its claim, its
+    mail and its outcome commit (or roll back) together. {id: status after}, as `deliver_many`."""
+    claimed, mails = await _claim_and_compose(session, notification_ids, settings)
+    if not claimed:
+        return {}
+    await mailer.record_delivered(session, mails)
+    return await _record_outcomes(session, claimed, iter([None] * len(mails)))
 
 
 async def _claim_and_compose(
@@ -174,10 +187,11 @@ async def _record_outcomes(
 
 
 class Batch:
-    """Email notifications queued by commits, delivered together in the background: the after-commit
-    handlers of one commit (an award raises several) add their ids one after another, and the one delivery
-    they start runs once they are done, so it takes them all (see deliver_many).
-    The answer that raised them never waits for a mail server; the worker retries what fails."""
+    """Email notifications queued by commits, delivered together: with a mail server, in the background
+    once the commit is done (the after-commit hooks of one commit, an award raises several, add their ids
+    one after another, and the one delivery they start takes them all: `deliver_many`), so the answer
+    never waits for a mail server; with the outbox, in the raising transaction (`queue`). The worker
+    retries what fails."""
 
     def __init__(
         self,
@@ -189,6 +203,19 @@ class Batch:
         self.uows, self.mailer, self.settings, self.spawn = uows, mailer, settings, spawn
         self._ids: list[str] = []
 
+    async def queue(self, session: AsyncSession, event: EmailNotificationQueued) -> None:
+        """In the transaction that wrote the row. A mailer whose delivery is a row of this database (the
+        outbox) delivers once, as the transaction's last work, every email it raised (`deliver_in`): no
+        second transaction, nothing left for the background. Any other mailer sends after the commit
+        (`add`), so the answer never waits for a mail server."""
+        if not self.mailer.in_database:
+            after_commit(session, lambda: self.add(event))
+            return
+        delivery = before_commit(
+            session, "owner-notification-email", _OutboxBatch(self.mailer, self.settings)
+        )
+        delivery.ids.append(event.notification_id)
+
     async def add(self, event: EmailNotificationQueued) -> None:
         self._ids.append(event.notification_id)
         if len(self._ids) == 1:  # the first since the last delivery took its ids
@@ -197,6 +224,17 @@ class Batch:
     async def _deliver(self) -> None:
         ids, self._ids = self._ids, []
         await deliver_many(self.uows, self.mailer, self.settings, ids)
+
+
+class _OutboxBatch:
+    """The emails one transaction raised, delivered together as its last work (an outbox mailer)."""
+
+    def __init__(self, mailer: Mailer, settings: Settings) -> None:
+        self.mailer, self.settings = mailer, settings
+        self.ids: list[str] = []
+
+    async def __call__(self, session: AsyncSession) -> None:
+        await deliver_in(session, self.mailer, self.settings, self.ids)
 
 
 async def deliver_due(uows: UnitsOfWork, mailer: Mailer, settings: Settings, limit: int = 100) -> int:

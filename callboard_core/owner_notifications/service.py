@@ -9,8 +9,9 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import and_, func, or_, select, update
@@ -40,8 +41,9 @@ ACTION_PATHS: dict[OwnerNotificationType, str] = {t: "/" for t in OwnerNotificat
 
 @dataclass(frozen=True)
 class EmailNotificationQueued(bus.Event):
-    """An email notification row was written: delivered right after the commit (an `AfterCommit` handler
-    in the bus's table), else by the worker's pass."""
+    """An email notification row was written: delivered with the transaction's last work when the mail is
+    a row of this database (the outbox), else right after the commit (`delivery.Batch.queue`); what fails
+    is retried by the worker's pass."""
 
     notification_id: str
 
@@ -60,6 +62,20 @@ async def preference(session: AsyncSession, owner_id: str, type_: str) -> Prefer
     return _channels(type_, await session.get(OwnerNotificationPreference, (owner_id, type_)))
 
 
+@dataclass(frozen=True)
+class Note:
+    """One notification to raise: for `owner_id` (None: an owner-less agent, nothing is written), of a type,
+    once per event (`event_key`)."""
+
+    owner_id: str | None
+    type: OwnerNotificationType
+    event_key: str
+    subject: str
+    body: str
+    metadata: Mapping[str, Any] | None = None
+    action_path: str | None = None
+
+
 async def notify(
     session: AsyncSession,
     owner_id: str | None,
@@ -73,65 +89,87 @@ async def notify(
 ) -> list[str]:
     """Record the notification for each channel the owner wants, once per event (`event_key`); returns the
     ids written (none for an owner-less agent, a type switched off, or an event already notified)."""
-    if owner_id is None:
+    return await notify_all(session, [Note(owner_id, type_, event_key, subject, body, metadata, action_path)])
+
+
+async def notify_all(session: AsyncSession, notes: Sequence[Note]) -> list[str]:
+    """`notify` for several notes of one event (an award tells both owners) in two statements whatever
+    their number: one reads the accounts and their preferences for these types, one writes every channel's
+    row. Returns the ids written, in the notes' order (in-app before email for each)."""
+    wanted_notes = [note for note in notes if note.owner_id is not None]
+    if not wanted_notes:
         return []
-    # The account and its preference for this type in one statement (a notification is raised per event).
+    owners = {note.owner_id for note in wanted_notes}
+    types = {str(note.type) for note in wanted_notes}
     found = (
         await session.execute(
-            select(OwnerNotificationPreference.email_enabled, OwnerNotificationPreference.in_app_enabled)
+            select(
+                User.id,
+                OwnerNotificationPreference.type,
+                OwnerNotificationPreference.email_enabled,
+                OwnerNotificationPreference.in_app_enabled,
+            )
             .select_from(User)
             .outerjoin(
                 OwnerNotificationPreference,
                 and_(
                     OwnerNotificationPreference.owner_id == User.id,
-                    OwnerNotificationPreference.type == str(type_),
+                    OwnerNotificationPreference.type.in_(sorted(types)),
                 ),
             )
-            .where(User.id == owner_id)
+            .where(User.id.in_(sorted(owners)))
         )
-    ).one_or_none()
-    if found is None:  # postings may name no account
-        return []
-    wanted = _channels(str(type_), found)  # the outer join's NULLs: no row
+    ).all()
+    accounts = {row.id for row in found}  # postings may name no account
+    chosen = {(row.id, row.type): row for row in found if row.type is not None}
     now = clock.now()
-    insert = pg_insert if session.get_bind().dialect.name == "postgresql" else sqlite_insert
-    rows = [
-        {
-            "id": new_id("onf"),
-            "owner_id": owner_id,
-            "type": str(type_),
-            "channel": str(channel),
-            "status": DeliveryStatus.SENT if channel == Channel.IN_APP else DeliveryStatus.PENDING,
-            "event_key": event_key[:200],
-            "subject": subject[:300],
-            "body": body,
-            "action_url": action_path or ACTION_PATHS[type_],
-            "metadata_json": dict(metadata or {}),
-            "attempts": 0,
-            "next_attempt_at": None if channel == Channel.IN_APP else now,
-            "sent_at": now if channel == Channel.IN_APP else None,
-            "created_at": now,
-        }
+    rows: list[dict[str, Any]] = []
+    for note in wanted_notes:
+        if note.owner_id not in accounts:
+            continue
+        wanted = _channels(str(note.type), chosen.get((note.owner_id, str(note.type))))
         for channel, enabled in (
             (Channel.IN_APP, wanted.in_app_enabled),
             (Channel.EMAIL, wanted.email_enabled),
-        )
-        if enabled
-    ]
+        ):
+            if enabled:
+                rows.append(_row(note, channel, now))
     if not rows:
         return []
-    # Both channels in one statement; an event already notified on a channel inserts nothing there.
+    insert = pg_insert if session.get_bind().dialect.name == "postgresql" else sqlite_insert
+    # Every channel of every note in one statement; an event already notified on a channel inserts nothing.
     statement = (
         insert(OwnerNotification)
         .values(rows)
         .on_conflict_do_nothing(index_elements=["owner_id", "type", "channel", "event_key"])
-        .returning(OwnerNotification.id, OwnerNotification.channel)
+        .returning(OwnerNotification.id)
     )
-    inserted = {channel: row_id for row_id, channel in (await session.execute(statement)).all()}
-    written = [inserted[c] for c in (Channel.IN_APP, Channel.EMAIL) if c in inserted]
-    if Channel.EMAIL in inserted:
-        await bus.publish(session, EmailNotificationQueued(inserted[Channel.EMAIL]))
+    inserted = set((await session.execute(statement)).scalars())
+    written = [row["id"] for row in rows if row["id"] in inserted]
+    for row in rows:
+        if row["id"] in inserted and row["channel"] == Channel.EMAIL:
+            await bus.publish(session, EmailNotificationQueued(row["id"]))
     return written
+
+
+def _row(note: Note, channel: Channel, now: datetime) -> dict[str, Any]:
+    in_app = channel == Channel.IN_APP
+    return {
+        "id": new_id("onf"),
+        "owner_id": note.owner_id,
+        "type": str(note.type),
+        "channel": str(channel),
+        "status": DeliveryStatus.SENT if in_app else DeliveryStatus.PENDING,
+        "event_key": note.event_key[:200],
+        "subject": note.subject[:300],
+        "body": note.body,
+        "action_url": note.action_path or ACTION_PATHS[note.type],
+        "metadata_json": dict(note.metadata or {}),
+        "attempts": 0,
+        "next_attempt_at": None if in_app else now,
+        "sent_at": now if in_app else None,
+        "created_at": now,
+    }
 
 
 def view(row: OwnerNotification, base_url: str) -> OwnerNotificationView:

@@ -31,7 +31,7 @@ from callboard_core.documents.models import DocumentKind
 from callboard_core.jobs.events import JobEventRecorded
 from callboard_core.jobs.models import Award, Job, Submission
 from callboard_core.owner_notifications.models import OwnerNotification
-from callboard_core.owner_notifications.service import notify, type_label
+from callboard_core.owner_notifications.service import Note, notify, notify_all, type_label
 from callboard_core.owner_notifications.states import Channel, OwnerNotificationType
 from callboard_core.payouts.events import BankPayoutFailed, PayoutFailed
 
@@ -76,6 +76,7 @@ async def on_job_event(session: AsyncSession, event: JobEventRecorded) -> None:
 
 
 async def _awarded(session: AsyncSession, job: Job, data: Mapping[str, Any]) -> None:
+    """Both owners told in one write; whether this is either one's first award in one read."""
     award_id = str(data.get("awardId"))
     pay = (
         f" The worker's owner is paid {_cents(job.reward_amount_cents, job.currency)}."
@@ -83,93 +84,106 @@ async def _awarded(session: AsyncSession, job: Job, data: Mapping[str, Any]) -> 
         else ""
     )
     meta = {"jobId": job.id, "awardId": award_id, "rewardAmountCents": job.reward_amount_cents}
-    await notify(
-        session,
-        job.owner_id,
-        T.BOUNTY_AWARDED,
-        award_id,
-        f"You awarded {job.title}",
-        f'Your job "{job.title}" was awarded; the full result is released to your agent.{pay}',
-        metadata=meta,
-    )
-    if job.owner_id is not None:
-        given = await session.scalar(
-            select(func.count())
-            .select_from(Award)
-            .join(Job, Job.id == Award.job_id)
-            .where(Job.owner_id == job.owner_id)
+    worker_owner = await _owner_of_agent(session, data.get("workerAgentId"))
+    # "Another award exists" rather than a count: the owner's whole history is never scanned.
+    given_before, won_before = (
+        await session.execute(
+            select(
+                select(Award.id)
+                .join(Job, Job.id == Award.job_id)
+                .where(Job.owner_id == job.owner_id, Award.id != award_id)
+                .exists(),
+                select(Award.id)
+                .join(Agent, Agent.id == Award.worker_agent_id)
+                .where(Agent.owner_id == worker_owner, Award.id != award_id)
+                .exists(),
+            )
         )
-        if given == 1:
-            await notify(
-                session,
+    ).one()
+    notes = [
+        Note(
+            job.owner_id,
+            T.BOUNTY_AWARDED,
+            award_id,
+            f"You awarded {job.title}",
+            f'Your job "{job.title}" was awarded; the full result is released to your agent.{pay}',
+            meta,
+        )
+    ]
+    if not given_before:
+        notes.append(
+            Note(
                 job.owner_id,
                 T.FIRST_AWARD_GIVEN,
                 "first",
                 "Your first award on callboard",
                 f'You gave your first award, on "{job.title}". Welcome aboard.',
-                metadata=meta,
+                meta,
             )
-    worker_owner = await _owner_of_agent(session, data.get("workerAgentId"))
-    if worker_owner is None:
-        return
-    won = (
-        f" {_cents(job.reward_amount_cents, job.currency)} is on its way to your payout account."
-        if job.reward_amount_cents
-        else ""
-    )
-    await notify(
-        session,
-        worker_owner,
-        T.BOUNTY_AWARD_WON,
-        award_id,
-        f"Your agent won: {job.title}",
-        f'Your agent\'s submission to "{job.title}" was awarded.{won}',
-        metadata=meta | {"workerAgentId": data.get("workerAgentId")},
-    )
-    wins = await session.scalar(
-        select(func.count())
-        .select_from(Award)
-        .join(Agent, Agent.id == Award.worker_agent_id)
-        .where(Agent.owner_id == worker_owner)
-    )
-    if wins == 1:
-        await notify(
-            session,
-            worker_owner,
-            T.FIRST_AWARD_WON,
-            "first",
-            "Your first win on callboard",
-            f'One of your agents won its first award, on "{job.title}".',
-            metadata=meta,
         )
+    if worker_owner is not None:
+        won = (
+            f" {_cents(job.reward_amount_cents, job.currency)} is on its way to your payout account."
+            if job.reward_amount_cents
+            else ""
+        )
+        notes.append(
+            Note(
+                worker_owner,
+                T.BOUNTY_AWARD_WON,
+                award_id,
+                f"Your agent won: {job.title}",
+                f'Your agent\'s submission to "{job.title}" was awarded.{won}',
+                meta | {"workerAgentId": data.get("workerAgentId")},
+            )
+        )
+        if not won_before:
+            notes.append(
+                Note(
+                    worker_owner,
+                    T.FIRST_AWARD_WON,
+                    "first",
+                    "Your first win on callboard",
+                    f'One of your agents won its first award, on "{job.title}".',
+                    meta,
+                )
+            )
+    await notify_all(session, notes)
 
 
 async def _no_award(session: AsyncSession, job: Job, data: Mapping[str, Any]) -> None:
     reason = data.get("reasonCode") or "no reason given"
     refund = " The reserved reward went back to your balance." if job.reward_amount_cents else ""
-    await notify(
-        session,
-        job.owner_id,
-        T.BOUNTY_NO_AWARD,
-        job.id,
-        f"Closed without an award: {job.title}",
-        f'Your job "{job.title}" closed without a winner ({reason}).{refund}',
-        metadata={"jobId": job.id, "reasonCode": reason},
-    )
-    submitters = (
-        await session.scalars(select(Submission.worker_agent_id).where(Submission.job_id == job.id))
-    ).all()
-    owners = {await _owner_of_agent(session, a) for a in submitters} - {None, job.owner_id}
-    for owner in sorted(o for o in owners if o):
-        await notify(
-            session,
-            owner,
+    metadata = {"jobId": job.id, "reasonCode": reason}
+    notes = [
+        Note(
+            job.owner_id,
             T.BOUNTY_NO_AWARD,
             job.id,
-            f"No award: {job.title}",
-            f'"{job.title}", which your agent submitted to, closed without a winner ({reason}).',
-            metadata={"jobId": job.id, "reasonCode": reason},
+            f"Closed without an award: {job.title}",
+            f'Your job "{job.title}" closed without a winner ({reason}).{refund}',
+            metadata,
         )
+    ]
+    submitters = (
+        await session.scalars(
+            select(Agent.owner_id)
+            .join(Submission, Submission.worker_agent_id == Agent.id)
+            .where(Submission.job_id == job.id)
+        )
+    ).all()
+    for owner in sorted({o for o in submitters if o} - {job.owner_id}):
+        notes.append(
+            Note(
+                owner,
+                T.BOUNTY_NO_AWARD,
+                job.id,
+                f"No award: {job.title}",
+                f'"{job.title}", which your agent submitted to, closed without a winner ({reason}).',
+                metadata,
+            )
+        )
+    await notify_all(session, notes)
 
 
 # --- documents, payouts, paid publishing -----------------------------------------------------------------
@@ -182,25 +196,25 @@ DOCUMENT_TYPES = {
 
 
 async def on_documents(session: AsyncSession, event: DocumentsIssued) -> None:
+    notes = []
     for document in event.documents:
         type_ = DOCUMENT_TYPES.get(DocumentKind(document.kind))
         if type_ is None:
             continue
         label = type_label(type_).removesuffix(" ready")
-        await notify(
-            session,
-            document.owner_user_id,
-            type_,
-            document.id,
-            f"Your {label} {document.number}",
-            f"Your {label} {document.number} for {_cents(document.total_cents, document.currency)} is ready.",
-            metadata={
-                "documentId": document.id,
-                "number": document.number,
-                "totalCents": document.total_cents,
-            },
-            action_path=f"/billing/documents/{document.id}",  # the console's page (signed out: sign in first)
+        notes.append(
+            Note(
+                document.owner_user_id,
+                type_,
+                document.id,
+                f"Your {label} {document.number}",
+                f"Your {label} {document.number} for {_cents(document.total_cents, document.currency)} "
+                "is ready.",
+                {"documentId": document.id, "number": document.number, "totalCents": document.total_cents},
+                f"/billing/documents/{document.id}",  # the console's page (signed out: sign in first)
+            )
         )
+    await notify_all(session, notes)
 
 
 async def on_payout_failed(session: AsyncSession, event: PayoutFailed) -> None:
