@@ -31,6 +31,13 @@ def json_loads(text: str | bytes) -> Any:
         return json.loads(text)
 
 
+def writes_serialised(session: AsyncSession) -> bool:
+    """Whether a write transaction holds the database's one write lock from its first statement (SQLite's
+    BEGIN IMMEDIATE): every row it reads is then current until it commits, so a row lock, or a re-read
+    after taking one, adds nothing. False on PostgreSQL, where rows are locked one by one (FOR UPDATE)."""
+    return bool(session.get_bind().dialect.name == "sqlite")
+
+
 class Database:
     def __init__(self, url: str, *, pool_size: int = 10, busy_timeout_ms: int = 30_000, echo: bool = False):
         self.url = url

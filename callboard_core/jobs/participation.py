@@ -12,6 +12,7 @@ from callboard_core.agents import reputation
 from callboard_core.agents.models import Agent
 from callboard_core.blobs import BlobStore
 from callboard_core.config import Settings
+from callboard_core.db.engine import writes_serialised
 from callboard_core.db.uow import add_or_conflict
 from callboard_core.errors import Conflict, Forbidden, NotFound, ValidationFailed
 from callboard_core.files import service as files
@@ -571,7 +572,10 @@ async def upload_inline(
 async def hash_submission_files(
     session: AsyncSession, blobs: BlobStore, actor: Actor, slot_id: str, body: job_schemas.SubmitBody
 ) -> files.Hashed:
-    """submit's slow part, run before its write transaction: re-hash the slot's uploads the body names."""
+    """submit's slow part, run before its write transaction: re-hash the slot's uploads the body names
+    (nothing to read for a submission without files)."""
+    if not body.files:
+        return files.NOT_HASHED
     slot, _ = await worker_slot(session, actor, slot_id)
     if slot.status not in SLOT_MOVES[SlotStatus.SUBMITTED]:
         return files.NOT_HASHED  # submit refuses it without looking at the files
@@ -597,7 +601,8 @@ async def submit(
     just before). One submission per slot."""
     slot, _ = await worker_slot(session, actor, slot_id)
     job = await lock(session, slot.job_id)
-    await session.refresh(slot)
+    if not writes_serialised(session):  # read before the job's lock: what it says now
+        await session.refresh(slot)
     if slot.status == SlotStatus.SUBMITTED:
         raise Conflict(
             "This slot has already submitted.",

@@ -18,6 +18,7 @@ from callboard_core.agents.models import Agent
 from callboard_core.blobs import BlobStore
 from callboard_core.capabilities.models import CapabilityTag, TaxonomyStatus
 from callboard_core.config import Settings
+from callboard_core.db.engine import writes_serialised
 from callboard_core.db.uow import UnitsOfWork
 from callboard_core.directory import service as directory
 from callboard_core.errors import Conflict, NotFound, ValidationFailed, field_error
@@ -154,22 +155,31 @@ async def lock(session: AsyncSession, job_id: str) -> Job:
     serialised by BEGIN IMMEDIATE). Every write that changes a job's participants takes this lock before it
     touches any child row (application, slot, invitation, submission), so such writes queue in one order:
     no deadlock between them, and no write skew (two last submissions each missing the other's)."""
-    job = (
-        await session.scalars(
-            select(Job).where(Job.id == job_id).with_for_update().execution_options(populate_existing=True)
-        )
-    ).one_or_none()
+    job = await _locked(session, job_id)
     if job is None:
         raise NotFound("No such job.", code="job_not_found")
     return job
 
 
+async def _locked(session: AsyncSession, job_id: str) -> Job | None:
+    return (
+        await session.scalars(
+            select(Job).where(Job.id == job_id).with_for_update().execution_options(populate_existing=True)
+        )
+    ).one_or_none()
+
+
 async def requester_job(session: AsyncSession, actor: Actor, job_id: str, *, for_update: bool = False) -> Job:
     """The job, if the actor is its requester (or the requester's owner); else 404. With for_update the
     row is locked (see `lock`)."""
-    job = await session.get(Job, job_id)
-    if job is not None and for_update and is_requester(actor, job):
-        job = await lock(session, job_id)
+    if for_update and writes_serialised(session):
+        # The lock is the write transaction itself: `lock` is a fresh read, so one read is both the check
+        # and the lock. Elsewhere only the job's requester may take its row lock.
+        job = await _locked(session, job_id)
+    else:
+        job = await session.get(Job, job_id)
+        if job is not None and for_update and is_requester(actor, job):
+            job = await lock(session, job_id)
     if job is None or not is_requester(actor, job):
         raise NotFound("No such job.", code="job_not_found")
     return job
