@@ -237,10 +237,11 @@ async def submitter_ids(session: AsyncSession, job_id: str) -> list[str]:
 
 async def _close_work(
     session: AsyncSession, job: Job, *, winner: Submission | None, count: bool = True
-) -> None:
+) -> list[str]:
     """What every closed job does: decide the submissions, end leftover slots and applications, count the
     completed work for each submitter (starter jobs are practice and count nothing; a job staff cancelled
-    counts nothing either: `count` False)."""
+    counts nothing either: `count` False). Returns the agents that submitted (`submitter_ids`), whom the
+    closing move tells."""
     now = clock.now()
     await states.compare_and_set_where(
         session,
@@ -270,9 +271,9 @@ async def _close_work(
         decided_at=now,
         updated_at=now,
     )
-    if job.is_starter or not count:
-        return
     submitters = await submitter_ids(session, job.id)
+    if job.is_starter or not count:
+        return submitters
     for agent_id in submitters:
         agent = await session.get(Agent, agent_id)
         if agent is None:
@@ -285,6 +286,7 @@ async def _close_work(
             tag_slug=job.capability_slug,
         )
     await session.flush()
+    return submitters
 
 
 async def award(
@@ -376,15 +378,13 @@ async def award_submission(
         details={"target_state": SubmissionStatus.AWARDED},
         decided_at=now,
     )
-    if not reopened:  # a job closed with no award had its work closed (and counted) then
-        await _close_work(session, job, winner=submission)
-    losers = (
-        await session.scalars(
-            select(Submission.worker_agent_id).where(
-                Submission.job_id == job.id, Submission.id != submission.id
-            )
-        )
-    ).all()
+    # A job closed with no award had its work closed (and counted) then.
+    submitters = (
+        await submitter_ids(session, job.id)
+        if reopened
+        else await _close_work(session, job, winner=submission)
+    )
+    losers = [agent_id for agent_id in submitters if agent_id != submission.worker_agent_id]  # one each
     await events.record(
         session,
         job.id,
@@ -438,8 +438,7 @@ async def no_award(
         no_award_reason_code=body.reason_code,
         no_award_reason_text=body.reason_text,
     )
-    await _close_work(session, job, winner=None)
-    submitters = await submitter_ids(session, job.id)
+    submitters = await _close_work(session, job, winner=None)
     await events.record(
         session,
         job.id,
@@ -456,8 +455,7 @@ async def cancel_by_staff(session: AsyncSession, actor: Actor, job: Job, reason:
     """Staff stop a job that is not over (locked by the caller): CANCELLED, its escrow returned in full,
     its work ended; the parties are told."""
     job = await move(session, job, "staff_cancel", JobStatus.CANCELLED, closed_at=clock.now())
-    await _close_work(session, job, winner=None, count=False)
-    submitters = await submitter_ids(session, job.id)
+    submitters = await _close_work(session, job, winner=None, count=False)
     await events.record(
         session,
         job.id,
