@@ -7,14 +7,15 @@ commit (delivery.py); the worker retries what failed."""
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import hmac
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import and_, func, or_, select, update
+from sqlalchemy import Table, and_, func, or_, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -136,20 +137,27 @@ async def notify_all(session: AsyncSession, notes: Sequence[Note]) -> list[str]:
                 rows.append(_row(note, channel, now))
     if not rows:
         return []
-    insert = pg_insert if session.get_bind().dialect.name == "postgresql" else sqlite_insert
-    # Every channel of every note in one statement; an event already notified on a channel inserts nothing.
-    statement = (
-        insert(OwnerNotification)
-        .values(rows)
-        .on_conflict_do_nothing(index_elements=["owner_id", "type", "channel", "event_key"])
-        .returning(OwnerNotification.id)
-    )
-    inserted = set((await session.execute(statement)).scalars())
+    statement = _insert_rows(session.get_bind().dialect.name)
+    inserted = set((await session.execute(statement, rows)).scalars())
     written = [row["id"] for row in rows if row["id"] in inserted]
     for row in rows:
         if row["id"] in inserted and row["channel"] == Channel.EMAIL:
             await bus.publish(session, EmailNotificationQueued(row["id"]))
     return written
+
+
+@functools.cache
+def _insert_rows(dialect: str) -> Any:
+    """Every channel of every note in one statement (the rows as its parameters: one statement compiled
+    once, where rows written into the statement would make it new, and compiled again, each time); an event
+    already notified on a channel inserts nothing there."""
+    insert = pg_insert if dialect == "postgresql" else sqlite_insert
+    table = cast(Table, OwnerNotification.__table__)
+    return (
+        insert(table)
+        .on_conflict_do_nothing(index_elements=["owner_id", "type", "channel", "event_key"])
+        .returning(table.c.id)
+    )
 
 
 def _row(note: Note, channel: Channel, now: datetime) -> dict[str, Any]:
