@@ -700,11 +700,11 @@ async def submit(
         notify=[job.requester_agent_id],
         title=f"New submission: {job.title}",
     )
-    await session.refresh(job)
+    # The job is as `lock` read it: nothing above writes its row, and no other writer can meanwhile.
     job = await admission.settle(session, job)
     if job.is_starter:  # practice: a valid submission wins at once
         await review.award_submission(session, job, submission, SYSTEM)
-    await session.refresh(submission)
+        await session.refresh(submission)
     return submission_view(submission, job_status=(await get(session, job.id)).status)
 
 

@@ -3,7 +3,8 @@ is a row of this database, inside that transaction as its last work), and again 
 failed (back-off) or was left behind (a process that stopped). Each attempt claims the row with a
 compare-and-set (PENDING, or FAILED/SENDING whose retry time has come, to SENDING), so two deliverers never
 send one notification; a crash between the hand-over and the SENT mark is the one case that can repeat a
-mail, after SENDING_LEASE (SMTP gives no way to ask whether a message went)."""
+mail, after SENDING_LEASE (SMTP gives no way to ask whether a message went). The outbox's claim moves the
+row straight to SENT, in the transaction that writes the mail: nothing can come between them."""
 
 from __future__ import annotations
 
@@ -123,13 +124,41 @@ async def deliver_in(
     session: AsyncSession, mailer: Mailer, settings: Settings, notification_ids: list[str]
 ) -> dict[str, str]:
     """For a mailer `in_database` (the outbox), whose delivery is a row of this database: one attempt at
-    each of these email notifications inside the caller's transaction, so the notification, its claim, its
-    mail and its outcome commit (or roll back) together. {id: status after}, as `deliver_many`."""
-    claimed, mails = await _claim_and_compose(session, notification_ids, settings)
-    if not claimed:
+    each of these email notifications inside the caller's transaction, so the notification, its mail and
+    its outcome commit (or roll back) together. The claim is the outcome (a compare-and-set from a claimable
+    state straight to SENT: no SENDING lease is needed where the mail commits with it). {id: status after},
+    as `deliver_many`."""
+    now = clock.now()
+    claim = (
+        update(OwnerNotification)
+        .where(OwnerNotification.id.in_(notification_ids), *_claimable(now, include_new=True))
+        .values(
+            status=S.SENT,
+            attempts=OwnerNotification.attempts + 1,
+            sent_at=now,
+            next_attempt_at=None,
+            error=None,
+        )
+        .returning(OwnerNotification)
+        .execution_options(populate_existing=True)
+    )
+    rows = list((await session.execute(claim)).scalars())
+    if not rows:
         return {}
-    await mailer.record_delivered(session, mails)
-    return await _record_outcomes(session, claimed, iter([None] * len(mails)))
+    emails = await _addresses(session, rows)
+    await mailer.record_delivered(
+        session, [compose(r, emails[r.owner_id], settings) for r in rows if r.owner_id in emails]
+    )
+    statuses = {row.id: str(S.SENT) for row in rows}
+    orphans = [(row.id, row.attempts, False) for row in rows if row.owner_id not in emails]
+    if orphans:  # an owner whose account went: nobody to send to
+        statuses.update(await _record_outcomes(session, orphans, iter(()), claimed_as=S.SENT))
+    return statuses
+
+
+async def _addresses(session: AsyncSession, rows: list[OwnerNotification]) -> dict[str, str]:
+    owners = select(User.id, User.email).where(User.id.in_({row.owner_id for row in rows}))
+    return {user_id: email for user_id, email in (await session.execute(owners)).all()}
 
 
 async def _claim_and_compose(
@@ -138,15 +167,14 @@ async def _claim_and_compose(
     rows = await _claim(session, notification_ids, clock.now())
     if not rows:
         return [], []
-    owners = select(User.id, User.email).where(User.id.in_({row.owner_id for row in rows}))
-    emails: dict[str, str] = {user_id: email for user_id, email in (await session.execute(owners)).all()}
+    emails = await _addresses(session, rows)
     claimed = [(row.id, row.attempts, row.owner_id in emails) for row in rows]
     mails = [compose(row, emails[row.owner_id], settings) for row in rows if row.owner_id in emails]
     return claimed, mails
 
 
 async def _record_outcomes(
-    session: AsyncSession, claimed: Claimed, answers: Iterator[str | None]
+    session: AsyncSession, claimed: Claimed, answers: Iterator[str | None], *, claimed_as: str = S.SENDING
 ) -> dict[str, str]:
     """Each claimed row SENT or FAILED (with its retry time) by the mail's answer, in claim order."""
     errors = {
@@ -177,7 +205,7 @@ async def _record_outcomes(
             update(OwnerNotification)
             .where(
                 OwnerNotification.id.in_(ids),
-                OwnerNotification.status == S.SENDING,
+                OwnerNotification.status == claimed_as,
                 OwnerNotification.attempts == attempts,
             )
             .values(**values)
