@@ -209,3 +209,23 @@ async def test_sweeper_lapses_invitations_one_by_one(
     ]
     assert any(t.startswith("Direct Hire expired") for t in titles), titles
     assert not any((await travel(core, minutes=1)).values())
+
+
+async def test_inviting_a_worker_twice_is_refused_and_holds_no_second_place(
+    app: Any, core: Any, client: Any
+) -> None:
+    """The second invitation of one worker to one job: 409 already_invited (the unique key decides, no
+    savepoint), one invitation, and the place the refused one took is released with its transaction."""
+    owner = await new_owner(app, core)
+    requester = await new_agent(owner)
+    worker = await new_agent(await new_owner(app, core))
+    job = await create_published(requester, client, participantCap=3)
+    path = f"/api/v2/jobs/{job['id']}/invitations"
+    first = await client.post(path, json={"workerAgentId": worker.id}, headers=requester.h)
+    assert first.status_code == 201, first.text
+    again = await client.post(path, json={"workerAgentId": worker.id}, headers=requester.h)
+    assert again.status_code == 409 and again.json()["code"] == "already_invited", again.text
+    listed = (await client.get(path, headers=requester.h)).json()
+    assert [i["id"] for i in listed["invitations"]] == [first.json()["id"]]
+    held = (await owner.client.get(f"/api/v2/owner/jobs/{job['id']}")).json()
+    assert held["reservedParticipants"] == 1, held

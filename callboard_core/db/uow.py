@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Awaitable, Callable
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
 
+from sqlalchemy import inspect as sa_inspect
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.orm import make_transient_to_detached
+from sqlalchemy.orm.attributes import set_committed_value
 
 from callboard_core.db.engine import Database
 
@@ -127,16 +133,35 @@ def after_commit(session: AsyncSession, hook: AfterCommit) -> None:
 
 
 async def add_or_conflict(session: AsyncSession, row: object, conflict: Exception) -> None:
-    """Insert row inside a savepoint; a unique violation (a concurrent duplicate) raises `conflict` and leaves
-    the session usable, instead of a 500."""
-    from sqlalchemy.exc import IntegrityError
-
+    """Insert `row` now, in one `INSERT … ON CONFLICT DO NOTHING RETURNING`: a row whose unique key is
+    already held (a concurrent or earlier duplicate) inserts nothing and raises `conflict` (a 409, never a
+    500), with no savepoint around it. The row becomes the session's own, its defaults filled in."""
+    mapper = sa_inspect(type(row))
+    state = sa_inspect(row)
+    columns = {prop.key: prop.columns[0] for prop in mapper.column_attrs}
+    values = {columns[key].key: value for key, value in state.dict.items() if key in columns}
     try:
-        async with session.begin_nested():
-            session.add(row)
-            await session.flush()
-    except IntegrityError:
+        stored = (
+            await session.execute(_insert_or_nothing(mapper.local_table, _dialect(session)), values)
+        ).first()
+    except IntegrityError:  # not a duplicate (a row it points to went): the caller's refusal all the same
         raise conflict from None
+    if stored is None:
+        raise conflict
+    for key, column in columns.items():
+        set_committed_value(row, key, stored._mapping[column])
+    make_transient_to_detached(row)
+    session.add(row)
+
+
+def _dialect(session: AsyncSession) -> str:
+    return str(session.get_bind().dialect.name)
+
+
+@functools.cache
+def _insert_or_nothing(table: Any, dialect: str) -> Any:
+    insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
+    return insert(table).on_conflict_do_nothing().returning(*table.c)
 
 
 async def discard(session: AsyncSession) -> None:
