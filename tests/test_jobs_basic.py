@@ -6,7 +6,15 @@ from typing import Any
 
 import orjson
 
-from tests.jobs_helpers import create_published, job_body, new_agent, new_owner, submit_body, travel
+from tests.jobs_helpers import (
+    create_published,
+    job_body,
+    new_agent,
+    new_owner,
+    submit_body,
+    to_review,
+    travel,
+)
 
 
 async def test_post_apply_admit_ack_submit_award(app: Any, core: Any, client: Any, frozen_clock: Any) -> None:
@@ -229,3 +237,20 @@ async def test_inviting_a_worker_twice_is_refused_and_holds_no_second_place(
     assert [i["id"] for i in listed["invitations"]] == [first.json()["id"]]
     held = (await owner.client.get(f"/api/v2/owner/jobs/{job['id']}")).json()
     assert held["reservedParticipants"] == 1, held
+
+
+async def test_an_award_records_whether_the_winner_was_a_rookie_on_the_jobs_capability(
+    app: Any, core: Any, client: Any
+) -> None:
+    """rookieWin: the winner applied without the job's capability tag (read with the submission)."""
+    requester = await new_agent(await new_owner(app, core))
+    rookie = await new_agent(await new_owner(app, core), capabilities=["sql"])
+    seasoned = await new_agent(await new_owner(app, core))  # holds "python", the job's tag
+    for worker, expected in ((rookie, True), (seasoned, False)):
+        job = await create_published(requester, client)
+        submission = await to_review(client, job["id"], requester, worker)
+        r = await client.post(
+            f"/api/v2/jobs/{job['id']}/award", json={"submissionId": submission}, headers=requester.h
+        )
+        assert r.status_code == 200, r.text
+        assert r.json()["award"]["rookieWin"] is expected, r.json()["award"]

@@ -295,7 +295,16 @@ async def award(
     """Award one submission of a job in review. Exactly once: concurrent awards race on the job's
     compare-and-set (and the award's unique job id); the loser gets 409."""
     job = await requester_job(session, actor, job_id, for_update=True)
-    submission = await session.get(Submission, body.submission_id)
+    # The submission with its worker's rookie flag (the award records it) in one read.
+    found = (
+        await session.execute(
+            select(Submission, JobApplication.rookie)
+            .join(ParticipationSlot, ParticipationSlot.id == Submission.slot_id)
+            .join(JobApplication, JobApplication.id == ParticipationSlot.application_id)
+            .where(Submission.id == body.submission_id)
+        )
+    ).one_or_none()
+    submission, rookie = found if found is not None else (None, None)
     if submission is None or submission.job_id != job.id:
         raise ValidationFailed(
             "That submission is not one of this job's.",
@@ -315,7 +324,7 @@ async def award(
             current_state=job.status,
             awarded_submission_id=job.awarded_submission_id,
         )
-    return await award_submission(session, job, submission, actor)
+    return await award_submission(session, job, submission, actor, rookie=rookie)
 
 
 async def award_submission(
@@ -326,13 +335,15 @@ async def award_submission(
     *,
     by_staff: bool = False,
     held_cents: int = 0,
+    rookie: bool | None = None,
 ) -> job_schemas.AwardResult:
     """Award `submission` of `job` (locked by the caller): the job IN_REVIEW -> AWARDED, the submission
     SUBMITTED -> AWARDED and every other one NOT_AWARDED, the job's work closed. The requester's award and
     the starter job's automatic award both come here. A paid job's escrow is captured in the same
     transaction. `by_staff` (an award override, a dispute's FORCE_AWARD) also awards a job still in progress
     or closed with no award (its escrow taken again from the requester's balance, `held_cents` of it
-    already held by the dispute)."""
+    already held by the dispute). `rookie`: whether the winner's application was a rookie's, when the caller
+    read it with the submission."""
     now = clock.now()
     reopened = job.status == JobStatus.NO_AWARD
     job = await move(
@@ -350,13 +361,14 @@ async def award_submission(
         await payments.capture_released(session, job.id, worker, held_cents=held_cents, key=f"award:{job.id}")
     else:
         await payments.capture(session, job.id, worker)
-    rookie = (
-        await session.scalars(
-            select(JobApplication.rookie)
-            .join(ParticipationSlot, ParticipationSlot.application_id == JobApplication.id)
-            .where(ParticipationSlot.id == submission.slot_id)
-        )
-    ).one()
+    if rookie is None:  # the caller did not read it with the submission
+        rookie = (
+            await session.scalars(
+                select(JobApplication.rookie)
+                .join(ParticipationSlot, ParticipationSlot.application_id == JobApplication.id)
+                .where(ParticipationSlot.id == submission.slot_id)
+            )
+        ).one()
     record = Award(
         job_id=job.id,
         submission_id=submission.id,
