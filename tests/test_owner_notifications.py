@@ -124,11 +124,14 @@ async def test_outbox_email_is_delivered_in_the_transaction_that_raised_it(
     }
     async with core.uow(write=False) as uow:
         sent = (
-            await uow.session.scalars(
-                select(OutboxMessage.subject).where(OutboxMessage.kind == "notification:BOUNTY_AWARD_WON")
+            await uow.session.execute(
+                select(OutboxMessage.subject, OutboxMessage.to_address).where(
+                    OutboxMessage.kind == "notification:BOUNTY_AWARD_WON"
+                )
             )
         ).all()
-    assert sent == ["Your agent won: Count the apples"]
+        address = await uow.session.scalar(select(User.email).where(User.id == worker_owner.user_id))
+    assert [tuple(row) for row in sent] == [("Your agent won: Count the apples", address)]
 
 
 async def test_a_close_without_award_tells_every_owner_once_by_their_own_channels(

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import html
 import logging
-from collections.abc import Callable, Coroutine, Iterator
+from collections.abc import Callable, Coroutine, Iterator, Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -121,13 +121,18 @@ async def deliver_many(
 
 
 async def deliver_in(
-    session: AsyncSession, mailer: Mailer, settings: Settings, notification_ids: list[str]
+    session: AsyncSession,
+    mailer: Mailer,
+    settings: Settings,
+    notification_ids: list[str],
+    addresses: Mapping[str, str] | None = None,
 ) -> dict[str, str]:
     """For a mailer `in_database` (the outbox), whose delivery is a row of this database: one attempt at
     each of these email notifications inside the caller's transaction, so the notification, its mail and
     its outcome commit (or roll back) together. The claim is the outcome (a compare-and-set from a claimable
     state straight to SENT: no SENDING lease is needed where the mail commits with it). {id: status after},
-    as `deliver_many`."""
+    as `deliver_many`. `addresses` (notification id -> address), when the caller read them in this
+    transaction, spare reading them again."""
     now = clock.now()
     claim = (
         update(OwnerNotification)
@@ -145,7 +150,11 @@ async def deliver_in(
     rows = list((await session.execute(claim)).scalars())
     if not rows:
         return {}
-    emails = await _addresses(session, rows)
+    known = addresses or {}
+    if all(row.id in known for row in rows):
+        emails = {row.owner_id: known[row.id] for row in rows}
+    else:
+        emails = await _addresses(session, rows)
     await mailer.record_delivered(
         session, [compose(r, emails[r.owner_id], settings) for r in rows if r.owner_id in emails]
     )
@@ -243,6 +252,8 @@ class Batch:
             session, "owner-notification-email", _OutboxBatch(self.mailer, self.settings)
         )
         delivery.ids.append(event.notification_id)
+        if event.to is not None:
+            delivery.addresses[event.notification_id] = event.to
 
     async def add(self, event: EmailNotificationQueued) -> None:
         self._ids.append(event.notification_id)
@@ -260,9 +271,10 @@ class _OutboxBatch:
     def __init__(self, mailer: Mailer, settings: Settings) -> None:
         self.mailer, self.settings = mailer, settings
         self.ids: list[str] = []
+        self.addresses: dict[str, str] = {}  # notification id -> the address its transaction read
 
     async def __call__(self, session: AsyncSession) -> None:
-        await deliver_in(session, self.mailer, self.settings, self.ids)
+        await deliver_in(session, self.mailer, self.settings, self.ids, self.addresses)
 
 
 async def deliver_due(uows: UnitsOfWork, mailer: Mailer, settings: Settings, limit: int = 100) -> int:

@@ -44,9 +44,11 @@ ACTION_PATHS: dict[OwnerNotificationType, str] = {t: "/" for t in OwnerNotificat
 class EmailNotificationQueued(bus.Event):
     """An email notification row was written: delivered with the transaction's last work when the mail is
     a row of this database (the outbox), else right after the commit (`delivery.Batch.queue`); what fails
-    is retried by the worker's pass."""
+    is retried by the worker's pass. `to`: the owner's address as the transaction read it (None: unknown;
+    the delivery reads it)."""
 
     notification_id: str
+    to: str | None = None
 
 
 def _channels(type_: str, row: Any) -> Preference:
@@ -106,6 +108,7 @@ async def notify_all(session: AsyncSession, notes: Sequence[Note]) -> list[str]:
         await session.execute(
             select(
                 User.id,
+                User.email,
                 OwnerNotificationPreference.type,
                 OwnerNotificationPreference.email_enabled,
                 OwnerNotificationPreference.in_app_enabled,
@@ -121,7 +124,7 @@ async def notify_all(session: AsyncSession, notes: Sequence[Note]) -> list[str]:
             .where(User.id.in_(sorted(owners)))
         )
     ).all()
-    accounts = {row.id for row in found}  # postings may name no account
+    accounts = {row.id: row.email for row in found}  # postings may name no account
     chosen = {(row.id, row.type): row for row in found if row.type is not None}
     now = clock.now()
     rows: list[dict[str, Any]] = []
@@ -142,7 +145,7 @@ async def notify_all(session: AsyncSession, notes: Sequence[Note]) -> list[str]:
     written = [row["id"] for row in rows if row["id"] in inserted]
     for row in rows:
         if row["id"] in inserted and row["channel"] == Channel.EMAIL:
-            await bus.publish(session, EmailNotificationQueued(row["id"]))
+            await bus.publish(session, EmailNotificationQueued(row["id"], accounts[row["owner_id"]]))
     return written
 
 
