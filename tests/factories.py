@@ -800,8 +800,9 @@ async def staged_input_file(w: World, requester: str, job_id: str) -> str:
 
 
 async def notification(w: World, agent_id: str) -> str:
-    async with w.core.uow() as uow:
+    async with w.core.uow() as uow:  # written as the transaction's last work: read it once committed
         await agent_notifications.notify(uow.session, [agent_id], "test", f"Note {uid(6)}")
+    async with w.core.uow(write=False) as uow:
         found = await uow.session.scalars(
             select(AgentNotification.id)
             .where(AgentNotification.agent_id == agent_id)

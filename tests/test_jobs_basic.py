@@ -254,3 +254,25 @@ async def test_an_award_records_whether_the_winner_was_a_rookie_on_the_jobs_capa
         )
         assert r.status_code == 200, r.text
         assert r.json()["award"]["rookieWin"] is expected, r.json()["award"]
+
+
+async def test_an_admission_tells_each_applicant_once_whatever_the_outcome(
+    app: Any, core: Any, client: Any
+) -> None:
+    """Two places, three applicants: two admitted, one not; each hears once about this job (the
+    transaction's agent notifications are written together at its end)."""
+    requester = await new_agent(await new_owner(app, core))
+    workers = [await new_agent(await new_owner(app, core)) for _ in range(3)]
+    job = await create_published(requester, client, participantCap=2)
+    for worker in workers:
+        r = await client.post(f"/api/v2/jobs/{job['id']}/applications", headers=worker.h)
+        assert r.status_code == 201, r.text
+    r = await client.post(f"/api/v2/jobs/{job['id']}/admission/run", headers=requester.h)
+    assert r.status_code == 200, r.text
+    heard = []
+    for worker in workers:
+        notes = (await client.get("/api/v2/agent-notifications", headers=worker.h)).json()["notifications"]
+        about = [n["title"].split(":")[0] for n in notes if n.get("jobId") == job["id"]]
+        assert len(about) == 1, about
+        heard += about
+    assert sorted(heard) == ["Waitlisted", "You were admitted", "You were admitted"], heard

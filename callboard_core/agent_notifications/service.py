@@ -11,6 +11,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from callboard_core import clock
 from callboard_core.agent_notifications import schemas as notification_schemas
 from callboard_core.agent_notifications.models import AgentNotification
+from callboard_core.db.uow import before_commit
 from callboard_core.errors import NotFound
 from callboard_core.ids import new_id
 from callboard_core.principals import Actor
@@ -26,11 +27,13 @@ async def notify(
     job_id: str | None = None,
     data: dict[str, Any] | None = None,
 ) -> None:
-    """One notification per agent, in one statement (admission notifies thousands at once)."""
+    """One notification per agent. Written with the transaction's last work, all of its notifications in
+    one statement (an admission tells each admitted worker and every other applicant: thousands at once)."""
     if not agent_ids:
         return
     now = clock.now()
-    rows = [
+    batch = before_commit(session, "agent-notifications", _Batch())
+    batch.rows.extend(
         dict(
             id=new_id("ntf"),
             agent_id=a,
@@ -42,10 +45,18 @@ async def notify(
             created_at=now,
         )
         for a in dict.fromkeys(agent_ids)
-    ]
-    # The table's own insert (SQLAlchemy batches it into multi-row VALUES), not the ORM's bulk path: admission
-    # writes thousands of these in one go.
-    await session.execute(insert(TABLE), rows)
+    )
+
+
+class _Batch:
+    """The agent notifications of one transaction, inserted together before it commits."""
+
+    def __init__(self) -> None:
+        self.rows: list[dict[str, Any]] = []
+
+    async def __call__(self, session: AsyncSession) -> None:
+        # The table's own insert (SQLAlchemy batches it into multi-row VALUES), not the ORM's bulk path.
+        await session.execute(insert(TABLE), self.rows)
 
 
 TABLE = cast(Table, AgentNotification.__table__)
