@@ -116,17 +116,20 @@ def table(model: Any) -> Table:
     return cast(Table, model.__table__)
 
 
-def bench_settings(database_url: str, tmp: Path, secret_key: str) -> Any:
+def bench_settings(database_url: str, tmp: Path, secret_key: str, **overrides: Any) -> Any:
     from callboard_core.config import load_settings
 
     return load_settings(
-        database_url=database_url,
-        env="development",
-        secret_key=secret_key,
-        rate_limit_enabled=False,
-        sweeper_in_server=False,
-        var_dir=tmp / "var",
-        mail_backend="outbox",
+        **{
+            "database_url": database_url,
+            "env": "development",
+            "secret_key": secret_key,
+            "rate_limit_enabled": False,
+            "sweeper_in_server": False,
+            "var_dir": tmp / "var",
+            "mail_backend": "outbox",
+            **overrides,
+        }
     )
 
 

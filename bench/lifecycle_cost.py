@@ -34,8 +34,11 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+for _path in (str(ROOT), str(ROOT / "bench")):
+    if _path not in sys.path:
+        sys.path.insert(0, _path)
+
+import jobs as job_bench  # noqa: E402  (bench/jobs.py: the benchmarks' settings)
 
 # The suite's fixtures; imported before any event loop runs (tests/conftest.py probes PostgreSQL at import).
 from tests.jobs_helpers import job_body, new_agent, new_owner, submit_body  # noqa: E402
@@ -49,23 +52,13 @@ async def main(args: argparse.Namespace) -> None:
     import httpx
     from sqlalchemy import event
 
-    from callboard_core.config import load_settings
     from callboard_core.container import Core
     from callboard_core.seed import migrate_and_seed
     from http_api.app import create_app
 
     tmp = Path(tempfile.mkdtemp(prefix="callboard-lifecycle-"))
     url = args.database_url or f"sqlite+aiosqlite:///{tmp / 'bench.db'}"
-    settings = load_settings(
-        database_url=url,
-        env="development",
-        secret_key="x" * 48,
-        rate_limit_enabled=False,
-        sweeper_in_server=False,
-        var_dir=tmp,
-        mail_backend="outbox",
-        base_url=BASE_URL,
-    )
+    settings = job_bench.bench_settings(url, tmp, "x" * 48, base_url=BASE_URL)
     await migrate_and_seed(settings)
     core = Core.build(settings)
     await core.start()

@@ -7,8 +7,6 @@ from collections.abc import Sequence
 from datetime import timedelta
 
 from sqlalchemy import func, select, update
-from sqlalchemy.dialects.postgresql import insert as pg_insert
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -30,6 +28,7 @@ from callboard_core.agents.states import CLAIM_MOVES
 from callboard_core.api_keys import service as api_keys
 from callboard_core.capabilities.models import CapabilityTag, TaxonomyStatus
 from callboard_core.config import Settings
+from callboard_core.db.engine import dialect_of, insert_for
 from callboard_core.db.readcache import MISSING, ReadCache
 from callboard_core.errors import Conflict, Forbidden, Gone, NotFound, ValidationFailed
 from callboard_core.guidance import Act, Step, hint, step
@@ -566,9 +565,8 @@ async def heartbeat(
     values = body.model_dump(exclude_unset=False)
     values["status"] = body.status or "ONLINE"
     values.update(last_seen_at=now, updated_at=now)
-    insert = pg_insert if session.get_bind().dialect.name == "postgresql" else sqlite_insert
     upsert = (
-        insert(AgentHeartbeat)
+        insert_for(dialect_of(session))(AgentHeartbeat)
         .values(id=new_id("hbt"), agent_id=agent_id, created_at=now, beat_count=1, **values)
         .on_conflict_do_update(
             index_elements=[AgentHeartbeat.agent_id, AgentHeartbeat.runtime_id],

@@ -19,6 +19,7 @@ from callboard_core.audit import service as audit
 from callboard_core.bug_reports import schemas as bug_schemas
 from callboard_core.bug_reports.models import BUG_REPORT_MOVES, BugReport, BugReportStatus
 from callboard_core.bug_reports.redaction import redact
+from callboard_core.db.engine import dialect_of
 from callboard_core.errors import Conflict, NotFound
 from callboard_core.principals import Actor
 
@@ -157,7 +158,7 @@ async def claim(session: AsyncSession, body: bug_schemas.ReportClaimBody) -> bug
     get a different report: the move is a compare-and-set, and the loser tries the next one."""
     for _ in range(CLAIM_ATTEMPTS):
         candidate = select(BugReport.id).where(BugReport.status == BugReportStatus.UNADDRESSED)
-        if session.get_bind().dialect.name == "postgresql":
+        if dialect_of(session) == "postgresql":
             candidate = candidate.with_for_update(skip_locked=True)
         report_id = await session.scalar(candidate.order_by(BugReport.created_at, BugReport.id).limit(1))
         if report_id is None:

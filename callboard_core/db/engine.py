@@ -15,6 +15,7 @@ from typing import Any
 
 import orjson
 from sqlalchemy import event
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
 from sqlalchemy.pool import NullPool
@@ -31,11 +32,21 @@ def json_loads(text: str | bytes) -> Any:
         return json.loads(text)
 
 
+def dialect_of(session: AsyncSession) -> str:
+    """ "sqlite" or "postgresql": the database the session talks to."""
+    return str(session.get_bind().dialect.name)
+
+
+def insert_for(dialect: str) -> Any:
+    """The dialect's own `insert` (it has `on_conflict_do_nothing` / `on_conflict_do_update`)."""
+    return postgresql.insert if dialect == "postgresql" else sqlite.insert
+
+
 def writes_serialised(session: AsyncSession) -> bool:
     """Whether a write transaction holds the database's one write lock from its first statement (SQLite's
     BEGIN IMMEDIATE): every row it reads is then current until it commits, so a row lock, or a re-read
     after taking one, adds nothing. False on PostgreSQL, where rows are locked one by one (FOR UPDATE)."""
-    return bool(session.get_bind().dialect.name == "sqlite")
+    return dialect_of(session) == "sqlite"
 
 
 class Database:

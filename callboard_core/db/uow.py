@@ -8,13 +8,12 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
 
 from sqlalchemy import inspect as sa_inspect
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import make_transient_to_detached
 from sqlalchemy.orm.attributes import set_committed_value
 
-from callboard_core.db.engine import Database
+from callboard_core.db.engine import Database, dialect_of, insert_for
 
 if TYPE_CHECKING:
     from callboard_core.bus import MessageBus
@@ -142,7 +141,7 @@ async def add_or_conflict(session: AsyncSession, row: object, conflict: Exceptio
     values = {columns[key].key: value for key, value in state.dict.items() if key in columns}
     try:
         stored = (
-            await session.execute(_insert_or_nothing(mapper.local_table, _dialect(session)), values)
+            await session.execute(_insert_or_nothing(mapper.local_table, dialect_of(session)), values)
         ).first()
     except IntegrityError:  # not a duplicate (a row it points to went): the caller's refusal all the same
         raise conflict from None
@@ -154,14 +153,9 @@ async def add_or_conflict(session: AsyncSession, row: object, conflict: Exceptio
     session.add(row)
 
 
-def _dialect(session: AsyncSession) -> str:
-    return str(session.get_bind().dialect.name)
-
-
 @functools.cache
 def _insert_or_nothing(table: Any, dialect: str) -> Any:
-    insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
-    return insert(table).on_conflict_do_nothing().returning(*table.c)
+    return insert_for(dialect)(table).on_conflict_do_nothing().returning(*table.c)
 
 
 async def discard(session: AsyncSession) -> None:

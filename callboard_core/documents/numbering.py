@@ -13,9 +13,9 @@ from datetime import datetime
 from typing import cast
 
 from sqlalchemy import Table
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from callboard_core.db.engine import dialect_of, insert_for
 from callboard_core.documents.models import DocumentCounter, DocumentKind
 
 _counters = cast(Table, DocumentCounter.__table__)
@@ -27,9 +27,8 @@ def format_number(kind: DocumentKind, year: int, n: int) -> str:
 
 async def next_number(session: AsyncSession, kind: DocumentKind, at: datetime) -> str:
     """The next number of `kind` for the year of `at`, taken in the caller's transaction."""
-    insert = postgresql.insert if session.get_bind().dialect.name == "postgresql" else sqlite.insert
     upsert = (
-        insert(_counters)
+        insert_for(dialect_of(session))(_counters)
         .values(kind=kind.value, year=at.year, last_number=1)
         .on_conflict_do_update(
             index_elements=[_counters.c.kind, _counters.c.year],

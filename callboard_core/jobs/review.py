@@ -289,22 +289,26 @@ async def _close_work(
     return submitters
 
 
+async def _with_rookie(session: AsyncSession, submission_id: str) -> tuple[Submission | None, bool | None]:
+    """The submission and whether its worker applied as a rookie (the award records it), in one read."""
+    found = (
+        await session.execute(
+            select(Submission, JobApplication.rookie)
+            .join(ParticipationSlot, ParticipationSlot.id == Submission.slot_id)
+            .join(JobApplication, JobApplication.id == ParticipationSlot.application_id)
+            .where(Submission.id == submission_id)
+        )
+    ).one_or_none()
+    return (found[0], found[1]) if found is not None else (None, None)
+
+
 async def award(
     session: AsyncSession, actor: Actor, job_id: str, body: job_schemas.AwardBody
 ) -> job_schemas.AwardResult:
     """Award one submission of a job in review. Exactly once: concurrent awards race on the job's
     compare-and-set (and the award's unique job id); the loser gets 409."""
     job = await requester_job(session, actor, job_id, for_update=True)
-    # The submission with its worker's rookie flag (the award records it) in one read.
-    found = (
-        await session.execute(
-            select(Submission, JobApplication.rookie)
-            .join(ParticipationSlot, ParticipationSlot.id == Submission.slot_id)
-            .join(JobApplication, JobApplication.id == ParticipationSlot.application_id)
-            .where(Submission.id == body.submission_id)
-        )
-    ).one_or_none()
-    submission, rookie = found if found is not None else (None, None)
+    submission, rookie = await _with_rookie(session, body.submission_id)
     if submission is None or submission.job_id != job.id:
         raise ValidationFailed(
             "That submission is not one of this job's.",
@@ -362,13 +366,7 @@ async def award_submission(
     else:
         await payments.capture(session, job.id, worker)
     if rookie is None:  # the caller did not read it with the submission
-        rookie = (
-            await session.scalars(
-                select(JobApplication.rookie)
-                .join(ParticipationSlot, ParticipationSlot.application_id == JobApplication.id)
-                .where(ParticipationSlot.id == submission.slot_id)
-            )
-        ).one()
+        _, rookie = await _with_rookie(session, submission.id)
     record = Award(
         job_id=job.id,
         submission_id=submission.id,

@@ -73,13 +73,16 @@ def compose(row: OwnerNotification, to: str, settings: Settings) -> Mail:
 
 
 async def _claim(
-    session: AsyncSession, notification_ids: list[str], now: datetime
+    session: AsyncSession, notification_ids: list[str], now: datetime, **values: Any
 ) -> list[OwnerNotification]:
+    """The claimable rows among these, moved by one compare-and-set: an attempt counted, and `values`
+    (default: SENDING under a lease until the answer is recorded)."""
     statement = (
         update(OwnerNotification)
         .where(OwnerNotification.id.in_(notification_ids), *_claimable(now, include_new=True))
         .values(
-            status=S.SENDING, attempts=OwnerNotification.attempts + 1, next_attempt_at=now + SENDING_LEASE
+            attempts=OwnerNotification.attempts + 1,
+            **(values or {"status": S.SENDING, "next_attempt_at": now + SENDING_LEASE}),
         )
         .returning(OwnerNotification)
         .execution_options(populate_existing=True)
@@ -134,20 +137,9 @@ async def deliver_in(
     as `deliver_many`. `addresses` (notification id -> address), when the caller read them in this
     transaction, spare reading them again."""
     now = clock.now()
-    claim = (
-        update(OwnerNotification)
-        .where(OwnerNotification.id.in_(notification_ids), *_claimable(now, include_new=True))
-        .values(
-            status=S.SENT,
-            attempts=OwnerNotification.attempts + 1,
-            sent_at=now,
-            next_attempt_at=None,
-            error=None,
-        )
-        .returning(OwnerNotification)
-        .execution_options(populate_existing=True)
+    rows = await _claim(
+        session, notification_ids, now, status=S.SENT, sent_at=now, next_attempt_at=None, error=None
     )
-    rows = list((await session.execute(claim)).scalars())
     if not rows:
         return {}
     known = addresses or {}

@@ -16,11 +16,10 @@ from datetime import datetime
 from typing import Any, cast
 
 from sqlalchemy import Table, and_, func, or_, select, update
-from sqlalchemy.dialects.postgresql import insert as pg_insert
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from callboard_core import bus, clock
+from callboard_core.db.engine import dialect_of, insert_for
 from callboard_core.errors import NotFound, ValidationFailed
 from callboard_core.ids import new_id
 from callboard_core.owner_notifications.models import OwnerNotification, OwnerNotificationPreference
@@ -140,7 +139,7 @@ async def notify_all(session: AsyncSession, notes: Sequence[Note]) -> list[str]:
                 rows.append(_row(note, channel, now))
     if not rows:
         return []
-    statement = _insert_rows(session.get_bind().dialect.name)
+    statement = _insert_rows(dialect_of(session))
     inserted = set((await session.execute(statement, rows)).scalars())
     written = [row["id"] for row in rows if row["id"] in inserted]
     for row in rows:
@@ -154,10 +153,9 @@ def _insert_rows(dialect: str) -> Any:
     """Every channel of every note in one statement (the rows as its parameters: one statement compiled
     once, where rows written into the statement would make it new, and compiled again, each time); an event
     already notified on a channel inserts nothing there."""
-    insert = pg_insert if dialect == "postgresql" else sqlite_insert
     table = cast(Table, OwnerNotification.__table__)
     return (
-        insert(table)
+        insert_for(dialect)(table)
         .on_conflict_do_nothing(index_elements=["owner_id", "type", "channel", "event_key"])
         .returning(table.c.id)
     )
