@@ -755,12 +755,13 @@ def run(args: argparse.Namespace, wrk: str) -> tuple[str, list[Verdict]]:
                     m.background_cores, m.steal_cores = meter.background_cores, meter.steal_cores
                     return m
 
-                for scenario in SCENARIOS:
+                chosen = [s for s in SCENARIOS if not args.only or any(o in s.name for o in args.only)]
+                for scenario in chosen:
                     if args.warmup:
                         print(f"warm-up  {scenario.name} ({args.warmup}s)", flush=True)
                         measure(scenario, args.warmup)
                 for round_no in range(1, args.rounds + 1):
-                    for scenario in SCENARIOS:
+                    for scenario in chosen:
                         m = measure(scenario, args.duration)
                         print(
                             f"round {round_no}  {scenario.name}: {m.rps:,.0f} req/s, p50 {m.p50_ms:.2f} ms, "
@@ -786,6 +787,8 @@ def run(args: argparse.Namespace, wrk: str) -> tuple[str, list[Verdict]]:
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
+    if args.only:
+        return "", []
     database_kind = "SQLite (temporary file)" if args.database_url is None else _redact(args.database_url)
     return report(args, started, database_kind, results, memory)
 
@@ -893,6 +896,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--output", type=Path, default=DEFAULT_OUTPUT, help="report file (default bench/results.md)"
     )
+    parser.add_argument(
+        "--only",
+        action="append",
+        metavar="TEXT",
+        help="measure only the scenarios whose name contains TEXT (repeatable): the rounds are printed, no "
+        "report or verdicts are written (for quick comparisons)",
+    )
     args = parser.parse_args(argv)
     if args.rounds < 1 or args.duration < 1 or args.warmup < 0 or args.connections < 1 or args.threads < 1:
         parser.error(
@@ -924,6 +934,8 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     finally:
         stop_all()
+    if args.only:
+        return 0
     print()
     print(text, end="")
     args.output.write_text(text)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import sqlite3
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -17,8 +18,10 @@ import orjson
 from sqlalchemy import event
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import make_url
+from sqlalchemy.exc import OperationalError
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
 from sqlalchemy.pool import NullPool
+from sqlalchemy.util import await_only
 
 from callboard_core.db import sqlite_driver
 
@@ -55,7 +58,11 @@ class Database:
         self.is_sqlite = url.startswith("sqlite")
         if self.is_sqlite:
             self.write_engine = _sqlite_engine(
-                url, immediate=True, busy_timeout_ms=busy_timeout_ms, echo=echo
+                url,
+                immediate=True,
+                busy_timeout_ms=busy_timeout_ms,
+                echo=echo,
+                gate=sqlite_driver.WriteGate(busy_timeout_ms / 1000),
             )
             self.read_engine = _sqlite_engine(
                 url, immediate=False, busy_timeout_ms=busy_timeout_ms, echo=echo
@@ -107,7 +114,14 @@ class Database:
             await self.read_engine.dispose()
 
 
-def _sqlite_engine(url: str, *, immediate: bool, busy_timeout_ms: int, echo: bool) -> AsyncEngine:
+def _sqlite_engine(
+    url: str,
+    *,
+    immediate: bool,
+    busy_timeout_ms: int,
+    echo: bool,
+    gate: sqlite_driver.WriteGate | None = None,
+) -> AsyncEngine:
     memory = ":memory:" in url or url.rstrip("/").endswith("sqlite+aiosqlite:")
     kwargs: dict[str, Any] = {"echo": echo}
     if memory:
@@ -161,9 +175,18 @@ def _sqlite_engine(url: str, *, immediate: bool, busy_timeout_ms: int, echo: boo
             # Only BEGIN IMMEDIATE can wait (for another writer's lock, up to busy_timeout): it runs on the
             # connection's thread. Once it holds the write lock, nothing in the transaction waits for a lock
             # in WAL mode, so its statements and COMMIT run on the event loop's thread, as reads do, without
-            # a thread hand-off each.
+            # a thread hand-off each. Before it, this process's writers queue on the gate (sqlite_driver).
+            if gate is not None:
+                try:
+                    await_only(driver.enter_gate(gate))
+                except sqlite3.OperationalError as exc:  # waited the busy timeout: as the file lock fails
+                    raise OperationalError(begin, None, exc) from None
             driver.inline = False
-            conn.exec_driver_sql(begin)
+            try:
+                conn.exec_driver_sql(begin)
+            except BaseException:
+                driver.leave_gate()
+                raise
             driver.inline = True
             return
         conn.exec_driver_sql(begin)
