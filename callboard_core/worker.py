@@ -12,8 +12,7 @@ import logging
 import signal
 import time
 from collections.abc import AsyncIterator
-
-import httpx
+from typing import TYPE_CHECKING
 
 from callboard_core import metrics
 from callboard_core.agents import presence
@@ -27,6 +26,9 @@ from callboard_core.owner_notifications import delivery as notification_delivery
 from callboard_core.owner_notifications import triggers as notification_triggers
 from callboard_core.payouts import service as payouts
 from callboard_core.processor.sandbox.delivery import deliver_pending
+
+if TYPE_CHECKING:
+    import httpx  # the sandbox's webhook deliveries import it when they first run (not every server does)
 
 log = logging.getLogger("callboard.worker")
 PURGE_EVERY = 60  # passes between housekeeping runs

@@ -201,3 +201,22 @@ def test_no_domain_reads_a_processor_event() -> None:
         if _domain(name) not in (None, "processor") and "ProcessorEvent" in MODULES[name].read_text()
     )
     assert readers == []
+
+
+def test_a_server_loads_no_library_it_may_never_use() -> None:
+    """Each server process pays in resident memory for every module it imports (the 150 MB target of
+    bench/run.py). The Stripe SDK (the Stripe adapter only), Alembic (migrations only) and httpx (the
+    sandbox's webhook deliveries only, and with it rich and pygments when the dev extras are installed) are
+    imported when first used, not when the server starts."""
+    import subprocess
+    import sys
+
+    lazy = ("stripe", "alembic", "httpx", "rich", "pygments")
+    probe = (
+        "import sys, http_api.app, http_api.cli, mcp_server.server; "
+        f"print(','.join(m for m in {lazy!r} if m in sys.modules))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, check=True, timeout=60
+    )
+    assert out.stdout.strip() == ""

@@ -11,10 +11,12 @@ import pytest
 from sqlalchemy import event, text
 from sqlalchemy.engine import make_url
 
-from callboard_core.db.changefeed import TRIGGER, asyncpg_dsn
+from callboard_core.db.changefeed import SCOPE_TRIGGER, TRIGGER, asyncpg_dsn
+from callboard_core.db.engine import Database
 from callboard_core.db.readcache import ReadCache
+from callboard_core.db.scopes import CREDENTIALS, SCOPES, OwnCommits
 from callboard_core.models import metadata
-from tests.conftest import key_headers, register_agent
+from tests.conftest import key_headers, owner_client, register_agent
 from tests.jobs_helpers import new_agent, new_owner
 
 
@@ -24,7 +26,7 @@ async def test_cache_hits_until_any_connection_commits(tmp_path):
     writer.execute("PRAGMA journal_mode=WAL")
     writer.execute("CREATE TABLE t (v INTEGER)")
     writer.execute("INSERT INTO t VALUES (1)")
-    cache = ReadCache(f"sqlite+aiosqlite:///{path}")
+    cache = ReadCache(f"sqlite+aiosqlite:///{path}", probe_interval=0)  # probe at every lookup
     loads = 0
 
     async def load() -> int:
@@ -40,6 +42,41 @@ async def test_cache_hits_until_any_connection_commits(tmp_path):
     assert loads == 2
     cache.close()
     writer.close()
+
+
+async def test_another_process_commit_is_seen_within_the_probe_interval(tmp_path):
+    """The change counter is probed at most once per interval, unless this process has committed since:
+    its own commits are seen by the very next lookup, another connection's within the interval."""
+    path = tmp_path / "p.db"
+    db = Database(f"sqlite+aiosqlite:///{path}")
+    async with db.session(write=True) as session, session.begin():
+        await session.execute(text("CREATE TABLE t (v INTEGER)"))
+        await session.execute(text("INSERT INTO t VALUES (1)"))
+    foreign = sqlite3.connect(path, isolation_level=None)
+    cache = ReadCache(f"sqlite+aiosqlite:///{path}", probe_interval=0.2)
+    loads = 0
+
+    async def load() -> int:
+        nonlocal loads
+        loads += 1
+        return int(foreign.execute("SELECT v FROM t").fetchone()[0])
+
+    try:
+        assert await cache.get_or_load("k", load) == 1
+        async with db.session(write=True) as session, session.begin():  # this process commits
+            await session.execute(text("UPDATE t SET v = 2"))
+        assert await cache.get_or_load("k", load) == 2  # at once, no waiting
+        foreign.execute("UPDATE t SET v = 3")  # another process commits
+        started = asyncio.get_running_loop().time()
+        while (value := await cache.get_or_load("k", load)) != 3:
+            assert value == 2 and asyncio.get_running_loop().time() - started < 0.2
+            await asyncio.sleep(0.01)
+        assert asyncio.get_running_loop().time() - started < 0.3
+        assert loads == 3  # one load per change, hits in between
+    finally:
+        cache.close()
+        foreign.close()
+        await db.dispose()
 
 
 async def test_concurrent_misses_share_one_load(tmp_path):
@@ -111,12 +148,14 @@ class _Statements:
 
     def __init__(self, core):
         self.count = 0
+        self.texts: list[str] = []
         self._engines = {core.db.read_engine.sync_engine, core.db.write_engine.sync_engine}
         for engine in self._engines:
             event.listen(engine, "before_cursor_execute", self._seen)
 
-    def _seen(self, *_args):
+    def _seen(self, _conn, _cursor, statement, *_args):
         self.count += 1
+        self.texts.append(statement)
 
     def close(self):
         for engine in self._engines:
@@ -130,6 +169,7 @@ async def _write_elsewhere(core, sql: str, *args) -> None:
         other = sqlite3.connect(make_url(core.settings.database_url).database, isolation_level=None)
         other.execute(sql.replace("$1", "?"), args)
         other.close()
+        await asyncio.sleep(core.read_cache.probe_interval * 2)  # the window it may go unseen
         return
     feed = core.read_cache.feed
     before = feed.version
@@ -254,3 +294,120 @@ async def test_every_table_notifies_the_change_feed(core):
             ).scalars()
         )
     assert {t.name for t in metadata.sorted_tables} <= tables
+
+
+async def test_a_credential_outlives_commits_that_change_no_credential(app, client, core):
+    """A key's cached state depends on its own row only: a commit of this process or of another one that
+    changes no credential (an agent edited here and elsewhere) leaves it cached, where it used to send every
+    request after any commit back to the database for its key."""
+    agent = await new_agent(await new_owner(app, core))
+    headers, agent_id = key_headers(agent.key), agent.id
+    assert (await client.get("/api/v2/agents/me", headers=headers)).status_code == 200
+    await asyncio.sleep(0.3)  # the lastUsedAt touch (a credential's change) and its notification
+    assert (await client.get("/api/v2/agents/me", headers=headers)).status_code == 200
+    renamed = await client.patch("/api/v2/agents/me", headers=headers, json={"name": "Renamed here"})
+    assert renamed.status_code == 200, renamed.text
+    await _write_elsewhere(core, "UPDATE agents SET description = 'Edited elsewhere' WHERE id = $1", agent_id)
+    statements = _Statements(core)
+    try:
+        me = await client.get("/api/v2/agents/me", headers=headers)
+    finally:
+        statements.close()
+    assert me.status_code == 200
+    assert (me.json()["name"], me.json()["description"]) == ("Renamed here", "Edited elsewhere")
+    assert statements.count > 0  # the agent's own record was read again (it changed) ...
+    assert not [t for t in statements.texts if "api_keys" in t]  # ... its key was not
+
+
+async def test_a_credential_changed_by_this_process_is_seen_at_once(app, client, core):
+    """A key revoked, or a session ended, by this process is refused by the very next request: on
+    PostgreSQL without waiting for the change feed's notification (the write session counts it)."""
+    headers = key_headers((await new_agent(await new_owner(app, core))).key)
+    assert (await client.get("/api/v2/agents/me", headers=headers)).status_code == 200
+    await asyncio.sleep(0.3)
+    keys = (await client.get("/api-keys", headers=headers)).json()["keys"]
+    before = OwnCommits.by_scope[CREDENTIALS]
+    assert (await client.delete(f"/api-keys/{keys[0]['id']}", headers=headers)).status_code == 200
+    if not core.db.is_sqlite:
+        assert OwnCommits.by_scope[CREDENTIALS] > before  # counted at commit, before any notification
+    refused = await client.get("/api/v2/agents/me", headers=headers)
+    assert refused.status_code == 401 and refused.json()["code"] == "invalid_api_key"
+
+    owner, _ = await owner_client(app, core)
+    async with owner:
+        assert (await owner.get("/auth/me")).status_code == 200
+        assert (await owner.get("/auth/me")).status_code == 200  # cached
+        assert (await owner.post("/auth/logout")).status_code in (200, 204)
+        assert (await owner.get("/auth/me")).status_code == 401
+
+
+async def test_every_scope_table_counts_its_changes(core):
+    """The triggers that count a scope's changes cover exactly the tables (and columns) of db/scopes.py:
+    SQLite's from migration 0021, PostgreSQL's from changefeed.install_triggers."""
+    async with core.db.session(write=False) as session:
+        if core.db.is_sqlite:
+            rows = (
+                await session.execute(
+                    text("SELECT name, tbl_name, sql FROM sqlite_master WHERE type = 'trigger'")
+                )
+            ).all()
+            found = {
+                (r.tbl_name, r.name.rsplit("_", 1)[1]): r.sql for r in rows if r.name.startswith("cache_")
+            }
+            for scope, tables in SCOPES.items():
+                for table, columns in tables:
+                    for kind in ("insert", "update", "delete"):
+                        ddl = found.pop((table, kind))
+                        assert f"scope = '{scope}'" in ddl
+                        if kind == "update" and columns:
+                            assert f"UPDATE OF {', '.join(columns)} ON {table}" in ddl
+            assert not found  # no trigger for a table the scopes do not name
+        else:
+            rows = (
+                await session.execute(
+                    text(
+                        "SELECT c.relname, pg_get_triggerdef(t.oid) AS ddl FROM pg_trigger t "
+                        "JOIN pg_class c ON c.oid = t.tgrelid WHERE t.tgname LIKE :name"
+                    ),
+                    {"name": f"{SCOPE_TRIGGER}_%"},
+                )
+            ).all()
+            found = {r.relname: r.ddl for r in rows}
+            for scope, tables in SCOPES.items():
+                for table, columns in tables:
+                    ddl = found.pop(table)
+                    assert f"'{scope}'" in ddl
+                    if columns:
+                        assert f"UPDATE OF {', '.join(columns)}" in ddl
+            assert not found
+
+
+async def test_a_text_write_or_a_savepoint_never_hides_a_credential_change(core):
+    """PostgreSQL's own-commit count: a text statement that writes counts for every scope (its tables are
+    unknown); a savepoint rolled back keeps what the transaction wrote before it."""
+    if core.db.is_sqlite:
+        pytest.skip("SQLite counts a scope's changes by trigger")
+    before = OwnCommits.by_scope[CREDENTIALS]
+    async with core.db.session(write=True) as session, session.begin():
+        await session.execute(text("UPDATE agents SET description = description WHERE false"))
+    assert OwnCommits.by_scope[CREDENTIALS] == before + 1
+    async with core.db.session(write=True) as session, session.begin():
+        await session.execute(text("SELECT 1"))
+    assert OwnCommits.by_scope[CREDENTIALS] == before + 1  # a read is no change
+    from sqlalchemy import update
+
+    from callboard_core.api_keys.models import ApiKey
+
+    async with core.db.session(write=True) as session, session.begin():
+        await session.execute(update(ApiKey).where(ApiKey.id == "none").values(label="x"))
+        nested = await session.begin_nested()
+        await nested.rollback()
+    assert OwnCommits.by_scope[CREDENTIALS] == before + 2
+    async with core.db.session(write=True) as session:
+        await session.begin()
+        await session.execute(update(ApiKey).where(ApiKey.id == "none").values(label="x"))
+        await session.rollback()
+        await session.begin()
+        await session.execute(text("SELECT 1"))
+        await session.commit()
+    assert OwnCommits.by_scope[CREDENTIALS] == before + 2  # what was rolled back is not counted

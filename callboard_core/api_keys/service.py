@@ -14,7 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from callboard_core import clock
 from callboard_core.api_keys.models import ApiKey
-from callboard_core.db.readcache import MISSING, ReadCache
+from callboard_core.db.readcache import CREDENTIALS, MISSING, ReadCache
 from callboard_core.db.uow import UnitsOfWork
 from callboard_core.errors import Forbidden, NotFound, Unauthenticated, ValidationFailed
 from callboard_core.guidance import Act, step
@@ -101,9 +101,9 @@ async def authenticate(
         state = await _load_key(session, raw_key, key_hash)
     else:
         cache_key = ("api_key", key_hash)
-        state = cache.get(cache_key)
+        state = cache.get(cache_key, CREDENTIALS)
         if state is MISSING:
-            state = await cache.load(cache_key, lambda: _load_key(session, raw_key, key_hash))
+            state = await cache.load(cache_key, lambda: _load_key(session, raw_key, key_hash), CREDENTIALS)
     now = clock.now()
     if state is None or state.revoked or (state.expires_at is not None and state.expires_at <= now):
         raise Unauthenticated(

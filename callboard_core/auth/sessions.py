@@ -10,7 +10,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from callboard_core import clock
 from callboard_core.auth.models import UserSession
-from callboard_core.db.readcache import MISSING, ReadCache
+from callboard_core.db.readcache import CREDENTIALS, MISSING, ReadCache
 from callboard_core.errors import Unauthenticated
 from callboard_core.principals import UserPrincipal
 from callboard_core.security import tokens
@@ -102,9 +102,9 @@ async def authenticate(session: AsyncSession, token: str, cache: ReadCache | Non
         state = await _load_session(session, token_hash)
     else:
         cache_key = ("session", token_hash)
-        state = cache.get(cache_key)
+        state = cache.get(cache_key, CREDENTIALS)
         if state is MISSING:
-            state = await cache.load(cache_key, lambda: _load_session(session, token_hash))
+            state = await cache.load(cache_key, lambda: _load_session(session, token_hash), CREDENTIALS)
     # Revocation and expiry are judged on every call, also for a cached row.
     if state is None or not state.usable or state.expires_at <= clock.now():
         raise invalid

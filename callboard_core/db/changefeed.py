@@ -20,9 +20,13 @@ from typing import Any
 import asyncpg
 from sqlalchemy.engine import Connection, make_url
 
+from callboard_core.db.scopes import SCOPES
+
 CHANNEL = "callboard_changes"
 FUNCTION = "callboard_notify_change"
 TRIGGER = "callboard_change"
+SCOPE_FUNCTION = "callboard_notify_scope"
+SCOPE_TRIGGER = "callboard_scope"  # + "_" + the scope's name
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +50,19 @@ def install_triggers(connection: Connection) -> None:
             f'CREATE OR REPLACE TRIGGER {TRIGGER} AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON "{table}" '
             f"FOR EACH STATEMENT EXECUTE FUNCTION {FUNCTION}()"
         )
+    # A read cache scope's tables also notify with the scope's name (db/scopes.py): its entries then
+    # outlive the commits that touch none of them.
+    connection.exec_driver_sql(
+        f"CREATE OR REPLACE FUNCTION {SCOPE_FUNCTION}() RETURNS trigger LANGUAGE plpgsql AS $$ "
+        f"BEGIN PERFORM pg_notify('{CHANNEL}', TG_ARGV[0]); RETURN NULL; END $$"
+    )
+    for scope, watched in SCOPES.items():
+        for table, columns in watched:
+            of = f" OF {', '.join(columns)}" if columns else ""
+            connection.exec_driver_sql(
+                f"CREATE OR REPLACE TRIGGER {SCOPE_TRIGGER}_{scope} AFTER INSERT OR UPDATE{of} OR DELETE OR "
+                f"TRUNCATE ON \"{table}\" FOR EACH STATEMENT EXECUTE FUNCTION {SCOPE_FUNCTION}('{scope}')"
+            )
 
 
 def asyncpg_dsn(database_url: str) -> str:
@@ -55,7 +72,9 @@ def asyncpg_dsn(database_url: str) -> str:
 class ChangeFeed:
     def __init__(self, database_url: str, *, max_backoff: float = 5.0) -> None:
         self._dsn = asyncpg_dsn(database_url)
-        self.version = 0
+        self.version = 0  # moves with every notification and every (re)connection
+        self.epoch = 0  # moves with every (re)connection: what was missed while down is unknown
+        self.scopes: dict[str, int] = dict.fromkeys(SCOPES, 0)  # notifications per read cache scope
         self.live = False
         self._conn: Any = None
         self._task: asyncio.Task[None] | None = None
@@ -78,14 +97,18 @@ class ChangeFeed:
         conn.add_termination_listener(self._lost)
         self._conn = conn
         self.version += 1
+        self.epoch += 1
         self.live = True
 
-    def _notified(self, *_: Any) -> None:
+    def _notified(self, _conn: Any, _pid: int, _channel: str, payload: str) -> None:
         self.version += 1
+        if payload in self.scopes:
+            self.scopes[payload] += 1
 
     def _lost(self, _conn: Any) -> None:
         self.live = False
         self.version += 1
+        self.epoch += 1
         self._conn = None
         self.retry()
 

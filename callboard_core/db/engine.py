@@ -20,10 +20,11 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
+from sqlalchemy.orm import Session
 from sqlalchemy.pool import NullPool
 from sqlalchemy.util import await_only
 
-from callboard_core.db import sqlite_driver
+from callboard_core.db import scopes, sqlite_driver
 
 
 def json_loads(text: str | bytes) -> Any:
@@ -87,7 +88,14 @@ class Database:
         # writes have separate pools, and its writers queue on the file lock anyway: no limit there.
         self._action_slots = None if self.is_sqlite else max(1, (pool_size * 3) // 2)
         self._action_gate: tuple[asyncio.AbstractEventLoop, asyncio.Semaphore] | None = None
-        self.write_sessions = async_sessionmaker(self.write_engine, expire_on_commit=False, autoflush=False)
+        # PostgreSQL's write sessions note the read cache's scopes they touch (db/scopes.py); SQLite counts
+        # them by trigger, so its sessions need not.
+        self.write_sessions = async_sessionmaker(
+            self.write_engine,
+            expire_on_commit=False,
+            autoflush=False,
+            sync_session_class=Session if self.is_sqlite else scopes.TrackedSession,
+        )
         # Read sessions commit only to end their transaction: the read cache does not count those commits.
         self.read_sessions = async_sessionmaker(
             self.read_engine, expire_on_commit=False, autoflush=False, info={"readonly": True}

@@ -3,9 +3,12 @@ own change counter.
 
 `PRAGMA data_version` changes whenever any other connection, in this process or another, commits to the
 database file. Every entry is tagged with the counter seen before it was loaded and is served only while
-the counter is unchanged, so a commit anywhere (a revoked key, an edited agent) is seen by the very next
-request: there is no staleness window. The probe is one in-process sqlite3 call of a few microseconds,
-far cheaper than a query through the async driver's thread.
+the counter is unchanged. The probe is one in-process sqlite3 call of a few microseconds, yet under a read
+load it was an eighth of a cached request's CPU, so it is taken at most once per `probe_interval` (1 ms)
+unless this process has committed since the last probe (the driver counts its commits once they have
+landed): this process's commits are seen by the very next lookup, another process's (`callboard worker`,
+a second server, an operator's shell) within a millisecond, the window PostgreSQL's notifications have
+too (docs/decisions.md, "The cost of every request, fourth part").
 
 PostgreSQL has no such counter; there the version is the change feed's count of commit notifications
 (db/changefeed.py) plus this process's own completed commits. This process's commits are seen at once;
@@ -29,6 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+import time
 from collections.abc import Awaitable, Callable, Hashable
 from contextvars import ContextVar, Token
 from typing import Any, TypeVar
@@ -39,6 +43,10 @@ from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.orm import Session
 
 from callboard_core.db.changefeed import ChangeFeed
+from callboard_core.db.scopes import CREDENTIALS, SCOPES, OwnCommits
+
+__all__ = ["CREDENTIALS", "MISSING", "Pin", "ReadCache"]
+from callboard_core.db.sqlite_driver import Connection as SqliteConnection
 
 T = TypeVar("T")
 MISSING: Any = object()
@@ -85,7 +93,9 @@ _pin: ContextVar[Pin | None] = ContextVar("callboard_readcache_pin", default=Non
 
 
 class ReadCache:
-    def __init__(self, database_url: str, *, max_entries: int = 50_000) -> None:
+    def __init__(
+        self, database_url: str, *, max_entries: int = 50_000, probe_interval: float = 0.001
+    ) -> None:
         url = make_url(database_url)
         path = url.database if url.get_backend_name() == "sqlite" else None
         self._path = path if path and path != ":memory:" else None
@@ -97,7 +107,12 @@ class ReadCache:
         self._values: dict[int, Any] = {}  # id(value) -> value, for the values in _entries
         self._derived: dict[tuple[int, str], tuple[Any, Any]] = {}  # (id(value), kind) -> (value, made)
         self._flights: dict[Hashable, tuple[Hashable, asyncio.Future[Any]]] = {}  # key -> (version, its load)
+        # A scope's entries and the version they hold under (db/scopes.py): they outlive other commits.
+        self._scoped: dict[str, dict[Hashable, Any]] = {scope: {} for scope in SCOPES}
+        self._scope_versions: dict[str, Hashable] = {}
         self._max = max_entries
+        self.probe_interval = probe_interval  # SQLite: see the module's docstring; 0 probes every lookup
+        self._probed: tuple[float, int, int] = (-1e9, -1, -1)  # (monotonic time, commits, commits landed)
 
     @property
     def enabled(self) -> bool:
@@ -128,13 +143,42 @@ class ReadCache:
         return int(self._cursor.execute("PRAGMA data_version").fetchone()[0])
 
     def _sync(self) -> None:
+        if self._path is not None:
+            now, commits, landed = time.monotonic(), _Commits.count, SqliteConnection.commits_landed
+            at, commits_then, landed_then = self._probed
+            if now - at < self.probe_interval and commits == commits_then and landed == landed_then:
+                return
+            self._probed = (now, commits, landed)
         version = self._current()
         if version != self._version:
-            self.clear()
+            self._forget()
             self._version = version
+            # A scope's version moves only with the database's (a scope's change is a change): look at them
+            # only then.
+            for scope, current in self._scopes_current().items():
+                if self._scope_versions.get(scope) != current:
+                    self._scoped[scope].clear()
+                    self._scope_versions[scope] = current
+
+    def _scopes_current(self) -> dict[str, Hashable]:
+        feed = self._feed
+        if feed is not None:
+            return {s: (feed.epoch, n, OwnCommits.by_scope[s]) for s, n in feed.scopes.items()}
+        assert self._cursor is not None  # _current() has opened it
+        try:
+            rows = dict(self._cursor.execute("SELECT scope, generation FROM cache_generations").fetchall())
+        except sqlite3.OperationalError:  # not a callboard database (tools, tests): scopes follow the whole
+            rows = {}
+        return {scope: rows.get(scope, ("all", self._version)) for scope in SCOPES}
 
     def clear(self) -> None:
         """Forget every entry (as when another process commits): for tools and tests that need it cold."""
+        self._probed = (-1e9, -1, -1)
+        self._forget()
+        for entries in self._scoped.values():
+            entries.clear()
+
+    def _forget(self) -> None:
         self._entries.clear()
         self._values.clear()
         self._derived.clear()
@@ -148,33 +192,37 @@ class ReadCache:
         pin.token = _pin.set(pin)
         return pin
 
-    def get(self, key: Hashable) -> Any:
-        """The cached value, or MISSING (always MISSING when the cache is off)."""
+    def get(self, key: Hashable, scope: str | None = None) -> Any:
+        """The cached value, or MISSING (always MISSING when the cache is off). An entry of a `scope`
+        (db/scopes.py) outlives the commits that touch none of the scope's tables."""
+        entries = self._entries if scope is None else self._scoped[scope]
         if self._path is None:
             if not self.enabled:
                 return MISSING
             self._sync()
-            return self._entries.get(key, MISSING)
+            return entries.get(key, MISSING)
         pin = _pin.get()
         if pin is None or pin.cache is not self or not pin.active:
             self._sync()
         elif pin.commits != _Commits.count:
             pin.commits = _Commits.count
             self._sync()
-        return self._entries.get(key, MISSING)
+        return entries.get(key, MISSING)
 
-    async def get_or_load(self, key: Hashable, loader: Callable[[], Awaitable[T]]) -> T:
-        hit = self.get(key)
+    async def get_or_load(
+        self, key: Hashable, loader: Callable[[], Awaitable[T]], scope: str | None = None
+    ) -> T:
+        hit = self.get(key, scope)
         if hit is not MISSING:
             return hit
-        return await self.load(key, loader)
+        return await self.load(key, loader, scope)
 
-    async def load(self, key: Hashable, loader: Callable[[], Awaitable[T]]) -> T:
-        """Load what get() has just missed; keep it only if nothing was committed since the counter the
-        entries are tagged with was read."""
+    async def load(self, key: Hashable, loader: Callable[[], Awaitable[T]], scope: str | None = None) -> T:
+        """Load what get() has just missed; keep it only if nothing it depends on was committed since the
+        version the entries are tagged with was read (any commit; for a scope's entry, one of the scope's)."""
         if not self.enabled:
             return await loader()
-        version = self._version
+        version = self._version if scope is None else self._scope_versions.get(scope)
         flight = self._flights.get(key)
         if flight is not None and flight[0] == version:
             shared = await asyncio.shield(flight[1])  # shielded: our cancellation must not cancel theirs
@@ -190,11 +238,20 @@ class ReadCache:
             if self._flights.get(key, (None, None))[1] is done:
                 del self._flights[key]
         done.set_result(value)
-        if self._current() == version:
-            if len(self._entries) >= self._max:
-                self.clear()
-            self._entries[key] = value
-            self._values[id(value)] = value
+        if scope is None:
+            if self._current() == version:
+                if len(self._entries) >= self._max:
+                    self._forget()
+                self._entries[key] = value
+                self._values[id(value)] = value
+            return value
+        self._probed = (-1e9, -1, -1)  # a fresh look, not the last millisecond's
+        self._sync()
+        if version is not None and self._scope_versions.get(scope) == version:
+            entries = self._scoped[scope]
+            if len(entries) >= self._max:
+                entries.clear()
+            entries[key] = value
         return value
 
     def derived(self, value: Any, kind: str, make: Callable[[Any], T]) -> T:

@@ -80,6 +80,7 @@ class Connection(aiosqlite.Connection):
     inline = False  # run statements on the calling (event loop) thread: see connector()
     wal = False  # the file is in WAL mode (set at connect): a write transaction's statements never wait
     _gate: tuple[asyncio.AbstractEventLoop, asyncio.Lock] | None = None  # held from BEGIN to the end
+    commits_landed = 0  # this process's commits through this driver, counted once done (db/readcache.py)
 
     async def enter_gate(self, gate: WriteGate) -> None:
         """Wait for this process's turn to write (before BEGIN IMMEDIATE)."""
@@ -113,6 +114,7 @@ class Connection(aiosqlite.Connection):
     async def commit(self) -> None:
         try:
             await super().commit()
+            Connection.commits_landed += 1
         finally:
             self.leave_gate()
 

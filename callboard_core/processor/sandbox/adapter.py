@@ -24,10 +24,9 @@ import hmac
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 from urllib.parse import urlencode
 
-import httpx
 import orjson
 from sqlalchemy import select, update
 from sqlalchemy.exc import IntegrityError
@@ -55,6 +54,9 @@ from callboard_core.processor.port import (
 )
 from callboard_core.processor.sandbox.models import SandboxEvent, SandboxIdempotencyKey, SandboxObject
 from callboard_core.processor.translate import account_status, card_info
+
+if TYPE_CHECKING:
+    import httpx
 
 CARD_OK = "4242424242424242"
 CARD_DECLINED = "4000000000000002"
@@ -789,6 +791,8 @@ class SandboxProcessor:
         """POST pending events to the app's webhook endpoint (`{base_url}/webhooks/processor`), oldest
         first; a 2xx marks an event delivered, anything else counts an attempt and keeps it pending.
         Returns how many were delivered."""
+        import httpx  # loaded already by whoever made `client`
+
         async with self.db.session(write=False) as session:
             events = await pending_events(session, limit)
         delivered = 0

@@ -7,11 +7,14 @@ The worker's pass (`callboard_core.worker.run_once`, run by `callboard serve` an
 
 from __future__ import annotations
 
-import httpx
+from typing import TYPE_CHECKING
 
 from callboard_core.config import Settings
 from callboard_core.processor.port import PaymentProcessor
 from callboard_core.processor.sandbox.adapter import SandboxProcessor, pending_events
+
+if TYPE_CHECKING:
+    import httpx
 
 WEBHOOK_PATH = "/webhooks/processor"
 DELIVERY_TIMEOUT_SECONDS = 10.0
@@ -33,5 +36,7 @@ async def deliver_pending(
             return 0
     if client is not None:
         return await processor.deliver(client, webhook_url(settings))
+    import httpx  # here, not at import: a server that never delivers an event never loads it (and its ~8 MB)
+
     async with httpx.AsyncClient(timeout=DELIVERY_TIMEOUT_SECONDS) as own:
         return await processor.deliver(own, webhook_url(settings))
