@@ -788,6 +788,8 @@ def run(args: argparse.Namespace, wrk: str) -> tuple[str, list[Verdict]]:
         shutil.rmtree(tmp, ignore_errors=True)
 
     if args.only:
+        for name, mem in memory.items():
+            print(f"memory  {name}: {mem.started_mb:.1f} MB at start, {mem.peak_mb:.1f} MB peak")
         return "", []
     database_kind = "SQLite (temporary file)" if args.database_url is None else _redact(args.database_url)
     return report(args, started, database_kind, results, memory)

@@ -85,12 +85,18 @@ def render(result: Any, status: int, cache: ReadCache | None = None) -> Response
     cache entry, not once per request."""
     if isinstance(result, Response):
         return result
-    with rendering(HTTP):  # guidance (next steps, obligations) names routes
-        if isinstance(result, BaseModel):
-            payload = _model_json(result) if cache is None else cache.derived(result, "json", _model_json)
-        else:
+    if isinstance(result, BaseModel):
+        payload = _http_json(result) if cache is None else cache.derived(result, "json", _http_json)
+    else:
+        with rendering(HTTP):
             payload = _dumps(result)
     return JSONBytesResponse(payload, status)
+
+
+def _http_json(model: BaseModel) -> bytes:
+    # Guidance (next steps, obligations) names routes. Only when serialising: a cached rendering skips it.
+    with rendering(HTTP):
+        return _model_json(model)
 
 
 def parse_query(route: RouteDef, request: Request) -> Any:

@@ -36,6 +36,14 @@ ALLOWED = {
     # Pure memos of discovery previews (each hit checked against its row), bounded; no behaviour hangs on them.
     "callboard_core.jobs.discovery._MEMO",
     "callboard_core.jobs.discovery._JSON",
+    # This process's commits, counted by SQLAlchemy's process-wide events (every engine of the process
+    # writes the one database): the read cache's own-commit part of its version, overall and per scope.
+    "callboard_core.db.readcache._Commits",
+    "callboard_core.db.scopes.OwnCommits",
+    # ... and the ones that have landed through the SQLite driver (`Connection.commits_landed`).
+    "callboard_core.db.sqlite_driver.Connection",
+    # The process's one access-log writer (one stderr), configured once at server start.
+    "http_api.request_log.WRITER",
 }
 
 
@@ -53,6 +61,8 @@ def _mutated_module_state(path: Path) -> set[str]:
             else []
         )
         names |= {t.id for t in targets if isinstance(t, ast.Name)}
+        if isinstance(node, ast.ClassDef):
+            names.add(node.name)
     found = set()
     for fn in ast.walk(tree):
         if not isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef):
@@ -65,8 +75,13 @@ def _mutated_module_state(path: Path) -> set[str]:
                     found.add(n.func.value.id)
             elif isinstance(n, ast.Assign | ast.AugAssign | ast.Delete):
                 for t in n.targets if isinstance(n, ast.Assign | ast.Delete) else [n.target]:
-                    if isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name):
-                        found.add(t.value.id)
+                    if isinstance(t, ast.Subscript):
+                        t = t.value
+                    # `name[...] = `, and a module-level class's attribute (`Counter.n += 1`, `C.d[k] = `)
+                    while isinstance(t, ast.Attribute):
+                        t = t.value
+                    if isinstance(t, ast.Name) and t.id != "self":
+                        found.add(t.id)
     return found & names
 
 
@@ -88,6 +103,12 @@ def test_the_scan_sees_a_registry(tmp_path: Path) -> None:
         "_hooks = []\n_seen = {}\n\ndef on(hook):\n    _hooks.append(hook)\n    _seen[hook] = 1\n"
     )
     assert _mutated_module_state(sample) == {"_hooks", "_seen"}
+    sample.write_text(
+        "class Counts:\n    n = 0\n    by = {}\n\nclass Quiet:\n    n = 0\n\n"
+        "def count(key):\n    Counts.n += 1\n    Counts.by[key] = 1\n\n"
+        "class Own:\n    def bump(self):\n        self.n = 1\n"
+    )
+    assert _mutated_module_state(sample) == {"Counts"}  # a class's attributes are module state too
 
 
 def test_every_processor_fact_and_question_is_heard(core: Core) -> None:

@@ -411,3 +411,42 @@ async def test_a_text_write_or_a_savepoint_never_hides_a_credential_change(core)
         await session.execute(text("SELECT 1"))
         await session.commit()
     assert OwnCommits.by_scope[CREDENTIALS] == before + 2  # what was rolled back is not counted
+
+
+async def test_a_key_used_keeps_its_cached_credential_and_records_its_use_once_a_minute(
+    app, client, core, frozen_clock
+):
+    """A key's use (its lastUsedAt, touched at most once a minute) is no change to its credential: the touch
+    leaves the cached state (under many agents, their touches emptied the credentials for everyone), and this
+    process does not touch again every request because its cached copy still holds the old use time."""
+    agent = await new_agent(await new_owner(app, core))
+    headers = key_headers(agent.key)
+
+    async def last_used():
+        async with core.db.session(write=False) as session:
+            return (
+                await session.execute(
+                    text("SELECT last_used_at FROM api_keys WHERE agent_id = :a"), {"a": agent.id}
+                )
+            ).scalar_one()
+
+    assert (await client.get("/api/v2/agents/me", headers=headers)).status_code == 200
+    await core.bus.drain()
+    first = await last_used()
+    assert first is not None
+    await asyncio.sleep(0.2)  # PostgreSQL: the notifications of the setup's commits and the touch arrive
+    assert (await client.get("/api/v2/agents/me", headers=headers)).status_code == 200  # cached again
+    statements = _Statements(core)
+    try:
+        for _ in range(3):
+            assert (await client.get("/api/v2/agents/me", headers=headers)).status_code == 200
+            await core.bus.drain()
+    finally:
+        statements.close()
+    # No credential read and no touch (the agent's own record, a whole-cache entry, is read once after the
+    # touch's commit).
+    assert not [t for t in statements.texts if "api_keys" in t], statements.texts
+    frozen_clock.advance(seconds=61)
+    assert (await client.get("/api/v2/agents/me", headers=headers)).status_code == 200
+    await core.bus.drain()
+    assert await last_used() != first  # a minute on, the use is recorded again

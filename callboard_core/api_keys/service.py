@@ -15,6 +15,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from callboard_core import clock
 from callboard_core.api_keys.models import ApiKey
 from callboard_core.db.readcache import CREDENTIALS, MISSING, ReadCache
+from callboard_core.db.scopes import NEUTRAL
 from callboard_core.db.uow import UnitsOfWork
 from callboard_core.errors import Forbidden, NotFound, Unauthenticated, ValidationFailed
 from callboard_core.guidance import Act, step
@@ -109,7 +110,8 @@ async def authenticate(
         raise Unauthenticated(
             "The API key is not valid (unknown, revoked or expired).", code="invalid_api_key"
         )
-    return state.principal, state.touch_due_at is None or now >= state.touch_due_at
+    due = state.touch_due_at is None or now >= state.touch_due_at
+    return state.principal, due and (cache is None or cache.touch_due(("touch", state.principal.key_id), now))
 
 
 async def touch(uows: UnitsOfWork, key_id: str) -> None:
@@ -123,6 +125,7 @@ async def touch(uows: UnitsOfWork, key_id: str) -> None:
                 or_(ApiKey.last_used_at.is_(None), ApiKey.last_used_at < now - LAST_USED_PRECISION),
             )
             .values(last_used_at=now)
+            .execution_options(**NEUTRAL)  # a use: no change to the key's cached credential
         )
 
 

@@ -15,6 +15,11 @@ PostgreSQL has no such counter; there the version is the change feed's count of 
 another process's when its notification arrives, normally well under a millisecond after the commit (the
 window is documented in docs/decisions.md). While the feed is not listening the cache serves nothing.
 
+An entry of a scope (`db/scopes.py`: a credential's state) depends on a few tables only and is kept across
+the commits that touch none of them: its version is the scope's own count of changes (SQLite's
+`cache_generations`, kept by triggers; PostgreSQL's notifications named after the scope plus this process's
+own commits that touched it), looked at whenever the database's version moves.
+
 A request may `pin()` the cache: the counter is then probed at the request's first lookup and not again
 for its later lookups, unless this process has committed something since (SQLAlchemy's commit event, so
 a request still reads its own commits). A commit that finished before the request started is still seen;
@@ -35,6 +40,7 @@ import sqlite3
 import time
 from collections.abc import Awaitable, Callable, Hashable
 from contextvars import ContextVar, Token
+from datetime import datetime
 from typing import Any, TypeVar
 
 import asyncpg
@@ -44,9 +50,9 @@ from sqlalchemy.orm import Session
 
 from callboard_core.db.changefeed import ChangeFeed
 from callboard_core.db.scopes import CREDENTIALS, SCOPES, OwnCommits
+from callboard_core.db.sqlite_driver import Connection as SqliteConnection
 
 __all__ = ["CREDENTIALS", "MISSING", "Pin", "ReadCache"]
-from callboard_core.db.sqlite_driver import Connection as SqliteConnection
 
 T = TypeVar("T")
 MISSING: Any = object()
@@ -113,6 +119,7 @@ class ReadCache:
         self._max = max_entries
         self.probe_interval = probe_interval  # SQLite: see the module's docstring; 0 probes every lookup
         self._probed: tuple[float, int, int] = (-1e9, -1, -1)  # (monotonic time, commits, commits landed)
+        self._touches: dict[Hashable, datetime] = {}  # what this process touched, and until when it is fresh
 
     @property
     def enabled(self) -> bool:
@@ -175,6 +182,7 @@ class ReadCache:
         """Forget every entry (as when another process commits): for tools and tests that need it cold."""
         self._probed = (-1e9, -1, -1)
         self._forget()
+        self._touches.clear()
         for entries in self._scoped.values():
             entries.clear()
 
@@ -253,6 +261,18 @@ class ReadCache:
                 entries.clear()
             entries[key] = value
         return value
+
+    def touch_due(self, key: Hashable, now: datetime) -> bool:
+        """Whether this process has not touched `key` (noted with `note_touch`) or its touch has aged. A
+        cached entry keeps the use time it was loaded with (its use is no change to it: db/scopes.py), so
+        without this every request of a cached key would find a touch due."""
+        until = self._touches.get(key)
+        return until is None or now >= until
+
+    def note_touch(self, key: Hashable, until: datetime) -> None:
+        if len(self._touches) >= self._max:
+            self._touches.clear()  # at worst, one more touch per key
+        self._touches[key] = until
 
     def derived(self, value: Any, kind: str, make: Callable[[Any], T]) -> T:
         """make(value), computed once while value is a cached entry (and each time for any other value)."""

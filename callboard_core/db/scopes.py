@@ -3,8 +3,8 @@ leaves them valid (see db/readcache.py).
 
 Without scopes any commit anywhere empties the whole cache, so under a write load (agents posting work all
 day) every authenticated request went back to the database for its credential. A credential's cached state
-depends on its own row only: `api_keys` for a key; `user_sessions` and a few columns of `users` for a
-signed-in owner.
+depends on its own row only: a few columns of `api_keys` for a key (its use, `last_used_at`, is not one);
+`user_sessions` and a few columns of `users` for a signed-in owner.
 
 How a scope's changes are counted:
 - SQLite: row triggers bump the scope's row of `cache_generations` in the writing transaction (migration
@@ -22,12 +22,13 @@ from typing import Any
 from sqlalchemy import Delete, Insert, Update, event
 from sqlalchemy.orm import ORMExecuteState, Session, SessionTransaction, UOWTransaction
 
+CREDENTIALS = "credentials"  # a key's or a signed-in owner's cached state
 # scope -> (table, the columns whose updates count; () for every update). Migration 0021 holds SQLite's
 # triggers for these: a change here needs a migration of its own (tests/test_readcache.py compares them).
-CREDENTIALS = "credentials"  # a key's or a signed-in owner's cached state
 SCOPES: dict[str, tuple[tuple[str, tuple[str, ...]], ...]] = {
     CREDENTIALS: (
-        ("api_keys", ()),
+        # not last_used_at: a key's use is no change to its credential (ReadCache.touch_due)
+        ("api_keys", ("key_hash", "agent_id", "owner_id", "scopes", "expires_at", "revoked_at")),
         ("user_sessions", ()),
         ("users", ("role", "status", "email", "email_verified_at", "deleted_at")),
     ),
@@ -47,6 +48,10 @@ class TrackedSession(Session):
     touched (a scope's table written by a flush or by a DML statement; any text statement but a SELECT)."""
 
 
+# The execution options of a write that changes nothing a scope's entries hold (a key's lastUsedAt touch).
+NEUTRAL = {"cache_neutral": True}
+
+
 def _touched(session: Session) -> set[str]:
     touched: set[str] = session.info.setdefault("cache_touched", set())
     return touched
@@ -54,6 +59,8 @@ def _touched(session: Session) -> set[str]:
 
 @event.listens_for(TrackedSession, "do_orm_execute")
 def _on_execute(state: ORMExecuteState) -> None:
+    if state.execution_options.get("cache_neutral"):
+        return
     statement = state.statement
     if isinstance(statement, Insert | Update | Delete):
         _touched(state.session).add(getattr(statement.table, "name", _ANY))

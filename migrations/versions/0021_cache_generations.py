@@ -25,7 +25,7 @@ depends_on: str | Sequence[str] | None = None
 # scope -> (table, the columns whose update counts; () for every update)
 SCOPES: dict[str, tuple[tuple[str, tuple[str, ...]], ...]] = {
     "credentials": (
-        ("api_keys", ()),
+        ("api_keys", ("key_hash", "agent_id", "owner_id", "scopes", "expires_at", "revoked_at")),
         ("user_sessions", ()),
         ("users", ("role", "status", "email", "email_verified_at", "deleted_at")),
     ),
