@@ -85,7 +85,9 @@ async def _claim(
             **(values or {"status": S.SENDING, "next_attempt_at": now + SENDING_LEASE}),
         )
         .returning(OwnerNotification)
-        .execution_options(populate_existing=True)
+        # The returned rows refresh the session's copies; no Python evaluation of the WHERE against every
+        # object the transaction holds (SQLAlchemy's default "evaluate" sync).
+        .execution_options(populate_existing=True, synchronize_session=False)
     )
     return list((await session.execute(statement)).scalars())
 
