@@ -4,8 +4,10 @@ The figures live in bench/statement_budgets.json (one per operation and database
 statement the app sends for one request (SQLAlchemy's before_cursor_execute on the app's engines, the
 after-commit work the request leaves on the bus included) and fails when a count differs from its budget:
 a change that adds a statement must say so by raising the figure, and one that removes a statement lowers
-it, so the file always tells the truth. Counts are taken with the read cache cold (as after any commit by
-another request), each key used once before (its lastUsedAt touch is behind it). Each query must also be
+it, so the file always tells the truth. Counts are taken with the read cache cold (a key's first request
+since its credential changed: the worst case; a key whose credential is cached, the usual case since the
+read cache's scopes, skips the lookup, two statements on SQLite and one on PostgreSQL), each key used once
+before (its lastUsedAt touch is behind it). Each query must also be
 one SQLAlchemy can cache: a statement without a cache key is compiled again on every request.
 """
 
