@@ -162,9 +162,10 @@ class _Statements:
             event.remove(engine, "before_cursor_execute", self._seen)
 
 
-async def _write_elsewhere(core, sql: str, *args) -> None:
+async def _write_elsewhere(core, sql: str, *args, scope: str | None = None) -> None:
     """A commit by another process (a second server, an operator's shell): its own connection, not ours.
-    On PostgreSQL, return once this process has heard of it (the change feed's notification)."""
+    On PostgreSQL, return once this process has heard of it (the change feed's notification; with `scope`,
+    the scope's own notification too, a separate one that may arrive a moment later)."""
     if core.db.is_sqlite:
         other = sqlite3.connect(make_url(core.settings.database_url).database, isolation_level=None)
         other.execute(sql.replace("$1", "?"), args)
@@ -172,14 +173,14 @@ async def _write_elsewhere(core, sql: str, *args) -> None:
         await asyncio.sleep(core.read_cache.probe_interval * 2)  # the window it may go unseen
         return
     feed = core.read_cache.feed
-    before = feed.version
+    before, scope_before = feed.version, feed.scopes.get(scope or "", 0)
     conn = await asyncpg.connect(asyncpg_dsn(core.settings.database_url))
     try:
         await conn.execute(sql, *args)
     finally:
         await conn.close()
     for _ in range(500):
-        if feed.version != before:
+        if feed.version != before and (scope is None or feed.scopes[scope] != scope_before):
             return
         await asyncio.sleep(0.01)
     raise AssertionError("no change notification within 5 s")
@@ -205,7 +206,10 @@ async def test_key_revoked_by_another_process_is_refused(client, core):
     assert (await client.get("/api/v2/agents/me", headers=headers)).status_code == 200
     assert (await client.get("/api/v2/agents/me", headers=headers)).status_code == 200  # served from cache
     await _write_elsewhere(
-        core, "UPDATE api_keys SET revoked_at = '2020-01-01 00:00:00' WHERE agent_id = $1", reg["agent"]["id"]
+        core,
+        "UPDATE api_keys SET revoked_at = '2020-01-01 00:00:00' WHERE agent_id = $1",
+        reg["agent"]["id"],
+        scope=CREDENTIALS,
     )
     refused = await client.get("/api/v2/agents/me", headers=headers)
     assert refused.status_code == 401 and refused.json()["code"] == "invalid_api_key"

@@ -85,7 +85,7 @@ class Database:
         # short write of its own or of the sandbox processor (which keeps its objects in this database).
         # Were every connection held by an action waiting for its second, the pool would deadlock until its
         # timeout; admitting at most half the pool's capacity at a time rules that out. SQLite's reads and
-        # writes have separate pools, and its writers queue on the file lock anyway: no limit there.
+        # writes have separate pools, and its writers queue on the write gate anyway: no limit there.
         self._action_slots = None if self.is_sqlite else max(1, (pool_size * 3) // 2)
         self._action_gate: tuple[asyncio.AbstractEventLoop, asyncio.Semaphore] | None = None
         # PostgreSQL's write sessions note the read cache's scopes they touch (db/scopes.py); SQLite counts
@@ -142,8 +142,8 @@ def _sqlite_engine(
         if immediate:
             # One writer at a time holds the gate; a few more connections only let the next ones wait at
             # the gate instead of in the pool's queue (both first come first served). Fewer connections,
-            # fewer page caches (up to 2 MB each) and warmer ones: the default 5 + 10 grew the server by
-            # ~10 MB under a draft load.
+            # fewer page caches (up to 2 MB each) and warmer ones: with the default 5 + 10 the server grew
+            # by ~5 MB more under a draft load.
             kwargs.update(pool_size=2, max_overflow=2, pool_timeout=busy_timeout_ms / 1000)
     else:
         kwargs["connect_args"] = {"timeout": busy_timeout_ms / 1000}
