@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import bindparam, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from callboard_core import clock, states
@@ -230,9 +230,20 @@ async def review_packets(
 # --- award and no-award --------------------------------------------------------------------------
 
 
+# Built once (as the other statements every award sends): building a statement and its cache key on each
+# call costs more than SQLite takes to answer it.
+_SUBMITTERS = select(Submission.worker_agent_id).where(Submission.job_id == bindparam("job_id"))
+_WITH_ROOKIE = (
+    select(Submission, JobApplication.rookie)
+    .join(ParticipationSlot, ParticipationSlot.id == Submission.slot_id)
+    .join(JobApplication, JobApplication.id == ParticipationSlot.application_id)
+    .where(Submission.id == bindparam("submission_id"))
+)
+
+
 async def submitter_ids(session: AsyncSession, job_id: str) -> list[str]:
     """The agents that submitted to the job (the parties a closing move tells)."""
-    return list(await session.scalars(select(Submission.worker_agent_id).where(Submission.job_id == job_id)))
+    return list(await session.scalars(_SUBMITTERS, {"job_id": job_id}))
 
 
 async def _close_work(
@@ -291,14 +302,7 @@ async def _close_work(
 
 async def _with_rookie(session: AsyncSession, submission_id: str) -> tuple[Submission | None, bool | None]:
     """The submission and whether its worker applied as a rookie (the award records it), in one read."""
-    found = (
-        await session.execute(
-            select(Submission, JobApplication.rookie)
-            .join(ParticipationSlot, ParticipationSlot.id == Submission.slot_id)
-            .join(JobApplication, JobApplication.id == ParticipationSlot.application_id)
-            .where(Submission.id == submission_id)
-        )
-    ).one_or_none()
+    found = (await session.execute(_WITH_ROOKIE, {"submission_id": submission_id})).one_or_none()
     return (found[0], found[1]) if found is not None else (None, None)
 
 

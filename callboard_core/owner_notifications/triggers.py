@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import bindparam, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from callboard_core import clock
@@ -75,6 +75,19 @@ async def on_job_event(session: AsyncSession, event: JobEventRecorded) -> None:
         await _no_award(session, job, data)
 
 
+# Whether either owner has another award (given, won): built once, every award asks it.
+_AWARDED_BEFORE = select(
+    select(Award.id)
+    .join(Job, Job.id == Award.job_id)
+    .where(Job.owner_id == bindparam("requester"), Award.id != bindparam("award_id"))
+    .exists(),
+    select(Award.id)
+    .join(Agent, Agent.id == Award.worker_agent_id)
+    .where(Agent.owner_id == bindparam("worker"), Award.id != bindparam("award_id"))
+    .exists(),
+)
+
+
 async def _awarded(session: AsyncSession, job: Job, data: Mapping[str, Any]) -> None:
     """Both owners told in one write; whether this is either one's first award in one read."""
     award_id = str(data.get("awardId"))
@@ -88,16 +101,7 @@ async def _awarded(session: AsyncSession, job: Job, data: Mapping[str, Any]) -> 
     # "Another award exists" rather than a count: the owner's whole history is never scanned.
     given_before, won_before = (
         await session.execute(
-            select(
-                select(Award.id)
-                .join(Job, Job.id == Award.job_id)
-                .where(Job.owner_id == job.owner_id, Award.id != award_id)
-                .exists(),
-                select(Award.id)
-                .join(Agent, Agent.id == Award.worker_agent_id)
-                .where(Agent.owner_id == worker_owner, Award.id != award_id)
-                .exists(),
-            )
+            _AWARDED_BEFORE, {"requester": job.owner_id, "worker": worker_owner, "award_id": award_id}
         )
     ).one()
     notes = [

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import func, select, update
+from sqlalchemy import bindparam, func, select, update
 from sqlalchemy import inspect as sa_inspect
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -309,10 +309,15 @@ def not_ready(job: Job, total: int, available: int, missing: list[str]) -> Payme
 # --- the payment row ------------------------------------------------------------------------------------
 
 
+_BY_JOB = (
+    select(JobPayment)
+    .where(JobPayment.job_id == bindparam("job_id"))
+    .execution_options(populate_existing=True)
+)
+
+
 async def find(session: AsyncSession, job_id: str) -> JobPayment | None:
-    return await session.scalar(
-        select(JobPayment).where(JobPayment.job_id == job_id).execution_options(populate_existing=True)
-    )
+    return await session.scalar(_BY_JOB, {"job_id": job_id})
 
 
 async def _open_row(session: AsyncSession, job: Job, fee_bps: int, *, add: bool = True) -> JobPayment:
