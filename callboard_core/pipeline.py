@@ -20,7 +20,6 @@ from typing import Any, TypeVar
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from callboard_core import clock
 from callboard_core.api_keys import service as api_keys
 from callboard_core.container import Core
 from callboard_core.errors import Unauthenticated
@@ -45,7 +44,7 @@ class Idempotency:
 def touch_key(core: Core, key_id: str) -> None:
     """Refresh an API key's lastUsedAt in the background (the core's bus holds the task until it is done):
     the caller's answer never waits for it."""
-    core.read_cache.note_touch(("touch", key_id), clock.now() + api_keys.LAST_USED_PRECISION)
+    api_keys.note_touch(core.read_cache, key_id)
     core.bus.spawn(api_keys.touch(core, key_id))
 
 

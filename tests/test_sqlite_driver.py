@@ -129,6 +129,17 @@ async def _table(db: Database) -> None:
         await session.execute(text("CREATE TABLE t (n INTEGER)"))
 
 
+async def _write(db: Database, n: int) -> None:
+    """One write transaction of its own: insert n."""
+    async with db.session(write=True) as session, session.begin():
+        await session.execute(text("INSERT INTO t VALUES (:n)"), {"n": n})
+
+
+async def _stored(db: Database) -> list[int]:
+    async with db.session(write=False) as session:
+        return list((await session.execute(text("SELECT n FROM t ORDER BY n"))).scalars())
+
+
 async def test_writers_of_one_process_take_turns_in_arrival_order(tmp_path):
     """The writers of one process queue on the write gate, first come first served, instead of polling
     SQLite's file lock with growing sleeps (a waiter slept up to 100 ms while the lock sat free)."""
@@ -143,12 +154,17 @@ async def test_writers_of_one_process_take_turns_in_arrival_order(tmp_path):
         async def writer(n: int) -> None:
             async with db.session(write=True) as session, session.begin():
                 await session.execute(text("INSERT INTO t VALUES (:n)"), {"n": n})
-                order.append(n)
+                order.append(n)  # inside the transaction: the order the gate let them in
 
         waiting = []
-        for n in range(1, 6):
+        assert db.write_gate is not None
+        for n in range(1, 4):  # the first holds one of the pool's four connections
             waiting.append(asyncio.create_task(writer(n)))
-            await asyncio.sleep(0.005)  # arrive in order
+            for _ in range(500):  # arrive in order: each waits at the gate before the next one starts
+                if db.write_gate.waiting == n:
+                    break
+                await asyncio.sleep(0.01)
+            assert db.write_gate.waiting == n
         assert not any(task.done() for task in waiting)
         started = asyncio.get_running_loop().time()
         await first.commit()
@@ -156,9 +172,8 @@ async def test_writers_of_one_process_take_turns_in_arrival_order(tmp_path):
         await asyncio.wait_for(asyncio.gather(*waiting), 5)
         # Each went in as soon as the one before it ended: no busy-handler sleep between them.
         assert asyncio.get_running_loop().time() - started < 0.5
-        assert order == [1, 2, 3, 4, 5]
-        async with db.session(write=False) as session:
-            assert (await session.execute(text("SELECT count(*) FROM t"))).scalar_one() == 6
+        assert order == [1, 2, 3]
+        assert await _stored(db) == [0, 1, 2, 3]
     finally:
         await db.dispose()
 
@@ -173,14 +188,11 @@ async def test_a_writer_waiting_past_the_busy_timeout_fails_as_a_locked_database
         await holder.begin()
         await holder.execute(text("INSERT INTO t VALUES (1)"))
         with pytest.raises(OperationalError, match="database is locked"):
-            async with db.session(write=True) as session, session.begin():
-                await session.execute(text("INSERT INTO t VALUES (2)"))
+            await _write(db, 2)
         await holder.rollback()  # a rollback frees the gate as a commit does
         await holder.close()
-        async with db.session(write=True) as session, session.begin():
-            await session.execute(text("INSERT INTO t VALUES (3)"))
-        async with db.session(write=False) as session:
-            assert (await session.execute(text("SELECT n FROM t"))).scalars().all() == [3]
+        await _write(db, 3)
+        assert await _stored(db) == [3]
     finally:
         await db.dispose()
 
@@ -204,9 +216,7 @@ async def test_a_cancelled_writer_lets_the_next_one_in(tmp_path):
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
-        async with db.session(write=True) as session, session.begin():
-            await session.execute(text("INSERT INTO t VALUES (2)"))
-        async with db.session(write=False) as session:
-            assert (await session.execute(text("SELECT n FROM t"))).scalars().all() == [2]
+        await _write(db, 2)
+        assert await _stored(db) == [2]
     finally:
         await db.dispose()

@@ -111,7 +111,17 @@ async def authenticate(
             "The API key is not valid (unknown, revoked or expired).", code="invalid_api_key"
         )
     due = state.touch_due_at is None or now >= state.touch_due_at
-    return state.principal, due and (cache is None or cache.touch_due(("touch", state.principal.key_id), now))
+    return state.principal, due and (cache is None or cache.touch_due(_touched(state.principal.key_id), now))
+
+
+def _touched(key_id: str) -> tuple[str, str]:
+    return ("touch", key_id)
+
+
+def note_touch(cache: ReadCache, key_id: str) -> None:
+    """This process has set the key's lastUsedAt (or is about to): its cached state keeps the old use time,
+    so `authenticate` finds no touch due for a minute."""
+    cache.note_touch(_touched(key_id), clock.now() + LAST_USED_PRECISION)
 
 
 async def touch(uows: UnitsOfWork, key_id: str) -> None:

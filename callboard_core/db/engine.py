@@ -57,13 +57,15 @@ class Database:
     def __init__(self, url: str, *, pool_size: int = 10, busy_timeout_ms: int = 30_000, echo: bool = False):
         self.url = url
         self.is_sqlite = url.startswith("sqlite")
+        # SQLite: this process's writers queue here before BEGIN IMMEDIATE (sqlite_driver.WriteGate).
+        self.write_gate = sqlite_driver.WriteGate(busy_timeout_ms / 1000) if self.is_sqlite else None
         if self.is_sqlite:
             self.write_engine = _sqlite_engine(
                 url,
                 immediate=True,
                 busy_timeout_ms=busy_timeout_ms,
                 echo=echo,
-                gate=sqlite_driver.WriteGate(busy_timeout_ms / 1000),
+                gate=self.write_gate,
             )
             self.read_engine = _sqlite_engine(
                 url, immediate=False, busy_timeout_ms=busy_timeout_ms, echo=echo

@@ -69,6 +69,13 @@ class WriteGate:
         self.timeout = timeout
         self._lock: tuple[asyncio.AbstractEventLoop, asyncio.Lock] | None = None
 
+    @property
+    def waiting(self) -> int:
+        """Writers waiting for their turn now (tests; a sign of write contention)."""
+        if self._lock is None:
+            return 0
+        return sum(not waiter.done() for waiter in self._lock[1]._waiters or ())
+
     def lock(self) -> asyncio.Lock:
         loop = asyncio.get_running_loop()
         if self._lock is None or self._lock[0] is not loop:  # an asyncio lock serves one loop
