@@ -5,6 +5,7 @@ httpx.ASGITransport (request log on, as shipped), so each figure is the server's
     .venv/bin/python bench/lifecycle_cost.py --reward 1000        # paid jobs (the requester funded)
     .venv/bin/python bench/lifecycle_cost.py --statements award   # one award's SQL statements, in order
     .venv/bin/python bench/lifecycle_cost.py --profile submit     # cProfile of the submits (CPU timer)
+    .venv/bin/python bench/lifecycle_cost.py --profile award --profile-out /tmp/award.prof  # for pstats
     .venv/bin/python bench/lifecycle_cost.py --database-url postgresql+asyncpg://root@127.0.0.1:5432/<db>
 
 Each round brings --jobs jobs through draft, publish, apply, (admission), acknowledge, submit and award, and
@@ -120,6 +121,8 @@ async def main(args: argparse.Namespace) -> None:
                 text = io.StringIO()
                 pstats.Stats(profiler, stream=text).sort_stats(args.sort).print_stats(args.top)
                 print(text.getvalue())
+                if args.profile_out:
+                    profiler.dump_stats(args.profile_out)
             costs[name] = (time.process_time() - started) * 1000 / max(len(calls), 1)
             return out
 
@@ -191,6 +194,7 @@ if __name__ == "__main__":
     parser.add_argument("--reward", type=int, default=0, help="reward in cents (default 0: free jobs)")
     parser.add_argument("--statements", choices=STEPS, help="print one request's statements for this step")
     parser.add_argument("--profile", choices=STEPS, help="cProfile this step (process CPU timer)")
+    parser.add_argument("--profile-out", help="also write the profile here (pstats: print_callers, snakeviz)")
     parser.add_argument("--sort", default="tottime", choices=["tottime", "cumulative", "ncalls"])
     parser.add_argument("--top", type=int, default=40)
     parser.add_argument("--database-url", default=os.environ.get("CALLBOARD_BENCH_DATABASE_URL"))

@@ -22,6 +22,13 @@ class CallboardError(Exception):
         super().__init__(self.message)
 
 
+class PrepareFirst(Exception):
+    """Raised by a write step run before its prepare step (`pipeline.run_write` with `prepare_on_demand`)
+    that found it needs what the prepare step does (files to re-hash, a payment to record or fund). The
+    pipeline rolls that attempt back, runs the prepare step and runs the write step again with its result;
+    a write step given a prepared result never raises it. Not a CallboardError: no front end maps it."""
+
+
 class ValidationFailed(CallboardError):
     """The request is well-formed but its content breaks a rule (400/422)."""
 

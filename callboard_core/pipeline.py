@@ -4,6 +4,8 @@ The sequence: the credential is checked in a read unit of work before the write 
 bad keys cannot queue writers); an Idempotency-Key is reserved (a completed one replays its stored answer
 instead); the optional `prepare` step (the slow part that needs no lock, such as re-hashing stored files)
 runs in a read unit of work; then the write unit of work runs the action and stores its answer with it.
+A prepare step `on demand` runs only when the write step asks for it (errors.PrepareFirst): the common
+case (a publish with no files to re-hash and the money in place) then costs one transaction, not two.
 Any exception releases the reservation, so a failed action can be retried. The prepare and write steps run
 in one of the database's action slots (`Database.action_slot`), so actions waiting for a second connection
 can never hold the whole pool.
@@ -22,7 +24,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from callboard_core.api_keys import service as api_keys
 from callboard_core.container import Core
-from callboard_core.errors import Unauthenticated
+from callboard_core.errors import PrepareFirst, Unauthenticated
 from callboard_core.idempotency import service as idempotency
 from callboard_core.idempotency.service import StoredResponse
 
@@ -57,6 +59,7 @@ async def run_write(
     idempotency_request: Idempotency | None = None,
     scope: Callable[[C], str] | None = None,
     prepare: Callable[[AsyncSession, C], Awaitable[Any]] | None = None,
+    prepare_on_demand: bool = False,
     admit: Callable[[C], Awaitable[None]] | None = None,
     revoked_scope: Callable[[AsyncSession], Awaitable[str | None]] | None = None,
 ) -> R | StoredResponse:
@@ -66,6 +69,8 @@ async def run_write(
     - `admit(caller)`: checks made once the caller is known, outside any unit of work (a rate limit).
     - `scope(caller)`: whose idempotency keys these are (required with `idempotency_request`).
     - `prepare(session, caller)`: the optional lock-free step; its result is `write`'s third argument.
+    - `prepare_on_demand`: run `write` first with `prepared` None; only if it raises PrepareFirst (its unit
+      of work rolled back) run `prepare`, then `write` again with its result.
     - `write(session, caller, prepared)`: the action, in the write unit of work.
     - `stored(answer)`: the answer as it is kept for replays.
     - `revoked_scope(session)`: for a caller refused as unauthenticated, the scope whose stored answers it may
@@ -101,15 +106,29 @@ async def run_write(
         record_id = reservation.record_id
     try:
         async with core.db.action_slot():
-            prepared = None
-            if prepare is not None:
+
+            async def prepared() -> Any:
+                assert prepare is not None
                 async with core.uow(write=False) as uow:
-                    prepared = await prepare(uow.session, caller)
-            async with core.uow(write=True) as uow:
-                answer = await write(uow.session, caller, prepared)
-                if record_id is not None:
-                    # In the action's own transaction: the answer is kept exactly when its effects are.
-                    await idempotency.complete(uow.session, core.sealer, record_id, stored(answer))
+                    return await prepare(uow.session, caller)
+
+            async def attempt(prepared: Any) -> R:
+                async with core.uow(write=True) as uow:
+                    answer = await write(uow.session, caller, prepared)
+                    if record_id is not None:
+                        # In the action's own transaction: the answer is kept exactly when its effects are.
+                        await idempotency.complete(uow.session, core.sealer, record_id, stored(answer))
+                return answer
+
+            if prepare is None:
+                answer = await attempt(None)
+            elif not prepare_on_demand:
+                answer = await attempt(await prepared())
+            else:
+                try:
+                    answer = await attempt(None)
+                except PrepareFirst:
+                    answer = await attempt(await prepared())
     except BaseException:
         if record_id is not None:
             await idempotency.release(core, record_id)

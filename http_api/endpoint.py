@@ -416,6 +416,7 @@ class Endpoint:
             idempotency_request=once,
             scope=lambda principal: idempotency_scope(principal, ip),
             prepare=prepare if route.prepare is not None else None,
+            prepare_on_demand=route.prepare_on_demand,
             admit=admit if route.rate_limit else None,
             revoked_scope=rotated_scope if route.auth in (AuthKind.KEY_READ, AuthKind.KEY_WRITE) else None,
         )

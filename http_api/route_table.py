@@ -141,6 +141,8 @@ class RouteDef:
     # A write's slow part that needs no lock (re-hashing stored files), run in a read unit of work just
     # before the write one; its result reaches the handler as ctx.prepared.
     prepare: Handler | None = None
+    # Run `prepare` only when the handler's first attempt, given ctx.prepared None, raises PrepareFirst.
+    prepare_on_demand: bool = False
     # The handler reads the body's exact bytes itself (`await ctx.request.body()`): a signed webhook.
     raw_body: bool = False
     # Statuses beyond the ones the auth kind, path and method imply (http_api/openapi.py): a token in the
@@ -183,6 +185,7 @@ class RouteGroup:
         page: bool = False,
         name: str | None = None,
         prepare: Handler | None = None,
+        prepare_on_demand: bool = False,
         raw_body: bool = False,
         errors: tuple[int, ...] = (),
         unverified_ok: bool = False,
@@ -219,6 +222,7 @@ class RouteGroup:
                         page=page,
                         operation_id=(name or handler.__name__) + suffix,
                         prepare=prepare,
+                        prepare_on_demand=prepare_on_demand,
                         raw_body=raw_body,
                         errors=errors,
                         unverified_ok=unverified_ok,

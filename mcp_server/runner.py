@@ -126,6 +126,7 @@ class Runner:
             idempotency_request=once,
             scope=lambda actor: f"key:{actor.require_key().key_id}",
             prepare=prepare if tool.prepare is not None else None,
+            prepare_on_demand=tool.prepare_on_demand,
         )
         if isinstance(outcome, StoredResponse):
             return tool.output.model_validate_json(outcome.body)

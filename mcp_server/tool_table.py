@@ -74,6 +74,8 @@ class ToolDef:
     # A write's slow part that needs no lock (re-hashing stored files), run with the arguments in a read
     # unit of work just before the write one; its result reaches the body as call.prepared.
     prepare: Body | None = None
+    # Run `prepare` only when the body's first attempt, given call.prepared None, raises PrepareFirst.
+    prepare_on_demand: bool = False
 
     def signature(self) -> inspect.Signature:
         """The signature the SDK reads: the MCP context, the body's arguments, then idempotency_key."""
@@ -136,11 +138,18 @@ class ToolGroup:
         idempotent: bool = True,
         parse: Step | None = None,
         prepare: Body | None = None,
+        prepare_on_demand: bool = False,
     ) -> Callable[[Body], Body]:
         """A write: the credential checked before the write lock, then one write unit of work; with
         `idempotent`, the tool takes an `idempotency_key` and runs at most once per key."""
         return self._declare(
-            name=name, write=True, scope=scope, idempotent=idempotent, parse=parse, prepare=prepare
+            name=name,
+            write=True,
+            scope=scope,
+            idempotent=idempotent,
+            parse=parse,
+            prepare=prepare,
+            prepare_on_demand=prepare_on_demand,
         )
 
     def _declare(self, *, name: str | None, **kind: Any) -> Callable[[Body], Body]:

@@ -715,7 +715,14 @@ async def draft_job(w: World, requester: str, **overrides: Any) -> str:
 async def publish_job(w: World, requester: str, job_id: str) -> str:
     async with w.core.uow() as uow:
         return (
-            await jobs.publish(uow.session, w.core.blobs, w.core.settings, CoreActor.agent(requester), job_id)
+            await jobs.publish(
+                uow.session,
+                w.core.blobs,
+                w.core.settings,
+                CoreActor.agent(requester),
+                job_id,
+                jobs.PublishPrep(),  # no prepare step: files hashed in the write
+            )
         ).status
 
 

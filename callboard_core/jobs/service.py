@@ -21,7 +21,7 @@ from callboard_core.config import Settings
 from callboard_core.db.engine import writes_serialised
 from callboard_core.db.uow import UnitsOfWork
 from callboard_core.directory import service as directory
-from callboard_core.errors import Conflict, NotFound, ValidationFailed, field_error
+from callboard_core.errors import Conflict, NotFound, PrepareFirst, ValidationFailed, field_error
 from callboard_core.files import service as files
 from callboard_core.files.models import FileStatus
 from callboard_core.guidance import Act, step
@@ -486,7 +486,11 @@ async def publish(
 ) -> job_schemas.JobView:
     """DRAFT to ADMISSION_OPEN (or PENDING_ACCEPTANCE for a Direct Hire). Input files are re-hashed now,
     unless `prepare_publish` matched them just before. A paid job reserves pay + fee from the requester
-    owner's balance first (payments.secure: 409 `payment_not_ready` naming what is missing)."""
+    owner's balance first (payments.secure: 409 `payment_not_ready` naming what is missing).
+    `prepared` None: the first attempt of an on-demand prepare (pipeline.run_write), which raises
+    PrepareFirst where `prepare_publish` has work (input files to re-hash, a paid job's payment that is not
+    ready); `PublishPrep()` runs without a prepare step (files hashed here)."""
+    first_attempt = prepared is None
     prepared = prepared or PublishPrep()
     job = await requester_job(session, actor, job_id, for_update=True)
     check_job("publish", job.status, JobStatus.ADMISSION_OPEN, job_id=job.id)
@@ -496,9 +500,14 @@ async def publish(
     now = clock.now()
     _check_schedule(job, now, publishing=True)
     payments.check_reward(job, settings.min_paid_reward_cents)
-    payment = await payments.secure(session, settings.platform_fee_bps, actor, job, prepared.funding)
+    inputs = await files.list_for_job(session, job.id)
+    if first_attempt and inputs:
+        raise PrepareFirst  # re-hash them with no write lock held
+    payment = await payments.secure(
+        session, settings.platform_fee_bps, actor, job, prepared.funding, first_attempt=first_attempt
+    )
     fee = payment.fee_cents if payment is not None else None
-    await files.verify_all(session, blobs, await files.list_for_job(session, job.id), prepared.hashed)
+    await files.verify_all(session, blobs, inputs, prepared.hashed)
     if job.direct_hire_worker_agent_id:
         worker = await session.get(Agent, job.direct_hire_worker_agent_id)
         if worker is None or worker.deleted_at is not None:

@@ -34,7 +34,7 @@ from callboard_core.agents.models import Agent
 from callboard_core.billing import service as billing
 from callboard_core.billing.models import BuyerProfile
 from callboard_core.db.uow import UnitsOfWork
-from callboard_core.errors import Conflict, NotFound, PaymentNotReady, field_error
+from callboard_core.errors import Conflict, NotFound, PaymentNotReady, PrepareFirst, field_error
 from callboard_core.guidance import Act, step
 from callboard_core.ids import new_id
 from callboard_core.jobs.models import Job
@@ -513,11 +513,19 @@ async def _lock_profile(session: AsyncSession, user_id: str) -> BuyerProfile:
 
 
 async def secure(
-    session: AsyncSession, fee_bps: int, actor: Actor, job: Job, funding: Funding | None = None
+    session: AsyncSession,
+    fee_bps: int,
+    actor: Actor,
+    job: Job,
+    funding: Funding | None = None,
+    *,
+    first_attempt: bool = False,
 ) -> JobPayment | None:
     """In the publish's write unit of work (the job locked, still a draft): reserve pay + fee from the
     requester owner's balance, or raise 409 `payment_not_ready` naming what is missing. A free job needs
-    nothing (a payment left waiting from a paid version of the draft is voided)."""
+    nothing (a payment left waiting from a paid version of the draft is voided). `first_attempt` (the
+    publish ran before its prepare step): raise PrepareFirst instead of refusing, so `prepare` records the
+    waiting payment, tells the owner, or charges an auto top-up, and the publish runs again."""
     if job.reward_amount_cents <= 0:
         leftover = await find(session, job.id)
         if leftover is not None and leftover.status == PaymentStatus.REQUIRES_ACTION:
@@ -543,6 +551,8 @@ async def secure(
     # The rules first; the money is the reserve's guarded debit to decide (no balance read on success).
     s = await _standing(session, actor, job, payment, total, profile=profile, with_balance=False)
     if _missing(s, total):
+        if first_attempt:
+            raise PrepareFirst
         s.available_cents = (await ledger.balances(session, job.owner_id)).available_cents
         raise not_ready(job, total, s.available_cents, _missing(s, total))
     try:
@@ -562,6 +572,8 @@ async def secure(
     except Conflict as exc:
         if exc.code != "insufficient_funds":
             raise
+        if first_attempt:
+            raise PrepareFirst from exc
         s.available_cents = (await ledger.balances(session, job.owner_id)).available_cents
         # Short: what fixes it (a card, a declined one); or auto top-up would cover it, but the prepare
         # step did not charge (or not enough): the balance then.

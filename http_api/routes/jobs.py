@@ -98,6 +98,7 @@ async def _prepare_publish(ctx: RequestContext) -> jobs.PublishPrep:
     auth=KW,
     response=job_schemas.JobView,
     prepare=_prepare_publish,
+    prepare_on_demand=True,
 )
 @routes.post(
     "/api/v2/owner/jobs/{id}/publish",
@@ -106,6 +107,7 @@ async def _prepare_publish(ctx: RequestContext) -> jobs.PublishPrep:
     response=job_schemas.JobView,
     name="owner_publish_job",
     prepare=_prepare_publish,
+    prepare_on_demand=True,
 )
 async def publish_job(ctx: RequestContext) -> job_schemas.JobView:
     """Publish a draft: ADMISSION_OPEN (a Direct Hire: PENDING_ACCEPTANCE). Staged input files are re-hashed
@@ -145,6 +147,7 @@ async def job_payment(ctx: RequestContext) -> payment_schemas.JobPaymentView:
     auth=KW,
     response=payment_schemas.JobPaymentView,
     prepare=_prepare_publish,
+    prepare_on_demand=True,
 )
 @routes.post(
     "/api/v2/owner/jobs/{id}/payment/retry",
@@ -153,6 +156,7 @@ async def job_payment(ctx: RequestContext) -> payment_schemas.JobPaymentView:
     response=payment_schemas.JobPaymentView,
     name="owner_retry_job_payment",
     prepare=_prepare_publish,
+    prepare_on_demand=True,
 )
 async def retry_job_payment(ctx: RequestContext) -> payment_schemas.JobPaymentView:
     """Run a waiting paid publish again once the card, balance or cap is fixed, and publish when ready (409

@@ -46,7 +46,7 @@ async def _prepare_publish(call: ToolCall, job_id: str) -> jobs.PublishPrep:
     )
 
 
-@tools.write(prepare=_prepare_publish)
+@tools.write(prepare=_prepare_publish, prepare_on_demand=True)
 async def publish_job(call: ToolCall, job_id: JobId) -> job_schemas.JobView:
     """Publish a draft: admission opens; workers can apply until admissionClosesAt.
 
@@ -69,7 +69,7 @@ async def job_payment(call: ToolCall, job_id: JobId) -> payment_schemas.JobPayme
     return await jobs.payment(call.session, call.actor, job_id)
 
 
-@tools.write(prepare=_prepare_publish)
+@tools.write(prepare=_prepare_publish, prepare_on_demand=True)
 async def retry_job_payment(call: ToolCall, job_id: JobId) -> payment_schemas.JobPaymentView:
     """Run a waiting paid publish again after the owner fixed what job_payment listed (a card, funds, a cap,
     their confirmation); the job publishes when everything is in place, else payment_not_ready names what
