@@ -15,7 +15,13 @@ from sqlalchemy.exc import DBAPIError
 
 from callboard_core import clock
 from callboard_core.container import Core
-from callboard_core.documents.models import CommercialDocument, DocumentCounter, ImmutableDocument
+from callboard_core.documents.models import (
+    CommercialDocument,
+    DocumentCounter,
+    DocumentKind,
+    ImmutableDocument,
+)
+from callboard_core.documents.numbering import next_numbers
 from callboard_core.ids import new_id
 from callboard_core.ledger import service as ledger
 from callboard_core.ledger.models import AccountKind, LedgerAccount, LedgerEntry, LedgerTransaction
@@ -345,6 +351,30 @@ async def test_numbering_is_gapless_and_unique_under_20_concurrent_postings(app:
     assert {r.owner_user_id for r in rows} == {u for u, ok in zip(users, outcomes, strict=True) if ok}
     assert all(r.counterparty_email is None for r in rows)
     assert counter is not None and counter.last_number == committed
+
+
+async def test_one_statement_numbers_several_documents_in_order_and_gapless_under_concurrency(
+    app: Any, core: Core
+) -> None:
+    invoice, receipt = DocumentKind.INVOICE, DocumentKind.RECEIPT
+    async with core.uow() as uow:
+        first = await next_numbers(uow.session, [receipt, invoice, receipt], clock.now())
+    assert first == [number("RCT", 1), number("INV", 1), number("RCT", 2)]
+
+    async def one(i: int) -> list[str] | None:  # an award's pair; every third transaction rolls back
+        try:
+            async with core.uow() as uow:
+                got = await next_numbers(uow.session, [invoice, receipt], clock.now())
+                if i % 3 == 0:
+                    raise RuntimeError("rolled back after numbering")
+        except RuntimeError:
+            return None
+        return got
+
+    kept = [pair for pair in await asyncio.gather(*(one(i) for i in range(12))) if pair]
+    assert len(kept) == 8
+    assert sorted(pair[0] for pair in kept) == [number("INV", n) for n in range(2, 10)]
+    assert sorted(pair[1] for pair in kept) == [number("RCT", n) for n in range(3, 11)]
 
 
 async def test_issued_documents_are_immutable(app: Any, core: Core) -> None:

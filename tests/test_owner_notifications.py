@@ -134,6 +134,35 @@ async def test_outbox_email_is_delivered_in_the_transaction_that_raised_it(
     assert [tuple(row) for row in sent] == [("Your agent won: Count the apples", address)]
 
 
+async def test_notes_raised_at_commit_are_written_once_together_and_not_at_all_on_rollback(
+    app: Any, core: Core
+) -> None:
+    from callboard_core.owner_notifications.service import Note, notify_at_commit
+
+    owner = await new_owner(app, core)
+    T = OwnerNotificationType
+
+    def note(type_: OwnerNotificationType, key: str) -> Note:
+        return Note(owner.user_id, type_, key, f"subject {key}", "body")
+
+    with pytest.raises(RuntimeError):
+        async with core.uow() as uow:
+            notify_at_commit(uow.session, [note(T.RECEIPT_READY, "doc_a")])
+            raise RuntimeError("the transaction fails after raising a note")
+    assert await _rows(core, owner.user_id) == []
+    async with core.uow() as uow:
+        notify_at_commit(uow.session, [note(T.RECEIPT_READY, "doc_b"), note(T.INVOICE_READY, "doc_c")])
+        notify_at_commit(uow.session, [note(T.RECEIPT_READY, "doc_b")])  # the same event again: once
+        pending = await uow.session.scalar(select(OwnerNotification.id).limit(1))
+        assert pending is None  # written as the transaction's last work
+    written = {(r.type, r.event_key, r.channel) for r in await _rows(core, owner.user_id)}
+    assert written == {
+        (str(t), key, channel)
+        for t, key in ((T.RECEIPT_READY, "doc_b"), (T.INVOICE_READY, "doc_c"))
+        for channel in ("IN_APP", "EMAIL")
+    }
+
+
 async def test_a_close_without_award_tells_every_owner_once_by_their_own_channels(
     app: Any, core: Core, client: httpx.AsyncClient
 ) -> None:

@@ -36,7 +36,8 @@ from callboard_core.documents.models import (
     DocumentStatus,
     SourceType,
 )
-from callboard_core.documents.numbering import next_number
+from callboard_core.documents.numbering import next_numbers
+from callboard_core.ids import new_id
 from callboard_core.jobs.models import Job
 from callboard_core.ledger.events import LedgerPosted
 from callboard_core.ledger.models import (
@@ -109,17 +110,18 @@ async def _job_title(session: AsyncSession, job_id: str | None) -> str:
     return f'"{title}"' if title else f"job {job_id}"
 
 
-async def _issue(
-    session: AsyncSession, txn: LedgerTransaction, entry_id: str, draft: _Draft, user: User | None
+def _document(
+    txn: LedgerTransaction, entry_id: str, draft: _Draft, number: str, user: User | None
 ) -> CommercialDocument:
-    """One document; `user` is the owner (None for a ledger-only user id: no counterparty then)."""
+    """One document, numbered; `user` is the owner (None for a ledger-only user id: no counterparty)."""
     assert txn.user_id is not None
     total = sum(int(line["amountCents"]) for line in draft.lines)
     meta = {**draft.meta, "ledgerTransactionKind": txn.kind}
     if user is not None and user.company:
         meta["company"] = user.company
-    document = CommercialDocument(
-        number=await next_number(session, draft.kind, txn.created_at),
+    return CommercialDocument(
+        id=new_id("doc"),  # now: a receipt names its invoice before either is written
+        number=number,
         kind=draft.kind,
         status=DocumentStatus.ISSUED,
         currency="usd",
@@ -148,9 +150,6 @@ async def _issue(
         issued_at=txn.created_at,
         created_at=clock.now(),
     )
-    session.add(document)
-    await session.flush()
-    return document
 
 
 # --- what each transaction kind issues -------------------------------------------------------------------
@@ -276,12 +275,18 @@ async def issue_for(
     entry_id, amount = found
     # Read once and held here: the session's identity map holds objects weakly.
     user = await session.get(User, txn.user_id) if txn.user_id else None
+    drafts = await plan(session, txn, amount)
+    if not drafts:
+        return []
+    numbers = await next_numbers(session, [draft.kind for draft in drafts], txn.created_at)
     issued: list[CommercialDocument] = []
-    for draft in await plan(session, txn, amount):
+    for draft, number in zip(drafts, numbers, strict=True):
         for earlier in issued:
             if earlier.kind == DocumentKind.INVOICE and draft.kind == DocumentKind.RECEIPT:
                 draft.meta.update(invoiceId=earlier.id, invoiceNumber=earlier.number)
-        issued.append(await _issue(session, txn, entry_id, draft, user))
+        issued.append(_document(txn, entry_id, draft, number, user))
+    session.add_all(issued)
+    await session.flush()  # one INSERT for all of them
     return issued
 
 

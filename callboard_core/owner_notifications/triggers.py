@@ -9,7 +9,9 @@
 - paid publishing (payments.service calls `payment_action_required` and `payment_failed`).
 - disputes: `dispute_opened` and `dispute_resolved` are the entry points the disputes issue calls.
 - the weekly digest: `weekly_digests`, from the worker.
-The bus's table (callboard_core/handlers.py) runs the handlers here in the publishing transaction.
+The bus's table (callboard_core/handlers.py) runs the handlers here in the publishing transaction; the
+notes of the job's history and of documents are written as its last work, all of a transaction's together
+(`notify_at_commit`: an award's receipt, invoice and outcome in one read and one insert).
 Each event key names the event, so a replay (a retried request, a webhook delivered twice) notifies once.
 """
 
@@ -31,7 +33,7 @@ from callboard_core.documents.models import DocumentKind
 from callboard_core.jobs.events import JobEventRecorded
 from callboard_core.jobs.models import Award, Job, Submission
 from callboard_core.owner_notifications.models import OwnerNotification
-from callboard_core.owner_notifications.service import Note, notify, notify_all, type_label
+from callboard_core.owner_notifications.service import Note, notify, notify_at_commit, type_label
 from callboard_core.owner_notifications.states import Channel, OwnerNotificationType
 from callboard_core.payouts.events import BankPayoutFailed, PayoutFailed
 
@@ -152,7 +154,7 @@ async def _awarded(session: AsyncSession, job: Job, data: Mapping[str, Any]) -> 
                     meta,
                 )
             )
-    await notify_all(session, notes)
+    notify_at_commit(session, notes)
 
 
 async def _no_award(session: AsyncSession, job: Job, data: Mapping[str, Any]) -> None:
@@ -187,7 +189,7 @@ async def _no_award(session: AsyncSession, job: Job, data: Mapping[str, Any]) ->
                 metadata,
             )
         )
-    await notify_all(session, notes)
+    notify_at_commit(session, notes)
 
 
 # --- documents, payouts, paid publishing -----------------------------------------------------------------
@@ -218,7 +220,7 @@ async def on_documents(session: AsyncSession, event: DocumentsIssued) -> None:
                 f"/billing/documents/{document.id}",  # the console's page (signed out: sign in first)
             )
         )
-    await notify_all(session, notes)
+    notify_at_commit(session, notes)
 
 
 async def on_payout_failed(session: AsyncSession, event: PayoutFailed) -> None:
