@@ -18,10 +18,11 @@ picks each row's target from its current state in the same statement.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from typing import Any, TypeVar
 
-from sqlalchemy import ColumnElement, case, inspect, select, update
+from sqlalchemy import ClauseElement, ColumnElement, bindparam, case, inspect, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from callboard_core.errors import Conflict
@@ -97,9 +98,14 @@ def _target_expression(table: Table[State], column: Any, target: State | None) -
         if seen & from_states:  # one source, two targets: the move would be ambiguous
             raise ValueError(f"ambiguous state table: {sorted(seen & from_states)} lead to several targets")
         seen |= from_states
-    return case(
-        *((column.in_(sorted(from_states)), str(to)) for to, from_states in table.items()), else_=column
-    )
+    return case(*((_one_of(column, from_states), str(to)) for to, from_states in table.items()), else_=column)
+
+
+def _one_of(column: Any, states: frozenset[Any]) -> Any:
+    """`column IN (states)` written as equalities: SQLAlchemy renders an IN list again on every run (an
+    expanding parameter), equalities never."""
+    equal = [column == state for state in sorted(states)]
+    return equal[0] if len(equal) == 1 else or_(*equal)
 
 
 def _moving(
@@ -113,7 +119,7 @@ def _moving(
     column = getattr(model, state_column)
     return (
         update(model)
-        .where(column.in_(sorted(sources(table, target))), *where)
+        .where(_one_of(column, sources(table, target)), *where)
         .values({state_column: _target_expression(table, column, target), **values})
         .execution_options(synchronize_session=False)
     )
@@ -136,12 +142,37 @@ async def compare_and_set(
     (a lost race or a move the table does not allow): the caller decides what that means."""
     if not sources(table, target):
         return None
+    if not where and not any(isinstance(value, ClauseElement) for value in values.values()):
+        # The common move (by id, plain values): its statement built once per shape, the values bound.
+        shape = tuple(sorted(table.items())) if target is None else tuple(sorted(sources(table, target)))
+        mapped: Any = model  # a mapped class: hashable
+        statement = _one_row_move(mapped, shape, target, state_column, tuple(values))
+        params = {f"v_{name}": value for name, value in values.items()}
+        return (await session.execute(statement, {"row_id": row_id, **params})).scalar_one_or_none()
     statement = (
         _moving(model, table, target, (_key(model) == row_id, *where), state_column, values)
         .returning(model)
         .execution_options(populate_existing=True)
     )
     return (await session.execute(statement)).scalar_one_or_none()
+
+
+@functools.lru_cache(maxsize=1024)
+def _one_row_move(
+    model: type[Any], shape: tuple[Any, ...], target: Any, state_column: str, names: tuple[str, ...]
+) -> Any:
+    """compare_and_set's statement for one row by id setting `names` (each bound as `v_<name>`, the row id
+    as `row_id`); `shape` is the table (no target) or the target's sources, so one shape is one statement.
+    SQLAlchemy builds and looks up a statement's cache key on each run; built once, it is a dict lookup."""
+    table: dict[Any, frozenset[Any]] = (
+        {to: frozenset(froms) for to, froms in shape} if target is None else {target: frozenset(shape)}
+    )
+    values: dict[str, Any] = {name: bindparam(f"v_{name}") for name in names}
+    return (
+        _moving(model, table, target, (_key(model) == bindparam("row_id"),), state_column, values)
+        .returning(model)
+        .execution_options(populate_existing=True)
+    )
 
 
 async def compare_and_set_where(

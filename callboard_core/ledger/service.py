@@ -62,7 +62,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, cast
 
-from sqlalchemy import Table, and_, func, or_, select, update
+from sqlalchemy import Table, and_, bindparam, func, or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm.attributes import set_committed_value
@@ -95,6 +95,23 @@ STATEMENT_METADATA_KEYS = ("reason", "payoutId", "jobPaymentId", "payCents", "fe
 # Core tables: balance moves and checks are plain SQL, outside the ORM's unit of work.
 _accounts = cast(Table, LedgerAccount.__table__)
 _entries = cast(Table, LedgerEntry.__table__)
+
+
+def _apply_statement() -> Any:
+    amount = bindparam("amount", type_=_accounts.c.balance_cents.type)
+    return (
+        update(_accounts)
+        .where(
+            _accounts.c.id == bindparam("account_id"),
+            or_(_accounts.c.allow_negative, _accounts.c.balance_cents + amount >= 0),
+        )
+        .values(balance_cents=_accounts.c.balance_cents + amount, version=_accounts.c.version + 1)
+        .returning(_accounts.c.balance_cents, _accounts.c.version)
+    )
+
+
+# Every leg of every posting runs it: built once (SQLAlchemy would build it and its cache key each time).
+_APPLY = _apply_statement()
 _transactions = cast(Table, LedgerTransaction.__table__)
 
 
@@ -161,17 +178,7 @@ async def _apply(session: AsyncSession, account: LedgerAccount, amount: int) -> 
     """Move the cached balance by amount and the account's version by one: (balance, version) after it. A
     debit that would take a non-negative account below zero updates no row and is refused. The flag is read
     from the row, not trusted from the object."""
-    moved = (
-        await session.execute(
-            update(_accounts)
-            .where(
-                _accounts.c.id == account.id,
-                or_(_accounts.c.allow_negative, _accounts.c.balance_cents + amount >= 0),
-            )
-            .values(balance_cents=_accounts.c.balance_cents + amount, version=_accounts.c.version + 1)
-            .returning(_accounts.c.balance_cents, _accounts.c.version)
-        )
-    ).first()
+    moved = (await session.execute(_APPLY, {"account_id": account.id, "amount": amount})).first()
     if moved is not None:
         return int(moved[0]), int(moved[1])
     balance = await session.scalar(select(_accounts.c.balance_cents).where(_accounts.c.id == account.id))
