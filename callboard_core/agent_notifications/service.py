@@ -56,10 +56,11 @@ class _Batch:
 
     async def __call__(self, session: AsyncSession) -> None:
         # The table's own insert (SQLAlchemy batches it into multi-row VALUES), not the ORM's bulk path.
-        await session.execute(insert(TABLE), self.rows)
+        await session.execute(_INSERT, self.rows)
 
 
 TABLE = cast(Table, AgentNotification.__table__)
+_INSERT = insert(TABLE)  # built once: every transaction that tells an agent runs it
 
 
 def _view(n: AgentNotification) -> notification_schemas.AgentNotificationView:

@@ -27,6 +27,7 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from callboard_core import bus, clock
+from callboard_core.db.rows import insert_rows
 from callboard_core.documents.events import DocumentsIssued
 from callboard_core.documents.models import (
     CommercialDocument,
@@ -285,8 +286,7 @@ async def issue_for(
             if earlier.kind == DocumentKind.INVOICE and draft.kind == DocumentKind.RECEIPT:
                 draft.meta.update(invoiceId=earlier.id, invoiceNumber=earlier.number)
         issued.append(_document(txn, entry_id, draft, number, user))
-    session.add_all(issued)
-    await session.flush()  # one INSERT for all of them
+    await insert_rows(session, issued)  # one INSERT for all of them, no unit-of-work flush
     return issued
 
 

@@ -12,6 +12,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from callboard_core import bus, clock
 from callboard_core.agent_notifications import service as notifications
+from callboard_core.db.rows import insert_at_commit
 from callboard_core.jobs import schemas as job_schemas
 from callboard_core.jobs.models import JobEvent
 from callboard_core.principals import Actor
@@ -49,16 +50,16 @@ async def record(
     body: str | None = None,
 ) -> None:
     actor = actor or Actor()
-    session.add(
-        JobEvent(
-            job_id=job_id,
-            seq=_seq(),
-            kind=kind,
-            actor_type=actor.kind if actor.id else "system",
-            actor_id=actor.id,
-            data=data or {},
-        )
+    event = JobEvent(
+        job_id=job_id,
+        seq=_seq(),
+        kind=kind,
+        actor_type=actor.kind if actor.id else "system",
+        actor_id=actor.id,
+        data=data or {},
     )
+    # An append-only row, written with the transaction's other events as its last work (db/rows.py).
+    await insert_at_commit(session, "job_events", [event])
     if notify:
         await notifications.notify(
             session, notify, kind, title or kind.replace("_", " "), body=body, job_id=job_id, data=data

@@ -367,7 +367,7 @@ async def award_submission(
     # A paid job's escrow pays the worker's owner and the fee.
     if reopened:
         await payments.capture_released(session, job.id, worker, held_cents=held_cents, key=f"award:{job.id}")
-    else:
+    elif job.reward_amount_cents > 0:  # a free job's publish reserved nothing (secure): no escrow to read
         await payments.capture(session, job.id, worker)
     if rookie is None:  # the caller did not read it with the submission
         _, rookie = await _with_rookie(session, submission.id)

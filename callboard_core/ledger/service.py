@@ -68,6 +68,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm.attributes import set_committed_value
 
 from callboard_core import bus, clock
+from callboard_core.db.rows import insert_rows
 from callboard_core.errors import Conflict, ValidationFailed
 from callboard_core.ids import new_id
 from callboard_core.ledger import accounts
@@ -243,8 +244,7 @@ async def post(
         async with session.begin_nested() if savepoint else contextlib.nullcontext():
             # The key first: a duplicate is found before any balance moves (PostgreSQL: the insert waits
             # for a concurrent holder of the key to finish, then fails if it committed).
-            session.add(txn)
-            await session.flush()
+            await insert_rows(session, [txn])  # append-only rows: no unit-of-work flush (db/rows.py)
             for account, amount in legs:
                 balances.append((account, await _apply(session, account, amount)))
             written = [
@@ -261,8 +261,7 @@ async def post(
                 )
                 for (account, amount), (_, (balance, version)) in zip(legs, balances, strict=True)
             ]
-            session.add_all(entry for _, entry in written)
-            await session.flush()
+            await insert_rows(session, [entry for _, entry in written])
     except IntegrityError:
         if not savepoint:
             raise

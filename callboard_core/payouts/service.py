@@ -36,6 +36,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from callboard_core import bus, clock, states
 from callboard_core.agent_notifications import service as agent_notifications
+from callboard_core.db.rows import insert_rows
 from callboard_core.db.uow import UnitsOfWork
 from callboard_core.errors import Conflict, NotFound
 from callboard_core.jobs.models import Job
@@ -81,20 +82,22 @@ async def queue_for_capture(session: AsyncSession, txn: LedgerTransaction) -> No
         return
     agent_id = meta.get("workerAgentId")
     ready = await accounts.ready_account(session, str(user_id), agent_id)
-    session.add(
-        Payout(
-            user_id=str(user_id),
-            worker_agent_id=agent_id,
-            job_id=txn.job_id,
-            job_payment_id=meta.get("jobPaymentId"),
-            capture_transaction_id=txn.id,
-            amount_cents=pay,
-            status=PayoutStatus.PENDING if ready else PayoutStatus.WAITING_FOR_ACCOUNT,
-            attempts=0,
-            next_attempt_at=clock.now() if ready else None,
-        )
+    await insert_rows(
+        session,
+        [
+            Payout(
+                user_id=str(user_id),
+                worker_agent_id=agent_id,
+                job_id=txn.job_id,
+                job_payment_id=meta.get("jobPaymentId"),
+                capture_transaction_id=txn.id,
+                amount_cents=pay,
+                status=PayoutStatus.PENDING if ready else PayoutStatus.WAITING_FOR_ACCOUNT,
+                attempts=0,
+                next_attempt_at=clock.now() if ready else None,
+            )
+        ],
     )
-    await session.flush()
 
 
 async def cancel_unsent(session: AsyncSession, job_id: str) -> Payout | None:

@@ -1,0 +1,94 @@
+"""db.rows.insert_rows: new rows by one Core INSERT, as a flush would have written them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from sqlalchemy import Column, Integer, MetaData, String, Table, event, select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import registry
+
+from callboard_core.container import Core
+from callboard_core.db.rows import _insert_of, insert_at_commit, insert_rows
+from callboard_core.waitlist.models import WaitlistSignup
+from tests.factories import uid
+
+
+def _signup(**values: Any) -> WaitlistSignup:
+    return WaitlistSignup(name="n", use_case="u", role="REQUESTER", **values)
+
+
+async def test_defaults_fill_unset_columns_and_reach_the_objects_explicit_none_stays_null(core: Core) -> None:
+    rows = [_signup(email=f"{uid()}@example.test"), _signup(email=f"{uid()}@example.test", company=None)]
+    rows[1].notes = "kept"
+    async with core.uow() as uow:
+        await insert_rows(uow.session, rows)
+        # In the same transaction, a query finds them (no flush needed).
+        found = (
+            await uow.session.execute(
+                select(WaitlistSignup.id, WaitlistSignup.status, WaitlistSignup.notes).where(
+                    WaitlistSignup.email.in_([r.email for r in rows])
+                )
+            )
+        ).all()
+    assert all(r.id.startswith("wls_") and r.status == "PENDING" and r.created_at for r in rows)
+    assert sorted(found) == sorted([(rows[0].id, "PENDING", None), (rows[1].id, "PENDING", "kept")])
+    async with core.uow(write=False) as uow:
+        stored = await uow.session.get(WaitlistSignup, rows[0].id)
+        assert stored is not None and stored.created_at == rows[0].created_at
+
+
+async def test_a_duplicate_key_raises_as_a_flush_would_and_nothing_is_left(core: Core) -> None:
+    email = f"{uid()}@example.test"
+    with pytest.raises(IntegrityError):
+        async with core.uow() as uow:
+            await insert_rows(uow.session, [_signup(email=email), _signup(email=email)])
+    async with core.uow(write=False) as uow:
+        assert (
+            await uow.session.scalar(select(WaitlistSignup.id).where(WaitlistSignup.email == email)) is None
+        )
+
+
+def test_a_column_with_only_a_server_default_is_refused() -> None:
+    mapper = registry(metadata=MetaData())
+    table = Table(
+        "t", mapper.metadata, Column("id", Integer, primary_key=True), Column("v", String, server_default="x")
+    )
+
+    class Row:
+        pass
+
+    mapper.map_imperatively(Row, table)
+    with pytest.raises(TypeError, match="only a server default"):
+        _insert_of(Row)
+
+
+async def test_rows_at_commit_go_in_one_statement_and_not_at_all_on_rollback(core: Core) -> None:
+    emails = [f"{uid()}@example.test" for _ in range(3)]
+    with pytest.raises(RuntimeError):
+        async with core.uow() as uow:
+            await insert_at_commit(uow.session, "signups", [_signup(email=emails[0])])
+            raise RuntimeError("the transaction fails")
+    statements: list[str] = []
+    async with core.uow() as uow:
+        await insert_at_commit(uow.session, "signups", [_signup(email=emails[1])])
+        await insert_at_commit(uow.session, "signups", [_signup(email=emails[2])])
+        assert await _count(uow.session, emails) == 0  # written as the transaction's last work
+        engine = uow.session.bind.sync_engine if uow.session.bind else None
+        assert engine is not None
+        listener = lambda *args: statements.append(args[2])  # noqa: E731
+        event.listen(engine, "before_cursor_execute", listener)
+    event.remove(engine, "before_cursor_execute", listener)
+    assert [s for s in statements if s.startswith("INSERT")] == [statements[0]]
+    async with core.uow(write=False) as uow:
+        assert await _count(uow.session, emails) == 2
+    # A session without a unit of work writes them at once.
+    async with core.db.session(write=True) as session, session.begin():
+        await insert_at_commit(session, "signups", [_signup(email=emails[0])])
+        assert await _count(session, emails[:1]) == 1
+
+
+async def _count(session: Any, emails: list[str]) -> int:
+    found = await session.scalars(select(WaitlistSignup.id).where(WaitlistSignup.email.in_(emails)))
+    return len(found.all())
