@@ -191,6 +191,24 @@ async def compare_and_set_where(
     return [str(row_id) for row_id in (await session.execute(statement)).scalars()]
 
 
+def batch_move(
+    model: type[Any],
+    table: Table[State],
+    target: State,
+    *where: ColumnElement[bool],
+    state_column: str = "status",
+    **values: Any,
+) -> Any:
+    """`compare_and_set_where`'s statement, for a move a caller runs often: built once with bound parameters
+    (`bindparam`, named unlike any column) in `where` and `values`, run by `moved`."""
+    return _moving(model, table, target, where, state_column, values).returning(_key(model))
+
+
+async def moved(session: AsyncSession, statement: Any, params: Mapping[str, Any]) -> list[str]:
+    """Run a `batch_move` statement; the ids that moved."""
+    return [str(row_id) for row_id in (await session.execute(statement, params)).scalars()]
+
+
 async def current_state(
     session: AsyncSession, model: type[Any], row_id: str, *, state_column: str = "status"
 ) -> str | None:

@@ -246,6 +246,36 @@ async def submitter_ids(session: AsyncSession, job_id: str) -> list[str]:
     return list(await session.scalars(_SUBMITTERS, {"job_id": job_id}))
 
 
+# What closing a job moves (every other submission, the slots left, the applications left), built once.
+_CLOSING_MOVES = (
+    states.batch_move(
+        Submission,
+        SUBMISSION_MOVES,
+        SubmissionStatus.NOT_AWARDED,
+        Submission.job_id == bindparam("p_job"),
+        Submission.id != bindparam("p_winner"),
+        decided_at=bindparam("p_now"),
+    ),
+    states.batch_move(
+        ParticipationSlot,
+        SLOT_MOVES,
+        SlotStatus.WITHDRAWN,
+        ParticipationSlot.job_id == bindparam("p_job"),
+        ended_at=bindparam("p_now"),
+        end_reason="job_closed",
+        updated_at=bindparam("p_now"),
+    ),
+    states.batch_move(
+        JobApplication,
+        APPLICATION_MOVES,
+        ApplicationStatus.NOT_ADMITTED,
+        JobApplication.job_id == bindparam("p_job"),
+        decided_at=bindparam("p_now"),
+        updated_at=bindparam("p_now"),
+    ),
+)
+
+
 async def _close_work(
     session: AsyncSession, job: Job, *, winner: Submission | None, count: bool = True
 ) -> list[str]:
@@ -253,35 +283,9 @@ async def _close_work(
     completed work for each submitter (starter jobs are practice and count nothing; a job staff cancelled
     counts nothing either: `count` False). Returns the agents that submitted (`submitter_ids`), whom the
     closing move tells."""
-    now = clock.now()
-    await states.compare_and_set_where(
-        session,
-        Submission,
-        SUBMISSION_MOVES,
-        SubmissionStatus.NOT_AWARDED,
-        Submission.job_id == job.id,
-        Submission.id != (winner.id if winner else ""),
-        decided_at=now,
-    )
-    await states.compare_and_set_where(
-        session,
-        ParticipationSlot,
-        SLOT_MOVES,
-        SlotStatus.WITHDRAWN,
-        ParticipationSlot.job_id == job.id,
-        ended_at=now,
-        end_reason="job_closed",
-        updated_at=now,
-    )
-    await states.compare_and_set_where(
-        session,
-        JobApplication,
-        APPLICATION_MOVES,
-        ApplicationStatus.NOT_ADMITTED,
-        JobApplication.job_id == job.id,
-        decided_at=now,
-        updated_at=now,
-    )
+    params = {"p_job": job.id, "p_winner": winner.id if winner else "", "p_now": clock.now()}
+    for statement in _CLOSING_MOVES:
+        await states.moved(session, statement, params)
     submitters = await submitter_ids(session, job.id)
     if job.is_starter or not count:
         return submitters

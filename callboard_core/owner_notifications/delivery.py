@@ -8,13 +8,14 @@ row straight to SENT, in the transaction that writes the mail: nothing can come 
 
 from __future__ import annotations
 
+import functools
 import html
 import logging
 from collections.abc import Callable, Coroutine, Iterator, Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import ColumnElement, and_, or_, select, update
+from sqlalchemy import ColumnElement, and_, bindparam, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from callboard_core import clock, metrics
@@ -39,7 +40,7 @@ AFTER_COMMIT_GRACE = timedelta(
 )  # the worker leaves a new row this long to its after-commit delivery
 
 
-def _claimable(now: datetime, *, include_new: bool) -> list[ColumnElement[bool]]:
+def _claimable(now: Any, *, include_new: bool) -> list[ColumnElement[bool]]:
     retry = and_(
         OwnerNotification.status.in_([S.FAILED, S.SENDING]),
         OwnerNotification.next_attempt_at <= now,
@@ -77,19 +78,27 @@ async def _claim(
 ) -> list[OwnerNotification]:
     """The claimable rows among these, moved by one compare-and-set: an attempt counted, and `values`
     (default: SENDING under a lease until the answer is recorded)."""
-    statement = (
+    values = values or {"status": S.SENDING, "next_attempt_at": now + SENDING_LEASE}
+    params = {"p_ids": list(notification_ids), "p_now": now, **{f"v_{k}": v for k, v in values.items()}}
+    return list((await session.execute(_claim_statement(tuple(values)), params)).scalars())
+
+
+@functools.cache
+def _claim_statement(names: tuple[str, ...]) -> Any:
+    """The claim setting `names` (bound as `v_<name>`; the ids `p_ids`, the time `p_now`), built once: every
+    email notification's delivery runs it."""
+    return (
         update(OwnerNotification)
-        .where(OwnerNotification.id.in_(notification_ids), *_claimable(now, include_new=True))
-        .values(
-            attempts=OwnerNotification.attempts + 1,
-            **(values or {"status": S.SENDING, "next_attempt_at": now + SENDING_LEASE}),
+        .where(
+            OwnerNotification.id.in_(bindparam("p_ids", expanding=True)),
+            *_claimable(bindparam("p_now"), include_new=True),
         )
+        .values(attempts=OwnerNotification.attempts + 1, **{name: bindparam(f"v_{name}") for name in names})
         .returning(OwnerNotification)
         # The returned rows refresh the session's copies; no Python evaluation of the WHERE against every
         # object the transaction holds (SQLAlchemy's default "evaluate" sync).
         .execution_options(populate_existing=True, synchronize_session=False)
     )
-    return list((await session.execute(statement)).scalars())
 
 
 async def deliver(uows: UnitsOfWork, mailer: Mailer, settings: Settings, notification_id: str) -> str | None:

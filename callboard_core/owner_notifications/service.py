@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, cast
 
-from sqlalchemy import Table, and_, func, or_, select, update
+from sqlalchemy import Table, and_, bindparam, func, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from callboard_core import bus, clock
@@ -65,6 +65,27 @@ async def preference(session: AsyncSession, owner_id: str, type_: str) -> Prefer
     return _channels(type_, await session.get(OwnerNotificationPreference, (owner_id, type_)))
 
 
+# The owners' accounts and their choices for these types: built once, every notification reads it.
+_OWNERS_AND_CHOICES = (
+    select(
+        User.id,
+        User.email,
+        OwnerNotificationPreference.type,
+        OwnerNotificationPreference.email_enabled,
+        OwnerNotificationPreference.in_app_enabled,
+    )
+    .select_from(User)
+    .outerjoin(
+        OwnerNotificationPreference,
+        and_(
+            OwnerNotificationPreference.owner_id == User.id,
+            OwnerNotificationPreference.type.in_(bindparam("p_types", expanding=True)),
+        ),
+    )
+    .where(User.id.in_(bindparam("p_owners", expanding=True)))
+)
+
+
 @dataclass(frozen=True)
 class Note:
     """One notification to raise: for `owner_id` (None: an owner-less agent, nothing is written), of a type,
@@ -102,28 +123,9 @@ async def notify_all(session: AsyncSession, notes: Sequence[Note]) -> list[str]:
     wanted_notes = [note for note in notes if note.owner_id is not None]
     if not wanted_notes:
         return []
-    owners = {note.owner_id for note in wanted_notes}
-    types = {str(note.type) for note in wanted_notes}
-    found = (
-        await session.execute(
-            select(
-                User.id,
-                User.email,
-                OwnerNotificationPreference.type,
-                OwnerNotificationPreference.email_enabled,
-                OwnerNotificationPreference.in_app_enabled,
-            )
-            .select_from(User)
-            .outerjoin(
-                OwnerNotificationPreference,
-                and_(
-                    OwnerNotificationPreference.owner_id == User.id,
-                    OwnerNotificationPreference.type.in_(sorted(types)),
-                ),
-            )
-            .where(User.id.in_(sorted(owners)))
-        )
-    ).all()
+    owners = sorted({str(note.owner_id) for note in wanted_notes})
+    types = sorted({str(note.type) for note in wanted_notes})
+    found = (await session.execute(_OWNERS_AND_CHOICES, {"p_owners": owners, "p_types": types})).all()
     accounts = {row.id: row.email for row in found}  # postings may name no account
     chosen = {(row.id, row.type): row for row in found if row.type is not None}
     now = clock.now()
