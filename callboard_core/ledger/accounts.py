@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from sqlalchemy import and_, or_, select
+import functools
+from typing import Any
+
+from sqlalchemy import and_, bindparam, or_, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -88,21 +91,28 @@ async def platform(session: AsyncSession, kind: AccountKind) -> LedgerAccount:
     return await get_or_create(session, kind)
 
 
+@functools.cache
+def _several(n: int) -> Any:
+    """The read of n accounts by (kind, holder): `k0`, `h0`, … bound; built once per n."""
+    return select(LedgerAccount).where(
+        or_(
+            *(
+                and_(LedgerAccount.kind == bindparam(f"k{i}"), LedgerAccount.holder_id == bindparam(f"h{i}"))
+                for i in range(n)
+            )
+        ),
+        LedgerAccount.currency == Currency.USD,
+    )
+
+
 async def several(session: AsyncSession, *wanted: tuple[AccountKind, str | None]) -> list[LedgerAccount]:
     """The accounts (kind, user id; None for a platform account), in one statement, each created at zero if
     missing: a posting that moves three accounts reads them once, not three times."""
     keys = [(AccountKind(kind), _holder(AccountKind(kind), user_id)) for kind, user_id in wanted]
-    rows = await session.scalars(
-        select(LedgerAccount).where(
-            or_(
-                *(
-                    and_(LedgerAccount.kind == kind, LedgerAccount.holder_id == holder)
-                    for kind, holder in keys
-                )
-            ),
-            LedgerAccount.currency == Currency.USD,
-        )
-    )
+    params = {}
+    for i, (kind, holder) in enumerate(keys):
+        params[f"k{i}"], params[f"h{i}"] = str(kind), holder
+    rows = await session.scalars(_several(len(keys)), params)
     found = {(AccountKind(row.kind), row.holder_id): row for row in rows}
     return [
         found.get((kind, holder)) or await get_or_create(session, kind, user_id)
