@@ -21,7 +21,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import bindparam, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from callboard_core import clock
@@ -176,12 +176,20 @@ async def list_for_job(
     session: AsyncSession, job_id: str, *, kind: FileKind | str = FileKind.JOB_INPUT
 ) -> list[StoredFile]:
     """A job's files of one kind (input files by default), oldest first, deleted ones left out."""
-    rows = await session.execute(
-        select(StoredFile)
-        .where(StoredFile.job_id == job_id, StoredFile.kind == kind, StoredFile.status != FileStatus.DELETED)
-        .order_by(StoredFile.created_at, StoredFile.id)
-    )
+    rows = await session.execute(_JOB_FILES, {"p_job": job_id, "p_kind": str(kind)})
     return list(rows.scalars())
+
+
+# Every publish reads it: built once.
+_JOB_FILES = (
+    select(StoredFile)
+    .where(
+        StoredFile.job_id == bindparam("p_job"),
+        StoredFile.kind == bindparam("p_kind"),
+        StoredFile.status != FileStatus.DELETED,
+    )
+    .order_by(StoredFile.created_at, StoredFile.id)
+)
 
 
 # --- verification ----------------------------------------------------------------------------------

@@ -126,12 +126,16 @@ async def _spent(session: AsyncSession, column: Any, holder: str, now: datetime,
 
 async def _activation(session: AsyncSession, agent_id: str) -> OnboardingActivation | None:
     """The agent's latest activation: its spend caps bound what the agent publishes alone."""
-    return await session.scalar(
-        select(OnboardingActivation)
-        .where(OnboardingActivation.agent_id == agent_id)
-        .order_by(OnboardingActivation.created_at.desc(), OnboardingActivation.id.desc())
-        .limit(1)
-    )
+    return await session.scalar(_LATEST_ACTIVATION, {"p_agent": agent_id})
+
+
+# Every paid publish reads it: built once.
+_LATEST_ACTIVATION = (
+    select(OnboardingActivation)
+    .where(OnboardingActivation.agent_id == bindparam("p_agent"))
+    .order_by(OnboardingActivation.created_at.desc(), OnboardingActivation.id.desc())
+    .limit(1)
+)
 
 
 async def _standing(
@@ -492,22 +496,21 @@ async def prepare(
     return Funding(charge=charge, amount_cents=amount)
 
 
+_LOCK_PROFILE = (
+    select(BuyerProfile)
+    .where(BuyerProfile.user_id == bindparam("p_user"))
+    .with_for_update()
+    .execution_options(populate_existing=True)
+)
+
+
 async def _lock_profile(session: AsyncSession, user_id: str) -> BuyerProfile:
     """The owner's buyer profile, locked until the transaction ends (FOR UPDATE on PostgreSQL; SQLite's
     writers are serialised): one owner's paid publishes check the daily caps one at a time."""
-
-    def locking() -> Any:
-        return (
-            select(BuyerProfile)
-            .where(BuyerProfile.user_id == user_id)
-            .with_for_update()
-            .execution_options(populate_existing=True)
-        )
-
-    locked = await session.scalar(locking())
+    locked = await session.scalar(_LOCK_PROFILE, {"p_user": user_id})
     if locked is None:  # the owner's first paid publish: make the row (race-safe), then lock it
         await billing.ensure(session, user_id)
-        locked = await session.scalar(locking())
+        locked = await session.scalar(_LOCK_PROFILE, {"p_user": user_id})
     assert locked is not None
     return locked
 
