@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import bindparam, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from callboard_core import clock, states
@@ -162,11 +162,16 @@ async def lock(session: AsyncSession, job_id: str) -> Job:
 
 
 async def _locked(session: AsyncSession, job_id: str) -> Job | None:
-    return (
-        await session.scalars(
-            select(Job).where(Job.id == job_id).with_for_update().execution_options(populate_existing=True)
-        )
-    ).one_or_none()
+    return (await session.scalars(_LOCKED, {"p_job": job_id})).one_or_none()
+
+
+# Every write to a job reads it so: built once.
+_LOCKED = (
+    select(Job)
+    .where(Job.id == bindparam("p_job"))
+    .with_for_update()
+    .execution_options(populate_existing=True)
+)
 
 
 async def requester_job(session: AsyncSession, actor: Actor, job_id: str, *, for_update: bool = False) -> Job:
