@@ -13,9 +13,9 @@ import html
 import logging
 from collections.abc import Callable, Coroutine, Iterator, Mapping
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import ColumnElement, and_, bindparam, or_, select, update
+from sqlalchemy import ColumnElement, Table, and_, bindparam, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from callboard_core import clock, metrics
@@ -40,19 +40,20 @@ AFTER_COMMIT_GRACE = timedelta(
 )  # the worker leaves a new row this long to its after-commit delivery
 
 
-def _claimable(now: Any, *, include_new: bool) -> list[ColumnElement[bool]]:
+def _claimable(now: Any, *, include_new: bool, on: Any = OwnerNotification) -> list[ColumnElement[bool]]:
+    """Which email notifications are due: `on` the mapped class, or the table's columns (a Core statement)."""
     retry = and_(
-        OwnerNotification.status.in_([S.FAILED, S.SENDING]),
-        OwnerNotification.next_attempt_at <= now,
-        OwnerNotification.attempts < MAX_ATTEMPTS,
+        on.status.in_([S.FAILED, S.SENDING]),
+        on.next_attempt_at <= now,
+        on.attempts < MAX_ATTEMPTS,
     )
-    fresh = OwnerNotification.status == S.PENDING
+    fresh = on.status == S.PENDING
     if not include_new:
-        fresh = and_(fresh, OwnerNotification.created_at <= now - AFTER_COMMIT_GRACE)
-    return [OwnerNotification.channel == Channel.EMAIL, or_(fresh, retry)]
+        fresh = and_(fresh, on.created_at <= now - AFTER_COMMIT_GRACE)
+    return [on.channel == Channel.EMAIL, or_(fresh, retry)]
 
 
-def compose(row: OwnerNotification, to: str, settings: Settings) -> Mail:
+def compose(row: Any, to: str, settings: Settings) -> Mail:
     """Plain text and simple HTML, with the action URL and a link that turns this type's email off."""
     base = settings.base_url.rstrip("/")
     action = base + row.action_url if row.action_url else None
@@ -75,30 +76,33 @@ def compose(row: OwnerNotification, to: str, settings: Settings) -> Mail:
 
 async def _claim(
     session: AsyncSession, notification_ids: list[str], now: datetime, **values: Any
-) -> list[OwnerNotification]:
+) -> list[Any]:
     """The claimable rows among these, moved by one compare-and-set: an attempt counted, and `values`
     (default: SENDING under a lease until the answer is recorded)."""
     values = values or {"status": S.SENDING, "next_attempt_at": now + SENDING_LEASE}
     params = {"p_ids": list(notification_ids), "p_now": now, **{f"v_{k}": v for k, v in values.items()}}
-    return list((await session.execute(_claim_statement(tuple(values)), params)).scalars())
+    return list(await session.execute(_claim_statement(tuple(values)), params))
 
 
 @functools.cache
 def _claim_statement(names: tuple[str, ...]) -> Any:
     """The claim setting `names` (bound as `v_<name>`; the ids `p_ids`, the time `p_now`), built once: every
-    email notification's delivery runs it."""
+    email notification's delivery runs it. The table's own UPDATE returning what a delivery reads (rows,
+    not mapped objects): nothing loads them into the session, and nothing there holds them (the rows are
+    written by Core inserts, `notify_all`)."""
+    c = _TABLE.c
     return (
-        update(OwnerNotification)
+        update(_TABLE)
         .where(
-            OwnerNotification.id.in_(bindparam("p_ids", expanding=True)),
-            *_claimable(bindparam("p_now"), include_new=True),
+            c.id.in_(bindparam("p_ids", expanding=True)),
+            *_claimable(bindparam("p_now"), include_new=True, on=c),
         )
-        .values(attempts=OwnerNotification.attempts + 1, **{name: bindparam(f"v_{name}") for name in names})
-        .returning(OwnerNotification)
-        # The returned rows refresh the session's copies; no Python evaluation of the WHERE against every
-        # object the transaction holds (SQLAlchemy's default "evaluate" sync).
-        .execution_options(populate_existing=True, synchronize_session=False)
+        .values(attempts=c.attempts + 1, **{name: bindparam(f"v_{name}") for name in names})
+        .returning(c.id, c.owner_id, c.type, c.subject, c.body, c.action_url, c.attempts)
     )
+
+
+_TABLE = cast(Table, OwnerNotification.__table__)
 
 
 async def deliver(uows: UnitsOfWork, mailer: Mailer, settings: Settings, notification_id: str) -> str | None:
@@ -168,7 +172,7 @@ async def deliver_in(
     return statuses
 
 
-async def _addresses(session: AsyncSession, rows: list[OwnerNotification]) -> dict[str, str]:
+async def _addresses(session: AsyncSession, rows: list[Any]) -> dict[str, str]:
     owners = select(User.id, User.email).where(User.id.in_({row.owner_id for row in rows}))
     return {user_id: email for user_id, email in (await session.execute(owners)).all()}
 
