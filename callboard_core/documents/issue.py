@@ -23,7 +23,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import bindparam, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from callboard_core import bus, clock
@@ -112,7 +112,7 @@ async def _job_title(session: AsyncSession, job_id: str | None) -> str:
 
 
 def _document(
-    txn: LedgerTransaction, entry_id: str, draft: _Draft, number: str, user: User | None
+    txn: LedgerTransaction, entry_id: str, draft: _Draft, number: str, user: Any
 ) -> CommercialDocument:
     """One document, numbered; `user` is the owner (None for a ledger-only user id: no counterparty)."""
     assert txn.user_id is not None
@@ -263,6 +263,12 @@ PLANS: dict[TransactionKind, tuple[AccountKind, Plan]] = {
 }
 
 
+# What a document shows of its owner (not the whole account row): built once, every posting reads it.
+_COUNTERPARTY = select(User.name, User.username, User.email, User.company).where(
+    User.id == bindparam("p_user")
+)
+
+
 async def issue_for(
     session: AsyncSession, txn: LedgerTransaction, written: Written | None = None
 ) -> list[CommercialDocument]:
@@ -274,8 +280,8 @@ async def issue_for(
     if found is None:
         return []
     entry_id, amount = found
-    # Read once and held here: the session's identity map holds objects weakly.
-    user = await session.get(User, txn.user_id) if txn.user_id else None
+    # Read once for all the documents: the owner's name, username, email and company.
+    user = (await session.execute(_COUNTERPARTY, {"p_user": txn.user_id})).first() if txn.user_id else None
     drafts = await plan(session, txn, amount)
     if not drafts:
         return []

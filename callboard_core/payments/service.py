@@ -33,6 +33,7 @@ from callboard_core import clock, states
 from callboard_core.agents.models import Agent
 from callboard_core.billing import service as billing
 from callboard_core.billing.models import BuyerProfile
+from callboard_core.db.rows import insert_rows
 from callboard_core.db.uow import UnitsOfWork
 from callboard_core.errors import Conflict, NotFound, PaymentNotReady, PrepareFirst, field_error
 from callboard_core.guidance import Act, step
@@ -585,8 +586,7 @@ async def secure(
     if fresh:
         payment.status, payment.missing = PaymentStatus.RESERVED, []
         payment.reserve_transaction_id, payment.reserved_at = txn.id, now
-        session.add(payment)
-        await session.flush()
+        await insert_rows(session, [payment])  # in its final state: no unit-of-work flush (db/rows.py)
         return payment
     return await _move(
         session,
