@@ -107,7 +107,7 @@ async def run_write(
     try:
         async with core.db.action_slot():
 
-            async def prepared() -> Any:
+            async def run_prepare() -> Any:
                 assert prepare is not None
                 async with core.uow(write=False) as uow:
                     return await prepare(uow.session, caller)
@@ -123,12 +123,12 @@ async def run_write(
             if prepare is None:
                 answer = await attempt(None)
             elif not prepare_on_demand:
-                answer = await attempt(await prepared())
+                answer = await attempt(await run_prepare())
             else:
                 try:
                     answer = await attempt(None)
                 except PrepareFirst:
-                    answer = await attempt(await prepared())
+                    answer = await attempt(await run_prepare())
     except BaseException:
         if record_id is not None:
             await idempotency.release(core, record_id)
