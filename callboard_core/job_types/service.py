@@ -16,7 +16,7 @@ from typing import Any
 
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError as SchemaError
-from sqlalchemy import select
+from sqlalchemy import bindparam, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from callboard_core.errors import NotFound, ValidationFailed, field_error
@@ -53,6 +53,13 @@ async def list_active(session: AsyncSession) -> job_type_schemas.JobTypeList:
     return job_type_schemas.JobTypeList(job_types=[job_type_view(t) for t in rows.scalars()])
 
 
+# Every draft reads its job type one of these ways: built once.
+_ACTIVE = select(JobType).where(JobType.active.is_(True))
+_ACTIVE_BY_KEY = _ACTIVE.where(JobType.key == bindparam("p_key"))
+_ACTIVE_BY_ID = _ACTIVE.where(JobType.id == bindparam("p_id"))
+_ACTIVE_BY_KEY_AND_ID = _ACTIVE_BY_KEY.where(JobType.id == bindparam("p_id"))
+
+
 async def get_active(
     session: AsyncSession, *, key: str | None = None, type_id: str | None = None, field: str = "jobTypeKey"
 ) -> JobType:
@@ -63,12 +70,13 @@ async def get_active(
         missing = field_error(field, "Name a job type: the key of one of the active job types.", "missing")
         missing.details["next_action"] = step(Act.LIST_JOB_TYPES, "The active job types and their keys.")
         raise missing
-    stmt = select(JobType).where(JobType.active.is_(True))
-    if key is not None:
-        stmt = stmt.where(JobType.key == key)
-    if type_id is not None:
-        stmt = stmt.where(JobType.id == type_id)
-    job_type = (await session.execute(stmt)).scalar_one_or_none()
+    if type_id is None:
+        found = await session.execute(_ACTIVE_BY_KEY, {"p_key": key})
+    elif key is None:
+        found = await session.execute(_ACTIVE_BY_ID, {"p_id": type_id})
+    else:
+        found = await session.execute(_ACTIVE_BY_KEY_AND_ID, {"p_key": key, "p_id": type_id})
+    job_type = found.scalar_one_or_none()
     if job_type is None:
         keys = (
             (await session.execute(select(JobType.key).where(JobType.active.is_(True)).order_by(JobType.key)))

@@ -237,18 +237,25 @@ def input_file_list(blobs: BlobStore, rows: list[Any]) -> job_schemas.InputFileL
 # --- create, update, publish ---------------------------------------------------------------------
 
 
+# Every draft names its capability one of these ways: built once.
+_ACTIVE_TAG_BY_SLUG = select(CapabilityTag).where(
+    CapabilityTag.status == TaxonomyStatus.ACTIVE, CapabilityTag.slug == bindparam("p_slug")
+)
+_ACTIVE_TAG_BY_ID = select(CapabilityTag).where(
+    CapabilityTag.status == TaxonomyStatus.ACTIVE, CapabilityTag.id == bindparam("p_id")
+)
+
+
 async def _resolve_capability(
     session: AsyncSession, slug: str | None, tag_id: str | None
 ) -> CapabilityTag | None:
     if slug is None and tag_id is None:
         return None
-    stmt = select(CapabilityTag).where(CapabilityTag.status == TaxonomyStatus.ACTIVE)
-    stmt = (
-        stmt.where(CapabilityTag.slug == slug.strip().lower())
-        if slug
-        else stmt.where(CapabilityTag.id == tag_id)
-    )
-    tag = (await session.scalars(stmt)).one_or_none()
+    if slug:
+        found = await session.scalars(_ACTIVE_TAG_BY_SLUG, {"p_slug": slug.strip().lower()})
+    else:
+        found = await session.scalars(_ACTIVE_TAG_BY_ID, {"p_id": tag_id})
+    tag = found.one_or_none()
     if tag is None or (slug and tag_id and tag.id != tag_id):
         field = "capabilitySlug" if slug else "capabilityTagId"
         raise ValidationFailed(
