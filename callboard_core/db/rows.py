@@ -3,7 +3,7 @@
 A flush of a few new objects costs ~0.5 ms of CPU on this machine (the unit of work sorts mappers, tracks
 each object's state, fetches what the database returns), several times what the INSERT itself costs. Rows
 that are written once and never changed by their transaction (ledger transactions and entries, documents,
-payouts) gain nothing from that bookkeeping. `insert_rows` sends them as one statement, compiled once per
+payouts, outbox mails, job events, a paid publish's new payment) gain nothing from that bookkeeping. `insert_rows` sends them as one statement, compiled once per
 class; the objects stay transient: their attributes are read as usual, and any later query finds the rows.
 """
 
@@ -22,9 +22,9 @@ from callboard_core.db.uow import before_commit
 
 async def insert_rows(session: AsyncSession, rows: Sequence[Any]) -> None:
     """INSERT these new objects of one mapped class now, in the session's transaction (after the session's
-    pending new objects, flushed first). A column left unset
-    gets its Python default (written back to the object: its id, its time); set to None, it is NULL. A
-    duplicate key raises IntegrityError as a flush would."""
+    pending new objects, flushed first). A column left unset gets its Python default (written back to the
+    object: its id, its time); set to None, it is NULL. A duplicate key raises IntegrityError as a flush
+    would."""
     if not rows:
         return
     if session.sync_session.new:  # pending rows go first (these may refer to them): one flush
