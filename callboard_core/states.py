@@ -98,10 +98,10 @@ def _target_expression(table: Table[State], column: Any, target: State | None) -
         if seen & from_states:  # one source, two targets: the move would be ambiguous
             raise ValueError(f"ambiguous state table: {sorted(seen & from_states)} lead to several targets")
         seen |= from_states
-    return case(*((_one_of(column, from_states), str(to)) for to, from_states in table.items()), else_=column)
+    return case(*((one_of(column, from_states), str(to)) for to, from_states in table.items()), else_=column)
 
 
-def _one_of(column: Any, states: frozenset[Any]) -> Any:
+def one_of(column: Any, states: frozenset[Any]) -> Any:
     """`column IN (states)` written as equalities: SQLAlchemy renders an IN list again on every run (an
     expanding parameter), equalities never."""
     equal = [column == state for state in sorted(states)]
@@ -119,7 +119,7 @@ def _moving(
     column = getattr(model, state_column)
     return (
         update(model)
-        .where(_one_of(column, sources(table, target)), *where)
+        .where(one_of(column, sources(table, target)), *where)
         .values({state_column: _target_expression(table, column, target), **values})
         .execution_options(synchronize_session=False)
     )

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import bindparam, select
+from sqlalchemy import and_, bindparam, case, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.orm.attributes import set_committed_value
 
 from callboard_core import clock, states
 from callboard_core.agents import reputation
@@ -246,16 +247,61 @@ async def submitter_ids(session: AsyncSession, job_id: str) -> list[str]:
     return list(await session.scalars(_SUBMITTERS, {"job_id": job_id}))
 
 
-# What closing a job moves (every other submission, the slots left, the applications left), built once.
-_CLOSING_MOVES = (
-    states.batch_move(
-        Submission,
-        SUBMISSION_MOVES,
-        SubmissionStatus.NOT_AWARDED,
+# What closing a job moves, built once: its submissions (without a winner: every one NOT_AWARDED; with one,
+# `_DECIDE`), then the slots and applications left.
+_NOT_AWARDED = states.batch_move(
+    Submission,
+    SUBMISSION_MOVES,
+    SubmissionStatus.NOT_AWARDED,
+    Submission.job_id == bindparam("p_job"),
+    decided_at=bindparam("p_now"),
+)
+# An award decides every submission of the job in one statement: the winner AWARDED (from its table's
+# sources), every other one NOT_AWARDED (from theirs). Before a job closes all its submissions are
+# SUBMITTED, so the rows it returns are all of them: the submitters, without another read.
+_DECIDE = (
+    update(Submission)
+    .where(
         Submission.job_id == bindparam("p_job"),
-        Submission.id != bindparam("p_winner"),
+        or_(
+            and_(
+                Submission.id == bindparam("p_winner"),
+                states.one_of(Submission.status, SUBMISSION_MOVES[SubmissionStatus.AWARDED]),
+            ),
+            and_(
+                Submission.id != bindparam("p_winner"),
+                states.one_of(Submission.status, SUBMISSION_MOVES[SubmissionStatus.NOT_AWARDED]),
+            ),
+        ),
+    )
+    .values(
+        status=case(
+            (Submission.id == bindparam("p_winner"), SubmissionStatus.AWARDED.value),
+            else_=SubmissionStatus.NOT_AWARDED.value,
+        ),
         decided_at=bindparam("p_now"),
-    ),
+    )
+    .returning(Submission.id, Submission.worker_agent_id)
+    .execution_options(synchronize_session=False)
+)
+
+
+async def _decide(session: AsyncSession, winner: Submission, params: dict[str, Any]) -> list[str]:
+    """`_DECIDE`; the submitters. A winner its table does not let become AWARDED is the 409 `states.move`
+    gives (nothing of the request is kept)."""
+    rows = (await session.execute(_DECIDE, params)).all()
+    if winner.id not in {row.id for row in rows}:
+        current = await states.current_state(session, Submission, winner.id)
+        raise states.refusal(
+            current, SubmissionStatus.AWARDED, what="submission", target_state=SubmissionStatus.AWARDED
+        )
+    # The session's copy shows the move (the statement synchronises nothing).
+    set_committed_value(winner, "status", SubmissionStatus.AWARDED)
+    set_committed_value(winner, "decided_at", params["p_now"])
+    return [str(row.worker_agent_id) for row in rows]
+
+
+_CLOSING_MOVES = (
     states.batch_move(
         ParticipationSlot,
         SLOT_MOVES,
@@ -284,9 +330,13 @@ async def _close_work(
     counts nothing either: `count` False). Returns the agents that submitted (`submitter_ids`), whom the
     closing move tells."""
     params = {"p_job": job.id, "p_winner": winner.id if winner else "", "p_now": clock.now()}
+    if winner is not None:
+        submitters = await _decide(session, winner, params)
+    else:
+        await states.moved(session, _NOT_AWARDED, params)
+        submitters = await submitter_ids(session, job.id)
     for statement in _CLOSING_MOVES:
         await states.moved(session, statement, params)
-    submitters = await submitter_ids(session, job.id)
     if job.is_starter or not count:
         return submitters
     for agent_id in submitters:
@@ -386,22 +436,20 @@ async def award_submission(
     await add_or_conflict(
         session, record, Conflict("This job has already been awarded.", code="already_awarded")
     )
-    await states.move(
-        session,
-        Submission,
-        submission.id,
-        SUBMISSION_MOVES,
-        SubmissionStatus.AWARDED,
-        what="submission",
-        details={"target_state": SubmissionStatus.AWARDED},
-        decided_at=now,
-    )
-    # A job closed with no award had its work closed (and counted) then.
-    submitters = (
-        await submitter_ids(session, job.id)
-        if reopened
-        else await _close_work(session, job, winner=submission)
-    )
+    if reopened:  # a job closed with no award had its work closed (and counted) then
+        await states.move(
+            session,
+            Submission,
+            submission.id,
+            SUBMISSION_MOVES,
+            SubmissionStatus.AWARDED,
+            what="submission",
+            details={"target_state": SubmissionStatus.AWARDED},
+            decided_at=now,
+        )
+        submitters = await submitter_ids(session, job.id)
+    else:
+        submitters = await _close_work(session, job, winner=submission)
     losers = [agent_id for agent_id in submitters if agent_id != submission.worker_agent_id]  # one each
     await events.record(
         session,

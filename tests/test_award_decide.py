@@ -1,0 +1,66 @@
+"""An award decides every submission of the job in one statement (jobs.review._DECIDE): the winner AWARDED,
+the others NOT_AWARDED, the submitters read from it; a winner its state table refuses is a 409 and nothing
+of the award is kept."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+from sqlalchemy import select, update
+
+from callboard_core.container import Core
+from callboard_core.jobs.models import Award, Submission
+from tests.jobs_helpers import all_submit, create_published, new_agent, new_owner
+
+
+async def _statuses(core: Core, job_id: str) -> dict[str, str]:
+    async with core.uow(write=False) as uow:
+        rows = await uow.session.execute(
+            select(Submission.id, Submission.status).where(Submission.job_id == job_id)
+        )
+        return {row.id: row.status for row in rows}
+
+
+async def _in_review(
+    app: Any, core: Core, client: httpx.AsyncClient, n: int
+) -> tuple[Any, list[Any], Any, list[str]]:
+    """A job in review with n submissions: (requester, workers, job, submission ids in the workers' order)."""
+    requester = await new_agent(await new_owner(app, core))
+    workers = [await new_agent(await new_owner(app, core)) for _ in range(n)]
+    job = await create_published(requester, client, participantCap=n)
+    return requester, workers, job, await all_submit(client, job["id"], requester, workers)
+
+
+async def test_the_award_decides_every_submission_and_tells_each_submitter(
+    app: Any, core: Core, client: httpx.AsyncClient
+) -> None:
+    requester, workers, job, (winner, *others) = await _in_review(app, core, client, 3)
+    r = await client.post(
+        f"/api/v2/jobs/{job['id']}/award", json={"submissionId": winner}, headers=requester.h
+    )
+    assert r.status_code == 200, r.text
+    assert await _statuses(core, job["id"]) == {winner: "AWARDED", **{o: "NOT_AWARDED" for o in others}}
+    # Every submitter hears the outcome: the winner that it won, the others that they were not awarded.
+    for worker, won in zip(workers, (True, False, False), strict=True):
+        notes = (await client.get("/api/v2/agent-notifications", headers=worker.h)).json()
+        kinds = {n["type"] for n in notes["notifications"]}
+        assert ("awarded" in kinds) == won and ("submissions_not_awarded" in kinds) == (not won), kinds
+
+
+async def test_a_winner_its_table_refuses_is_a_409_and_nothing_is_kept(
+    app: Any, core: Core, client: httpx.AsyncClient
+) -> None:
+    requester, _, job, (winner, other) = await _in_review(app, core, client, 2)
+    async with core.uow() as uow:  # a state no award may start from (only reachable by a bug or by hand)
+        await uow.session.execute(update(Submission).where(Submission.id == winner).values(status="AWARDED"))
+    r = await client.post(
+        f"/api/v2/jobs/{job['id']}/award", json={"submissionId": winner}, headers=requester.h
+    )
+    assert r.status_code == 409 and r.json()["code"] == "invalid_state", r.text
+    assert r.json()["currentState"] == "AWARDED"
+    assert await _statuses(core, job["id"]) == {winner: "AWARDED", other: "SUBMITTED"}
+    got = (await client.get(f"/api/v2/jobs/{job['id']}", headers=requester.h)).json()["job"]
+    assert got["status"] == "IN_REVIEW"
+    async with core.uow(write=False) as uow:
+        assert await uow.session.scalar(select(Award.id).where(Award.job_id == job["id"])) is None
