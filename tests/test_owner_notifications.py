@@ -147,12 +147,12 @@ async def test_notes_raised_at_commit_are_written_once_together_and_not_at_all_o
 
     with pytest.raises(RuntimeError):
         async with core.uow() as uow:
-            notify_at_commit(uow.session, [note(T.RECEIPT_READY, "doc_a")])
+            await notify_at_commit(uow.session, [note(T.RECEIPT_READY, "doc_a")])
             raise RuntimeError("the transaction fails after raising a note")
     assert await _rows(core, owner.user_id) == []
     async with core.uow() as uow:
-        notify_at_commit(uow.session, [note(T.RECEIPT_READY, "doc_b"), note(T.INVOICE_READY, "doc_c")])
-        notify_at_commit(uow.session, [note(T.RECEIPT_READY, "doc_b")])  # the same event again: once
+        await notify_at_commit(uow.session, [note(T.RECEIPT_READY, "doc_b"), note(T.INVOICE_READY, "doc_c")])
+        await notify_at_commit(uow.session, [note(T.RECEIPT_READY, "doc_b")])  # the same event again: once
         pending = await uow.session.scalar(select(OwnerNotification.id).limit(1))
         assert pending is None  # written as the transaction's last work
     written = {(r.type, r.event_key, r.channel) for r in await _rows(core, owner.user_id)}

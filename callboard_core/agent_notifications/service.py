@@ -11,7 +11,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from callboard_core import clock
 from callboard_core.agent_notifications import schemas as notification_schemas
 from callboard_core.agent_notifications.models import AgentNotification
-from callboard_core.db.uow import before_commit
+from callboard_core.db.uow import at_commit
 from callboard_core.errors import NotFound
 from callboard_core.ids import new_id
 from callboard_core.principals import Actor
@@ -32,8 +32,7 @@ async def notify(
     if not agent_ids:
         return
     now = clock.now()
-    batch = before_commit(session, "agent-notifications", _Batch())
-    batch.rows.extend(
+    rows = [
         dict(
             id=new_id("ntf"),
             agent_id=a,
@@ -45,18 +44,13 @@ async def notify(
             created_at=now,
         )
         for a in dict.fromkeys(agent_ids)
-    )
+    ]
+    await at_commit(session, "agent-notifications", rows, _insert)
 
 
-class _Batch:
-    """The agent notifications of one transaction, inserted together before it commits."""
-
-    def __init__(self) -> None:
-        self.rows: list[dict[str, Any]] = []
-
-    async def __call__(self, session: AsyncSession) -> None:
-        # The table's own insert (SQLAlchemy batches it into multi-row VALUES), not the ORM's bulk path.
-        await session.execute(_INSERT, self.rows)
+async def _insert(session: AsyncSession, rows: list[dict[str, Any]]) -> None:
+    # The table's own insert (SQLAlchemy batches it into multi-row VALUES), not the ORM's bulk path.
+    await session.execute(_INSERT, rows)
 
 
 TABLE = cast(Table, AgentNotification.__table__)

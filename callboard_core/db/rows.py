@@ -17,7 +17,7 @@ from sqlalchemy import Table, insert
 from sqlalchemy import inspect as sa_inspect
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from callboard_core.db.uow import before_commit
+from callboard_core.db.uow import at_commit
 
 
 async def insert_rows(session: AsyncSession, rows: Sequence[Any]) -> None:
@@ -48,24 +48,10 @@ async def insert_rows(session: AsyncSession, rows: Sequence[Any]) -> None:
     await session.execute(statement, params)
 
 
-class _AtCommit:
-    """The rows a transaction gathered under one key, inserted together as its last work."""
-
-    def __init__(self) -> None:
-        self.rows: list[Any] = []
-
-    async def __call__(self, session: AsyncSession) -> None:
-        await insert_rows(session, self.rows)
-
-
 async def insert_at_commit(session: AsyncSession, key: str, rows: Sequence[Any]) -> None:
     """`insert_rows` as the transaction's last work, every row gathered under `key` (one mapped class) in one
-    statement: a job's history gets several events in one request. Nothing is written if the transaction
-    rolls back; a session without a unit of work inserts them now."""
-    if session.info.get("uow") is None:
-        await insert_rows(session, rows)
-        return
-    before_commit(session, f"rows:{key}", _AtCommit()).rows.extend(rows)
+    statement: a job's history gets several events in one request (`uow.at_commit`)."""
+    await at_commit(session, f"rows:{key}", rows, insert_rows)
 
 
 @functools.cache

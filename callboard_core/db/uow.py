@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
 
@@ -121,6 +121,33 @@ def before_commit(session: AsyncSession, key: str, hook: H) -> H:
     if uow is None:
         raise RuntimeError("session is not owned by a UnitOfWork")
     return cast(H, uow.before_commit(key, hook))
+
+
+class _Gathered:
+    """What a transaction gathered under one key, handed to `run` once as its last work."""
+
+    def __init__(self, run: Callable[[AsyncSession, list[Any]], Awaitable[object]]) -> None:
+        self.run, self.items = run, list[Any]()
+
+    async def __call__(self, session: AsyncSession) -> None:
+        await self.run(session, self.items)
+
+
+async def at_commit(
+    session: AsyncSession,
+    key: str,
+    items: Sequence[Any],
+    run: Callable[[AsyncSession, list[Any]], Awaitable[object]],
+) -> None:
+    """Gather `items` under `key`; `run(session, every item gathered)` once, as the transaction's last work
+    (a request's rows or notes of one kind in one statement). Nothing runs if the transaction rolls back. A
+    session without a unit of work runs them now."""
+    if not items:
+        return
+    if session.info.get("uow") is None:
+        await run(session, list(items))
+        return
+    before_commit(session, key, _Gathered(run)).items.extend(items)
 
 
 def after_commit(session: AsyncSession, hook: AfterCommit) -> None:

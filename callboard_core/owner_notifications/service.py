@@ -20,7 +20,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from callboard_core import bus, clock
 from callboard_core.db.engine import dialect_of, insert_for
-from callboard_core.db.uow import before_commit
+from callboard_core.db.uow import at_commit
 from callboard_core.errors import NotFound, ValidationFailed
 from callboard_core.ids import new_id
 from callboard_core.owner_notifications.models import OwnerNotification, OwnerNotificationPreference
@@ -151,22 +151,11 @@ async def notify_all(session: AsyncSession, notes: Sequence[Note]) -> list[str]:
     return written
 
 
-class _AtCommit:
-    """The notes a transaction's events raised, written together as its last work."""
-
-    def __init__(self) -> None:
-        self.notes: list[Note] = []
-
-    async def __call__(self, session: AsyncSession) -> None:
-        await notify_all(session, self.notes)
-
-
-def notify_at_commit(session: AsyncSession, notes: Sequence[Note]) -> None:
+async def notify_at_commit(session: AsyncSession, notes: Sequence[Note]) -> None:
     """`notify_all` as the transaction's last work, for notes whose ids nobody needs: every note the events
     of one transaction raise (an award's documents and its outcome) is written by one read and one insert,
     not two of each per event. Nothing is written if the transaction rolls back."""
-    if notes:
-        before_commit(session, "owner-notifications", _AtCommit()).notes.extend(notes)
+    await at_commit(session, "owner-notifications", notes, notify_all)
 
 
 @functools.cache

@@ -154,7 +154,7 @@ async def _awarded(session: AsyncSession, job: Job, data: Mapping[str, Any]) -> 
                     meta,
                 )
             )
-    notify_at_commit(session, notes)
+    await notify_at_commit(session, notes)
 
 
 async def _no_award(session: AsyncSession, job: Job, data: Mapping[str, Any]) -> None:
@@ -189,7 +189,7 @@ async def _no_award(session: AsyncSession, job: Job, data: Mapping[str, Any]) ->
                 metadata,
             )
         )
-    notify_at_commit(session, notes)
+    await notify_at_commit(session, notes)
 
 
 # --- documents, payouts, paid publishing -----------------------------------------------------------------
@@ -220,7 +220,7 @@ async def on_documents(session: AsyncSession, event: DocumentsIssued) -> None:
                 f"/billing/documents/{document.id}",  # the console's page (signed out: sign in first)
             )
         )
-    notify_at_commit(session, notes)
+    await notify_at_commit(session, notes)
 
 
 async def on_payout_failed(session: AsyncSession, event: PayoutFailed) -> None:
