@@ -404,12 +404,15 @@ async def test_a_text_write_or_a_savepoint_never_hides_a_credential_change(core)
 
     async with core.db.session(write=True) as session, session.begin():
         await session.execute(update(ApiKey).where(ApiKey.id == "none").values(label="x"))
+    assert OwnCommits.by_scope[CREDENTIALS] == before + 1  # a column the credential does not hold
+    async with core.db.session(write=True) as session, session.begin():
+        await session.execute(update(ApiKey).where(ApiKey.id == "none").values(expires_at=None))
         nested = await session.begin_nested()
         await nested.rollback()
     assert OwnCommits.by_scope[CREDENTIALS] == before + 2
     async with core.db.session(write=True) as session:
         await session.begin()
-        await session.execute(update(ApiKey).where(ApiKey.id == "none").values(label="x"))
+        await session.execute(update(ApiKey).where(ApiKey.id == "none").values(expires_at=None))
         await session.rollback()
         await session.begin()
         await session.execute(text("SELECT 1"))

@@ -9,8 +9,10 @@ A job type says, as data (job_types.json, seeded by key):
 
 from __future__ import annotations
 
+import copy
 import re
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from itertools import islice
 from typing import Any
 
@@ -19,6 +21,8 @@ from jsonschema.exceptions import ValidationError as SchemaError
 from sqlalchemy import bindparam, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from callboard_core.db.readcache import ReadCache
+from callboard_core.db.scopes import TAXONOMY
 from callboard_core.errors import NotFound, ValidationFailed, field_error
 from callboard_core.guidance import Act, step
 from callboard_core.job_types import schemas as job_type_schemas
@@ -90,6 +94,33 @@ async def get_active(
             "unknown_job_type",
         )
     return job_type
+
+
+@dataclass(frozen=True)
+class JobTypeRef:
+    """What a new job copies from its job type; a read cache entry (shared: `requirements()` copies)."""
+
+    id: str
+    key: str
+    submission_requirements_json: dict[str, Any]
+
+    def requirements(self) -> dict[str, Any]:
+        return copy.deepcopy(self.submission_requirements_json)
+
+
+async def active_ref(
+    session: AsyncSession, cache: ReadCache | None, *, key: str | None = None, type_id: str | None = None
+) -> JobTypeRef:
+    """`get_active` for a new job, through the read cache's taxonomy scope when given: job types change
+    rarely, and every draft names one. Only found types are kept (the errors are get_active's)."""
+
+    async def load() -> JobTypeRef:
+        found = await get_active(session, key=key, type_id=type_id)
+        return JobTypeRef(found.id, found.key, found.submission_requirements_json)
+
+    if cache is None:
+        return await load()
+    return await cache.get_or_load(("job_type", key, type_id), load, TAXONOMY)
 
 
 async def get(session: AsyncSession, type_id: str) -> JobType:

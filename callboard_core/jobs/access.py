@@ -4,13 +4,18 @@ not the actor's is a 404."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, TypeVar
 
+from sqlalchemy import bindparam, select
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import raiseload
 
 from callboard_core.agents.models import Agent, AgentStatus
 from callboard_core.agents.service import ask_owner_for_work
+from callboard_core.db.readcache import ReadCache
+from callboard_core.db.scopes import AGENT_STANDING
 from callboard_core.errors import Conflict, Forbidden, NotFound
 from callboard_core.guidance import Act, step
 from callboard_core.principals import Actor
@@ -21,7 +26,27 @@ Row = TypeVar("Row")
 WITHOUT_CAPABILITIES = (raiseload(Agent.capability_links),)
 
 
-def may_act_for(actor: Actor, agent: Agent) -> bool:
+@dataclass(frozen=True)
+class AgentStanding:
+    """The columns of an agent that decide whether it may act, and for whom: the read cache's
+    `agent_standing` scope watches exactly these (db/scopes.py)."""
+
+    id: str
+    owner_id: str | None
+    status: str
+    archived_at: datetime | None
+    deleted_at: datetime | None
+    requester_enabled: bool
+    worker_enabled: bool
+    is_house: bool
+
+
+_STANDING = select(*(getattr(Agent, name) for name in AgentStanding.__dataclass_fields__)).where(
+    Agent.id == bindparam("p_id")
+)
+
+
+def may_act_for(actor: Actor, agent: Agent | AgentStanding) -> bool:
     if actor.staff:
         return True
     if actor.agent_id is not None:
@@ -38,6 +63,28 @@ async def owned_agent(
     if agent is None or agent.deleted_at is not None or not may_act_for(actor, agent):
         raise NotFound(f"No such {what}.", code="agent_not_found")
     return agent
+
+
+async def acting_standing(
+    session: AsyncSession, actor: Actor, agent_id: str | None, cache: ReadCache | None
+) -> AgentStanding:
+    """`acting_agent`'s answer as an AgentStanding, through the read cache when given, for a write that reads
+    nothing else of the agent and moves no money (a draft). A cached standing is as fresh as a cached
+    credential (db/readcache.py); call it before the transaction writes anything (its load reads in it)."""
+    target = actor.agent_id if actor.agent_id else agent_id
+    if target is None:
+        raise NotFound("No such agent.", code="agent_not_found")
+
+    async def load() -> AgentStanding | None:
+        row = (await session.execute(_STANDING, {"p_id": target})).one_or_none()
+        return None if row is None else AgentStanding(*row)
+
+    standing = await (
+        load() if cache is None else cache.get_or_load(("standing", target), load, AGENT_STANDING)
+    )
+    if standing is None or standing.deleted_at is not None or not may_act_for(actor, standing):
+        raise NotFound("No such agent.", code="agent_not_found")
+    return standing
 
 
 async def worker_row(
@@ -66,7 +113,7 @@ async def acting_agent(
     return await owned_agent(session, actor, target, capabilities=capabilities)
 
 
-def require_can_work(agent: Agent, *, role: str) -> None:
+def require_can_work(agent: Agent | AgentStanding, *, role: str) -> None:
     """New work (apply, publish, invite, accept) needs an active, claimed agent with the role enabled."""
     require_active_claimed(agent)
     if role == "worker" and not agent.worker_enabled:
@@ -84,7 +131,7 @@ def require_can_work(agent: Agent, *, role: str) -> None:
         )
 
 
-def require_active_claimed(agent: Agent) -> None:
+def require_active_claimed(agent: Agent | AgentStanding) -> None:
     """Any work, practice included (the starter job), needs an active agent an owner has claimed."""
     if agent.status != AgentStatus.ACTIVE or agent.archived_at is not None:
         raise Conflict(

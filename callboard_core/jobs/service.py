@@ -19,6 +19,9 @@ from callboard_core.blobs import BlobStore
 from callboard_core.capabilities.models import CapabilityTag, TaxonomyStatus
 from callboard_core.config import Settings
 from callboard_core.db.engine import writes_serialised
+from callboard_core.db.readcache import ReadCache
+from callboard_core.db.rows import insert_rows
+from callboard_core.db.scopes import TAXONOMY
 from callboard_core.db.uow import UnitsOfWork
 from callboard_core.directory import service as directory
 from callboard_core.errors import Conflict, NotFound, PrepareFirst, ValidationFailed, field_error
@@ -28,7 +31,12 @@ from callboard_core.guidance import Act, step
 from callboard_core.job_types import service as job_types
 from callboard_core.jobs import events
 from callboard_core.jobs import schemas as job_schemas
-from callboard_core.jobs.access import WITHOUT_CAPABILITIES, acting_agent, require_can_work
+from callboard_core.jobs.access import (
+    WITHOUT_CAPABILITIES,
+    AgentStanding,
+    acting_standing,
+    require_can_work,
+)
 from callboard_core.jobs.models import Job, JobInvitation
 from callboard_core.jobs.states import JOB_MOVES, JobStatus, check_job
 from callboard_core.pagination import decode_cursor, encode_cursor
@@ -247,29 +255,38 @@ _ACTIVE_TAG_BY_ID = select(CapabilityTag).where(
 
 
 async def _resolve_capability(
-    session: AsyncSession, slug: str | None, tag_id: str | None
-) -> CapabilityTag | None:
+    session: AsyncSession, slug: str | None, tag_id: str | None, cache: ReadCache | None = None
+) -> tuple[str, str] | None:
+    """The (id, slug) of the active capability tag a draft names, through the read cache's taxonomy scope
+    when given (only found tags are kept: the error is raised by the load)."""
     if slug is None and tag_id is None:
         return None
-    if slug:
-        found = await session.scalars(_ACTIVE_TAG_BY_SLUG, {"p_slug": slug.strip().lower()})
-    else:
-        found = await session.scalars(_ACTIVE_TAG_BY_ID, {"p_id": tag_id})
-    tag = found.one_or_none()
-    if tag is None or (slug and tag_id and tag.id != tag_id):
-        field = "capabilitySlug" if slug else "capabilityTagId"
-        raise ValidationFailed(
-            "Unknown capability: name an active capability tag by its slug (the public capability list "
-            "has them).",
-            errors=[
-                {
-                    "field": field,
-                    "code": "unknown_capability",
-                    "message": f"no active capability tag {slug or tag_id!r}",
-                }
-            ],
-        )
-    return tag
+    wanted = slug.strip().lower() if slug else None
+
+    async def load() -> tuple[str, str]:
+        if wanted:
+            found = await session.scalars(_ACTIVE_TAG_BY_SLUG, {"p_slug": wanted})
+        else:
+            found = await session.scalars(_ACTIVE_TAG_BY_ID, {"p_id": tag_id})
+        tag = found.one_or_none()
+        if tag is None or (wanted and tag_id and tag.id != tag_id):
+            field = "capabilitySlug" if slug else "capabilityTagId"
+            raise ValidationFailed(
+                "Unknown capability: name an active capability tag by its slug (the public capability list "
+                "has them).",
+                errors=[
+                    {
+                        "field": field,
+                        "code": "unknown_capability",
+                        "message": f"no active capability tag {slug or tag_id!r}",
+                    }
+                ],
+            )
+        return tag.id, tag.slug
+
+    if cache is None:
+        return await load()
+    return await cache.get_or_load(("capability", wanted, tag_id), load, TAXONOMY)
 
 
 def _check_schedule(job: Job, now: datetime, *, publishing: bool = False) -> None:
@@ -356,7 +373,11 @@ async def _apply_offering(session: AsyncSession, job: Job, body: job_schemas.Job
 
 
 async def _apply_fields(
-    session: AsyncSession, job: Job, body: job_schemas.JobFields, requester: Agent
+    session: AsyncSession,
+    job: Job,
+    body: job_schemas.JobFields,
+    requester: Agent | AgentStanding,
+    cache: ReadCache | None = None,
 ) -> None:
     given = set(body.model_fields_set)
     if "offering_id" in given:
@@ -376,16 +397,16 @@ async def _apply_fields(
     if "currency" in given and body.currency:
         job.currency = body.currency.lower()
     if {"capability_slug", "capability_tag_id"} & given:
-        tag = await _resolve_capability(session, body.capability_slug, body.capability_tag_id)
-        job.capability_tag_id, job.capability_slug = (tag.id, tag.slug) if tag else (None, None)
+        tag = await _resolve_capability(session, body.capability_slug, body.capability_tag_id, cache)
+        job.capability_tag_id, job.capability_slug = tag if tag else (None, None)
     if {"job_type_key", "job_type_id"} & given or job.job_type_id is None:
         if body.job_type_key is None and body.job_type_id is None:
-            jt = await job_types.get_active(session, key=DEFAULT_JOB_TYPE)
+            jt = await job_types.active_ref(session, cache, key=DEFAULT_JOB_TYPE)
         else:
-            jt = await job_types.get_active(session, key=body.job_type_key, type_id=body.job_type_id)
+            jt = await job_types.active_ref(session, cache, key=body.job_type_key, type_id=body.job_type_id)
         job.job_type_id, job.job_type_key = jt.id, jt.key
         if job.submission_requirements_json is None:
-            job.submission_requirements_json = jt.submission_requirements_json
+            job.submission_requirements_json = jt.requirements()
     if "direct_hire_worker_agent_id" in given:
         worker_id = body.direct_hire_worker_agent_id
         if worker_id is not None:
@@ -417,10 +438,13 @@ async def _apply_fields(
         job.direct_hire_worker_agent_id = worker_id
 
 
-async def create(session: AsyncSession, actor: Actor, body: job_schemas.JobCreate) -> job_schemas.JobView:
-    """A DRAFT job for the acting requester agent (owners name it with requesterAgentId)."""
+async def create(
+    session: AsyncSession, actor: Actor, body: job_schemas.JobCreate, cache: ReadCache | None = None
+) -> job_schemas.JobView:
+    """A DRAFT job for the acting requester agent (owners name it with requesterAgentId). With the read
+    cache, the agent's standing and the taxonomy may come from it (a draft moves no money)."""
     requester_id = body.requester_agent_id if isinstance(body, job_schemas.OwnerJobCreate) else None
-    requester = await acting_agent(session, actor, requester_id)
+    requester = await acting_standing(session, actor, requester_id, cache)
     require_can_work(requester, role="requester")
     job = Job(
         requester_agent_id=requester.id,
@@ -428,10 +452,9 @@ async def create(session: AsyncSession, actor: Actor, body: job_schemas.JobCreat
         status=JobStatus.DRAFT,
         is_house=requester.is_house,
     )
-    await _apply_fields(session, job, body, requester)
+    await _apply_fields(session, job, body, requester, cache)
     _check_schedule(job, clock.now())
-    session.add(job)
-    await session.flush()
+    await insert_rows(session, [job])  # nothing edits a new draft in its request: no unit of work needed
     await events.record(session, job.id, "created", actor, {"title": job.title})
     return view(job)
 

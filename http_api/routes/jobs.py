@@ -37,7 +37,7 @@ async def create_job(ctx: RequestContext) -> job_schemas.JobView:
     Deadlines must be in the future and ordered: admissionClosesAt < latestSubmissionDeadlineAt <=
     reviewDeadlineAt, with fairWorkDurationMs fitting between admission close and the latest submission
     deadline. Name `directHireWorkerAgentId` for a Direct Hire. Next: POST /api/v2/jobs/{id}/publish."""
-    return await jobs.create(ctx.session, ctx.actor, ctx.body)
+    return await jobs.create(ctx.session, ctx.actor, ctx.body, ctx.core.read_cache)
 
 
 @routes.post(
@@ -50,7 +50,7 @@ async def create_job(ctx: RequestContext) -> job_schemas.JobView:
 )
 async def owner_create_job(ctx: RequestContext) -> job_schemas.JobView:
     """Create a DRAFT job for one of your requester agents (`requesterAgentId`)."""
-    return await jobs.create(ctx.session, ctx.actor, ctx.body)
+    return await jobs.create(ctx.session, ctx.actor, ctx.body, ctx.core.read_cache)
 
 
 @routes.get(

@@ -21,7 +21,7 @@ async def create_job(call: ToolCall, job: job_schemas.JobCreate) -> job_schemas.
     (what every worker sees) and workBriefJson (only admitted workers, after acknowledging). Next:
     stage_input_file for input files, then publish_job. A paid job (rewardAmountCents > 0) reserves the
     reward plus the platform fee from your owner's balance when published (see publish_job)."""
-    return await jobs.create(call.session, call.actor, job)
+    return await jobs.create(call.session, call.actor, job, call.core.read_cache)
 
 
 @tools.write()
