@@ -55,8 +55,8 @@ async def test_errors_are_sqlite3_errors(tmp_path):
 
 async def test_statements_run_on_the_loop_thread_once_a_writer_holds_the_lock(tmp_path):
     """Reads never wait in WAL mode; a write transaction waits only in its BEGIN IMMEDIATE (on the
-    connection's thread: test_a_long_write_does_not_stall_the_loop), then holds the lock, so its statements
-    run on the loop's thread too, without a thread hand-off each."""
+    connection's thread, when another process holds the lock: test_a_long_write_does_not_stall_the_loop),
+    then holds the lock, so its statements run on the loop's thread too, without a thread hand-off each."""
     db = Database(f"sqlite+aiosqlite:///{tmp_path / 'x.db'}")
     seen: dict[str, int] = {}
     try:
@@ -122,6 +122,52 @@ async def test_a_long_write_does_not_stall_the_loop(tmp_path):
     finally:
         await db.dispose()
         await holder.dispose()
+
+
+async def test_a_free_write_lock_is_taken_on_the_loop_thread_and_a_held_one_waited_for_on_its_own(
+    tmp_path, monkeypatch
+):
+    """BEGIN IMMEDIATE tries the loop's thread first (the connection's busy timeout is 0, so the try never
+    waits): no hand-off to the connection's thread when the lock is free. When another process holds it,
+    the wait moves to the connection's thread with the configured busy timeout (and fails as a locked
+    database past it); the connection's timeout is 0 again after, for its next try."""
+    import aiosqlite
+
+    path = tmp_path / "b.db"
+    db = Database(f"sqlite+aiosqlite:///{path}", busy_timeout_ms=300)
+    handoffs: list[str] = []
+    real = aiosqlite.Connection._execute
+
+    async def counted(self, fn, *args, **kwargs):
+        handoffs.append(getattr(fn, "__name__", repr(fn)))
+        return await real(self, fn, *args, **kwargs)
+
+    try:
+        await _table(db)
+        await _write(db, 1)  # the pool's connection is open: its connect and PRAGMAs are behind it
+        monkeypatch.setattr(aiosqlite.Connection, "_execute", counted)
+        await _write(db, 2)
+        assert handoffs == [], handoffs  # BEGIN IMMEDIATE, the INSERT and COMMIT: all on the loop thread
+
+        other = sqlite3.connect(path, isolation_level=None)  # another process's writer
+        other.execute("BEGIN IMMEDIATE")
+        handoffs.clear()
+        with pytest.raises(OperationalError, match="database is locked"):
+            await _write(db, 3)  # waited its 300 ms on its thread, then failed as SQLite does
+        assert "_begin_waiting" in handoffs
+        waiting = asyncio.create_task(_write(db, 4))
+        await asyncio.sleep(0.05)
+        assert not waiting.done()
+        other.execute("COMMIT")  # the holder ends within the timeout: the waiting writer goes in
+        await asyncio.wait_for(waiting, 5)
+        other.close()
+        async with db.session(write=True) as session:
+            raw = await session.connection()
+            driver = (await raw.get_raw_connection()).driver_connection
+            assert driver._conn.execute("PRAGMA busy_timeout").fetchone()[0] == 0
+        assert await _stored(db) == [1, 2, 4]
+    finally:
+        await db.dispose()
 
 
 async def _table(db: Database) -> None:

@@ -169,7 +169,14 @@ def _sqlite_engine(
             if isinstance(driver, sqlite_driver.Connection) and not wal:
                 driver.inline = False
         cursor.execute("PRAGMA foreign_keys=ON")
-        cursor.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
+        if immediate and wal and isinstance(driver, sqlite_driver.Connection):
+            # Its BEGIN IMMEDIATE tries the loop's thread without waiting, and waits on the connection's
+            # thread with the busy timeout only if another process holds the lock (sqlite_driver). Nothing
+            # else a writer runs ever waits in WAL mode.
+            cursor.execute("PRAGMA busy_timeout=0")
+            driver.begin_inline(busy_timeout_ms)
+        else:
+            cursor.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
         cursor.execute("PRAGMA synchronous=NORMAL")
         cursor.close()
 
@@ -188,16 +195,17 @@ def _sqlite_engine(
     def _on_begin(conn: Any) -> None:
         driver = getattr(conn.connection.dbapi_connection, "driver_connection", None)
         if immediate and isinstance(driver, sqlite_driver.Connection) and driver.wal:
-            # Only BEGIN IMMEDIATE can wait (for another writer's lock, up to busy_timeout): it runs on the
-            # connection's thread. Once it holds the write lock, nothing in the transaction waits for a lock
-            # in WAL mode, so its statements and COMMIT run on the event loop's thread, as reads do, without
-            # a thread hand-off each. Before it, this process's writers queue on the gate (sqlite_driver).
+            # Only BEGIN IMMEDIATE can wait (for another process's lock, up to busy_timeout): on the
+            # connection's thread, and only then (sqlite_driver.Connection.begin_immediate). Once it holds
+            # the write lock, nothing in the transaction waits for a lock in WAL mode, so its statements and
+            # COMMIT run on the event loop's thread, as reads do, without a thread hand-off each. Before it,
+            # this process's writers queue on the gate (sqlite_driver).
             if gate is not None:
                 try:
                     await_only(driver.enter_gate(gate))
                 except sqlite3.OperationalError as exc:  # waited the busy timeout: as the file lock fails
                     raise OperationalError(begin, None, exc) from None
-            driver.inline = False
+            driver.inline = driver.begins_inline
             try:
                 conn.exec_driver_sql(begin)
             except BaseException:
