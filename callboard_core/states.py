@@ -125,6 +125,27 @@ def _moving(
     )
 
 
+def _core_moving(
+    model: type[Any],
+    table: Table[State],
+    target: State | None,
+    where: tuple[ColumnElement[bool], ...],
+    state_column: str,
+    values: dict[str, Any],
+) -> Any:
+    """`_moving` on the model's table, for a statement built once: its `where` must name the table's columns
+    (`model.__table__.c`), not the mapped attributes. An UPDATE that names a mapped class or attribute is
+    ORM-enabled, and the ORM annotates it afresh on every run, so SQLAlchemy computes its cache key every
+    time (~0.1 ms for a wide table); a Core statement's key is computed once."""
+    mapped = inspect(model).local_table
+    column = mapped.c[state_column]
+    return (
+        update(mapped)
+        .where(one_of(column, sources(table, target)), *where)
+        .values({state_column: _target_expression(table, column, target), **values})
+    )
+
+
 async def compare_and_set(
     session: AsyncSession,
     model: type[M],
@@ -133,22 +154,29 @@ async def compare_and_set(
     target: State | None = None,
     *where: ColumnElement[bool],
     state_column: str = "status",
+    where_params: Mapping[str, Any] | None = None,
     **values: Any,
 ) -> M | None:
     """Move one row to `target` (or, without one, to the target the table gives its current state), setting
     `values` too, if its state is one of the table's sources for that target and every `where` holds.
+    With `where_params`, each `where` is a clause the caller built once, on the table's columns, whose bound
+    parameters these are (a deadline guard): the statement is then built once too.
 
     Returns the updated row (the session's copy refreshed), or None when the row was not in such a state
     (a lost race or a move the table does not allow): the caller decides what that means."""
     if not sources(table, target):
         return None
-    if not where and not any(isinstance(value, ClauseElement) for value in values.values()):
+    if (not where or where_params is not None) and not any(
+        isinstance(value, ClauseElement) for value in values.values()
+    ):
         # The common move (by id, plain values): its statement built once per shape, the values bound.
         shape = tuple(sorted(table.items())) if target is None else tuple(sorted(sources(table, target)))
         mapped: Any = model  # a mapped class: hashable
-        statement = _one_row_move(mapped, shape, target, state_column, tuple(values))
+        statement = _one_row_move(mapped, shape, target, state_column, tuple(values), where)
         params = {f"v_{name}": value for name, value in values.items()}
-        return (await session.execute(statement, {"row_id": row_id, **params})).scalar_one_or_none()
+        return (
+            await session.execute(statement, {"row_id": row_id, **params, **(where_params or {})})
+        ).scalar_one_or_none()
     statement = (
         _moving(model, table, target, (_key(model) == row_id, *where), state_column, values)
         .returning(model)
@@ -159,7 +187,12 @@ async def compare_and_set(
 
 @functools.lru_cache(maxsize=1024)
 def _one_row_move(
-    model: type[Any], shape: tuple[Any, ...], target: Any, state_column: str, names: tuple[str, ...]
+    model: type[Any],
+    shape: tuple[Any, ...],
+    target: Any,
+    state_column: str,
+    names: tuple[str, ...],
+    where: tuple[Any, ...] = (),
 ) -> Any:
     """compare_and_set's statement for one row by id setting `names` (each bound as `v_<name>`, the row id
     as `row_id`); `shape` is the table (no target) or the target's sources, so one shape is one statement.
@@ -168,11 +201,11 @@ def _one_row_move(
         {to: frozenset(froms) for to, froms in shape} if target is None else {target: frozenset(shape)}
     )
     values: dict[str, Any] = {name: bindparam(f"v_{name}") for name in names}
-    return (
-        _moving(model, table, target, (_key(model) == bindparam("row_id"),), state_column, values)
-        .returning(model)
-        .execution_options(populate_existing=True)
-    )
+    by_id = (_key(model) == bindparam("row_id"), *where)
+    moving = _core_moving(model, table, target, by_id, state_column, values)
+    # The row comes back as the session's object, refreshed (the ORM reads the Core statement's RETURNING).
+    mapped = inspect(model).local_table
+    return select(model).from_statement(moving.returning(*mapped.c)).execution_options(populate_existing=True)
 
 
 async def compare_and_set_where(
@@ -200,8 +233,9 @@ def batch_move(
     **values: Any,
 ) -> Any:
     """`compare_and_set_where`'s statement, for a move a caller runs often: built once with bound parameters
-    (`bindparam`, named unlike any column) in `where` and `values`, run by `moved`."""
-    return _moving(model, table, target, where, state_column, values).returning(_key(model))
+    (`bindparam`, named unlike any column) in `where` and `values`, run by `moved`. `where` names the
+    table's columns (`model.__table__.c`: see `_core_moving`)."""
+    return _core_moving(model, table, target, where, state_column, values).returning(_key(model))
 
 
 async def moved(session: AsyncSession, statement: Any, params: Mapping[str, Any]) -> list[str]:

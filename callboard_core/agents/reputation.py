@@ -26,6 +26,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from callboard_core import clock
 from callboard_core.agents.models import Agent, AgentCapability, CapabilitySource
+from callboard_core.db.lookup import by_pk
 
 COMPLETION_WEIGHT = 1.0
 WIN_WEIGHT = 3.0  # on top of the completion: a won job counts 4
@@ -69,7 +70,7 @@ async def capability_standing(session: AsyncSession, agent_id: str, tag_id: str 
     """The worker's standing for a job's capability tag."""
     if tag_id is None:
         return UNTAGGED
-    link = await session.get(AgentCapability, (agent_id, tag_id))
+    link = await by_pk(session, AgentCapability, (agent_id, tag_id))
     if link is None:
         return CapabilityStanding(rookie=True, reputation=0.0)
     return CapabilityStanding(rookie=False, reputation=link.reputation)
@@ -95,7 +96,7 @@ async def _add(
     """Add an event's weight, forward-decayed, to the agent and to its link for the tag (if it has one)."""
     amount = weight * growth()
     agent.reputation_score = (agent.reputation_score or 0.0) + amount
-    link = await session.get(AgentCapability, (agent.id, tag_id)) if tag_id else None
+    link = await by_pk(session, AgentCapability, (agent.id, tag_id)) if tag_id else None
     if link is not None:
         link.reputation = (link.reputation or 0.0) + amount
     return link
@@ -115,7 +116,7 @@ async def record_completion(
     agent.win_count += int(won)
     agent.success_rate = agent.win_count / agent.total_tasks
     # Held here: the session's identity map keeps an unchanged row only while someone refers to it.
-    held = await session.get(AgentCapability, (agent.id, tag_id)) if tag_id else None
+    held = await by_pk(session, AgentCapability, (agent.id, tag_id)) if tag_id else None
     if tag_id and tag_slug and won and held is None:
         held = new_link(agent, tag_id, tag_slug, CapabilitySource.EARNED)
         session.add(held)
@@ -128,20 +129,20 @@ async def record_completion(
 
 async def record_expiry(session: AsyncSession, agent_id: str, tag_id: str | None) -> None:
     """An admitted slot that ended without a submission because a deadline passed."""
-    agent = await session.get(Agent, agent_id)
+    agent = await by_pk(session, Agent, agent_id)
     if agent is not None:
         await _add(session, agent, tag_id, EXPIRY_WEIGHT)
 
 
 async def record_dispute_lost(session: AsyncSession, agent_id: str, tag_id: str | None) -> None:
     """A dispute staff settled against the worker (the disputes issue calls this)."""
-    agent = await session.get(Agent, agent_id)
+    agent = await by_pk(session, Agent, agent_id)
     if agent is not None:
         await _add(session, agent, tag_id, DISPUTE_LOST_WEIGHT)
 
 
 async def record_correction(session: AsyncSession, agent_id: str, tag_id: str | None, delta: float) -> None:
     """A staff correction of `delta` reputation points as of now (the staff console audits who and why)."""
-    agent = await session.get(Agent, agent_id)
+    agent = await by_pk(session, Agent, agent_id)
     if agent is not None:
         await _add(session, agent, tag_id, delta)

@@ -104,6 +104,9 @@ def _on_execute(state: ORMExecuteState) -> None:
     if state.execution_options.get("cache_neutral"):
         return
     statement = state.statement
+    inner = getattr(statement, "element", None)  # an ORM read of a DML statement's RETURNING (states)
+    if isinstance(inner, Insert | Update | Delete):
+        statement = inner
     if isinstance(statement, Insert | Update | Delete):
         table = getattr(statement.table, "name", None)
         if table is None:

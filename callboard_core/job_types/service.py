@@ -21,6 +21,7 @@ from jsonschema.exceptions import ValidationError as SchemaError
 from sqlalchemy import bindparam, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from callboard_core.db.lookup import by_pk
 from callboard_core.db.readcache import ReadCache
 from callboard_core.db.scopes import TAXONOMY
 from callboard_core.errors import NotFound, ValidationFailed, field_error
@@ -125,7 +126,7 @@ async def active_ref(
 
 async def get(session: AsyncSession, type_id: str) -> JobType:
     """A job type by id, active or not (a job keeps the type it was created with)."""
-    job_type = await session.get(JobType, type_id)
+    job_type = await by_pk(session, JobType, type_id)
     if job_type is None:
         raise NotFound("No such job type.", code="job_type_not_found", jobTypeId=type_id)
     return job_type

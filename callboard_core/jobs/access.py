@@ -14,6 +14,7 @@ from sqlalchemy.orm import raiseload
 
 from callboard_core.agents.models import Agent, AgentStatus
 from callboard_core.agents.service import ask_owner_for_work
+from callboard_core.db.lookup import by_pk
 from callboard_core.db.readcache import ReadCache
 from callboard_core.db.scopes import AGENT_STANDING
 from callboard_core.errors import Conflict, Forbidden, NotFound
@@ -59,7 +60,7 @@ async def owned_agent(
 ) -> Agent:
     """The agent the actor acts as: the calling agent itself, or one of the signed-in owner's agents; with its
     capability links only when asked (`capabilities`: home and discovery read them, actions do not)."""
-    agent = await session.get(Agent, agent_id, options=() if capabilities else WITHOUT_CAPABILITIES)
+    agent = await by_pk(session, Agent, agent_id, options=() if capabilities else WITHOUT_CAPABILITIES)
     if agent is None or agent.deleted_at is not None or not may_act_for(actor, agent):
         raise NotFound(f"No such {what}.", code="agent_not_found")
     return agent
@@ -92,9 +93,9 @@ async def worker_row(
 ) -> tuple[Row, Agent]:
     """A row that belongs to a worker (its `worker_agent_id`), with that worker, if the actor is the worker
     or its owner; otherwise the row does not exist for this actor (404 with `code`)."""
-    row: Any = await session.get(model, row_id)
+    row: Any = await by_pk(session, model, row_id)
     agent = (
-        await session.get(Agent, row.worker_agent_id, options=WITHOUT_CAPABILITIES)
+        await by_pk(session, Agent, row.worker_agent_id, options=WITHOUT_CAPABILITIES)
         if row is not None
         else None
     )

@@ -15,7 +15,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import case, func, insert, select, update
+from sqlalchemy import bindparam, case, func, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from callboard_core import clock, states
@@ -336,21 +336,26 @@ async def end_slot(
     return True
 
 
+def _count(model: type[ParticipationSlot | JobApplication], *where: Any) -> Any:
+    return (
+        select(func.count())
+        .select_from(model)
+        .where(model.job_id == bindparam("p_job"), *where)
+        .scalar_subquery()
+    )
+
+
+# Every submit and every slot's end asks it: built once.
+_WORK_COUNTS = select(
+    _count(ParticipationSlot, states.one_of(ParticipationSlot.status, LIVE_SLOTS)),
+    _count(JobApplication, JobApplication.status == ApplicationStatus.WAITLISTED),
+    _count(ParticipationSlot, ParticipationSlot.status == SlotStatus.SUBMITTED),
+)
+
+
 async def _work_counts(session: AsyncSession, job_id: str) -> tuple[int, int, int]:
     """(slots still working, applications waitlisted, slots submitted) of a job, in one statement."""
-
-    def count(model: type[ParticipationSlot | JobApplication], *where: Any) -> Any:
-        return select(func.count()).select_from(model).where(model.job_id == job_id, *where).scalar_subquery()
-
-    live, waiting, submitted = (
-        await session.execute(
-            select(
-                count(ParticipationSlot, ParticipationSlot.status.in_(LIVE_SLOTS)),
-                count(JobApplication, JobApplication.status == ApplicationStatus.WAITLISTED),
-                count(ParticipationSlot, ParticipationSlot.status == SlotStatus.SUBMITTED),
-            )
-        )
-    ).one()
+    live, waiting, submitted = (await session.execute(_WORK_COUNTS, {"p_job": job_id})).one()
     return int(live), int(waiting), int(submitted)
 
 

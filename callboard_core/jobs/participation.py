@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any, cast
 
-from sqlalchemy import ColumnElement, or_, select, update
+from sqlalchemy import ColumnElement, Table, bindparam, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from callboard_core import clock, states
@@ -13,6 +14,7 @@ from callboard_core.agents.models import Agent
 from callboard_core.blobs import BlobStore
 from callboard_core.config import Settings
 from callboard_core.db.engine import writes_serialised
+from callboard_core.db.lookup import by_pk
 from callboard_core.db.uow import add_or_conflict
 from callboard_core.errors import Conflict, Forbidden, NotFound, ValidationFailed
 from callboard_core.files import service as files
@@ -46,6 +48,46 @@ from callboard_core.principals import SYSTEM, Actor
 from callboard_core.schemas import JsonObject
 
 # --- views ---------------------------------------------------------------------------------------
+
+
+# Deadline guards of a slot's moves, on the table's columns and built once (states.compare_and_set).
+_SLOT_COLUMNS = cast(Table, ParticipationSlot.__table__).c
+_ACK_IN_TIME = _SLOT_COLUMNS.acknowledge_by >= bindparam("w_now")
+_WORK_IN_TIME = or_(
+    _SLOT_COLUMNS.work_deadline_at.is_(None), _SLOT_COLUMNS.work_deadline_at >= bindparam("w_now")
+)
+
+_APPLICATION_OF = select(JobApplication).where(
+    JobApplication.job_id == bindparam("p_job"), JobApplication.worker_agent_id == bindparam("p_worker")
+)
+
+
+def _take_place(new_worker: bool) -> Any:
+    """An application's place in the job's pool, by a guarded increment (applicationCap; a seasoned worker
+    also leaves the places held for new workers), built once per kind of worker on the table's columns
+    (an ORM-enabled UPDATE would compute its cache key on every run: states._core_moving)."""
+    jobs = cast(Table, Job.__table__).c
+    cond = [
+        jobs.id == bindparam("p_job"),
+        jobs.status == JobStatus.ADMISSION_OPEN.value,
+        jobs.application_count < jobs.application_cap,
+    ]
+    if not new_worker:
+        cond.append(
+            jobs.application_count - jobs.new_worker_application_count
+            < jobs.application_cap - jobs.new_worker_reserved_application_count
+        )
+    return (
+        update(cast(Table, Job.__table__))
+        .where(*cond)
+        .values(
+            application_count=jobs.application_count + 1,
+            new_worker_application_count=jobs.new_worker_application_count + int(new_worker),
+        )
+    )
+
+
+_TAKE_PLACE = {kind: _take_place(kind) for kind in (False, True)}
 
 
 def application_view(app: JobApplication, slot_id: str | None = None) -> job_schemas.ApplicationView:
@@ -168,7 +210,7 @@ async def apply(
     held back for workers with no completed job), never to a job of the worker's own owner."""
     worker = await acting_agent(session, actor, worker_agent_id)
     require_can_work(worker, role="worker")
-    job = await session.get(Job, job_id)
+    job = await by_pk(session, Job, job_id)
     # Drafts, starter jobs and other workers' Direct Hires are invisible; a closed job says so (409 below).
     if (
         job is None
@@ -180,11 +222,7 @@ async def apply(
     if job.owner_id is not None and job.owner_id == worker.owner_id:
         raise Forbidden("An agent cannot apply to a job of its own owner.", code="own_job")
     existing = (
-        await session.scalars(
-            select(JobApplication).where(
-                JobApplication.job_id == job.id, JobApplication.worker_agent_id == worker.id
-            )
-        )
+        await session.scalars(_APPLICATION_OF, {"p_job": job.id, "p_worker": worker.id})
     ).one_or_none()
     if existing is not None:
         raise Conflict(
@@ -207,25 +245,7 @@ async def apply(
         )
     standing = await reputation.capability_standing(session, worker.id, job.capability_tag_id)
     new_worker = reputation.is_new_worker(worker)
-    cond = [
-        Job.id == job.id,
-        Job.status == JobStatus.ADMISSION_OPEN,
-        Job.application_count < Job.application_cap,
-    ]
-    if not new_worker:
-        cond.append(
-            Job.application_count - Job.new_worker_application_count
-            < Job.application_cap - Job.new_worker_reserved_application_count
-        )
-    taken = await session.execute(
-        update(Job)
-        .where(*cond)
-        .values(
-            application_count=Job.application_count + 1,
-            new_worker_application_count=Job.new_worker_application_count + int(new_worker),
-        )
-        .execution_options(synchronize_session=False)
-    )
+    taken = await session.execute(_TAKE_PLACE[new_worker], {"p_job": job.id})
     if not taken.rowcount:  # type: ignore[attr-defined]
         await session.refresh(job)
         if job.status != JobStatus.ADMISSION_OPEN:
@@ -455,7 +475,8 @@ async def acknowledge(session: AsyncSession, actor: Actor, slot_id: str) -> job_
         slot.id,
         SLOT_MOVES,
         SlotStatus.ACKNOWLEDGED,
-        ParticipationSlot.acknowledge_by >= now,
+        _ACK_IN_TIME,
+        where_params={"w_now": now},
         acknowledged_at=now,
         work_deadline_at=deadline,
         updated_at=now,
@@ -662,7 +683,8 @@ async def submit(
         slot.id,
         SLOT_MOVES,
         SlotStatus.SUBMITTED,
-        or_(ParticipationSlot.work_deadline_at.is_(None), ParticipationSlot.work_deadline_at >= now),
+        _WORK_IN_TIME,
+        where_params={"w_now": now},
         submitted_at=now,
         updated_at=now,
     )

@@ -3,9 +3,9 @@ released artifact. A closed job's completions go to the workers' records (agents
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import and_, bindparam, case, or_, select, update
+from sqlalchemy import Table, and_, bindparam, case, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm.attributes import set_committed_value
 
@@ -14,6 +14,7 @@ from callboard_core.agents import reputation
 from callboard_core.agents.models import Agent
 from callboard_core.blobs import BlobStore
 from callboard_core.config import Settings
+from callboard_core.db.lookup import by_pk
 from callboard_core.db.uow import add_or_conflict
 from callboard_core.errors import Conflict, NotFound, ValidationFailed
 from callboard_core.files import service as files
@@ -249,40 +250,40 @@ async def submitter_ids(session: AsyncSession, job_id: str) -> list[str]:
 
 # What closing a job moves, built once: its submissions (without a winner: every one NOT_AWARDED; with one,
 # `_DECIDE`), then the slots and applications left.
+_SUBMISSIONS = cast(Table, Submission.__table__).c  # built-once statements name table columns (states)
 _NOT_AWARDED = states.batch_move(
     Submission,
     SUBMISSION_MOVES,
     SubmissionStatus.NOT_AWARDED,
-    Submission.job_id == bindparam("p_job"),
+    _SUBMISSIONS.job_id == bindparam("p_job"),
     decided_at=bindparam("p_now"),
 )
 # An award decides every submission of the job in one statement: the winner AWARDED (from its table's
 # sources), every other one NOT_AWARDED (from theirs). Before a job closes all its submissions are
 # SUBMITTED, so the rows it returns are all of them: the submitters, without another read.
 _DECIDE = (
-    update(Submission)
+    update(cast(Table, Submission.__table__))
     .where(
-        Submission.job_id == bindparam("p_job"),
+        _SUBMISSIONS.job_id == bindparam("p_job"),
         or_(
             and_(
-                Submission.id == bindparam("p_winner"),
-                states.one_of(Submission.status, SUBMISSION_MOVES[SubmissionStatus.AWARDED]),
+                _SUBMISSIONS.id == bindparam("p_winner"),
+                states.one_of(_SUBMISSIONS.status, SUBMISSION_MOVES[SubmissionStatus.AWARDED]),
             ),
             and_(
-                Submission.id != bindparam("p_winner"),
-                states.one_of(Submission.status, SUBMISSION_MOVES[SubmissionStatus.NOT_AWARDED]),
+                _SUBMISSIONS.id != bindparam("p_winner"),
+                states.one_of(_SUBMISSIONS.status, SUBMISSION_MOVES[SubmissionStatus.NOT_AWARDED]),
             ),
         ),
     )
     .values(
         status=case(
-            (Submission.id == bindparam("p_winner"), SubmissionStatus.AWARDED.value),
+            (_SUBMISSIONS.id == bindparam("p_winner"), SubmissionStatus.AWARDED.value),
             else_=SubmissionStatus.NOT_AWARDED.value,
         ),
         decided_at=bindparam("p_now"),
     )
-    .returning(Submission.id, Submission.worker_agent_id)
-    .execution_options(synchronize_session=False)
+    .returning(_SUBMISSIONS.id, _SUBMISSIONS.worker_agent_id)
 )
 
 
@@ -306,7 +307,7 @@ _CLOSING_MOVES = (
         ParticipationSlot,
         SLOT_MOVES,
         SlotStatus.WITHDRAWN,
-        ParticipationSlot.job_id == bindparam("p_job"),
+        cast(Table, ParticipationSlot.__table__).c.job_id == bindparam("p_job"),
         ended_at=bindparam("p_now"),
         end_reason="job_closed",
         updated_at=bindparam("p_now"),
@@ -315,7 +316,7 @@ _CLOSING_MOVES = (
         JobApplication,
         APPLICATION_MOVES,
         ApplicationStatus.NOT_ADMITTED,
-        JobApplication.job_id == bindparam("p_job"),
+        cast(Table, JobApplication.__table__).c.job_id == bindparam("p_job"),
         decided_at=bindparam("p_now"),
         updated_at=bindparam("p_now"),
     ),
@@ -340,7 +341,7 @@ async def _close_work(
     if job.is_starter or not count:
         return submitters
     for agent_id in submitters:
-        agent = await session.get(Agent, agent_id)
+        agent = await by_pk(session, Agent, agent_id)
         if agent is None:
             continue
         await reputation.record_completion(
@@ -416,7 +417,7 @@ async def award_submission(
         closed_at=now,
         awarded_submission_id=submission.id,
     )
-    worker = await session.get(Agent, submission.worker_agent_id, options=WITHOUT_CAPABILITIES)
+    worker = await by_pk(session, Agent, submission.worker_agent_id, options=WITHOUT_CAPABILITIES)
     assert worker is not None
     # A paid job's escrow pays the worker's owner and the fee.
     if reopened:

@@ -19,6 +19,7 @@ from callboard_core.blobs import BlobStore
 from callboard_core.capabilities.models import CapabilityTag, TaxonomyStatus
 from callboard_core.config import Settings
 from callboard_core.db.engine import writes_serialised
+from callboard_core.db.lookup import by_pk
 from callboard_core.db.readcache import ReadCache
 from callboard_core.db.rows import insert_rows
 from callboard_core.db.scopes import TAXONOMY
@@ -132,7 +133,7 @@ def preview(job: Job, *, rookie: bool = False) -> job_schemas.JobPreview:
 
 
 async def get(session: AsyncSession, job_id: str) -> Job:
-    job = await session.get(Job, job_id)
+    job = await by_pk(session, Job, job_id)
     if job is None:
         raise NotFound("No such job.", code="job_not_found")
     return job
@@ -465,7 +466,7 @@ async def update_draft(
     job = await requester_job(session, actor, job_id)
     if job.status != JobStatus.DRAFT:
         raise Conflict("Only a draft can be edited.", code="invalid_state", current_state=job.status)
-    requester = await session.get(Agent, job.requester_agent_id, options=WITHOUT_CAPABILITIES)
+    requester = await by_pk(session, Agent, job.requester_agent_id, options=WITHOUT_CAPABILITIES)
     assert requester is not None
     await _apply_fields(session, job, body, requester)
     _check_schedule(job, clock.now())
@@ -502,7 +503,7 @@ async def prepare_publish(
     hashed = await files.prehash(blobs, await files.list_for_job(session, job.id))
     if job.reward_amount_cents <= 0:
         return PublishPrep(hashed)  # no payment to prepare: publish makes every check
-    requester = await session.get(Agent, job.requester_agent_id, options=WITHOUT_CAPABILITIES)
+    requester = await by_pk(session, Agent, job.requester_agent_id, options=WITHOUT_CAPABILITIES)
     assert requester is not None
     require_can_work(requester, role="requester")
     _check_schedule(job, clock.now(), publishing=True)
@@ -529,7 +530,7 @@ async def publish(
     prepared = prepared or PublishPrep()
     job = await requester_job(session, actor, job_id, for_update=True)
     check_job("publish", job.status, JobStatus.ADMISSION_OPEN, job_id=job.id)
-    requester = await session.get(Agent, job.requester_agent_id, options=WITHOUT_CAPABILITIES)
+    requester = await by_pk(session, Agent, job.requester_agent_id, options=WITHOUT_CAPABILITIES)
     assert requester is not None
     require_can_work(requester, role="requester")
     now = clock.now()

@@ -33,6 +33,7 @@ from callboard_core import clock, states
 from callboard_core.agents.models import Agent
 from callboard_core.billing import service as billing
 from callboard_core.billing.models import BuyerProfile
+from callboard_core.db.lookup import by_pk
 from callboard_core.db.rows import insert_rows
 from callboard_core.db.uow import UnitsOfWork
 from callboard_core.errors import Conflict, NotFound, PaymentNotReady, PrepareFirst, field_error
@@ -151,7 +152,7 @@ async def _standing(
 ) -> Standing:
     """What the checks read, and only that: a spent total is summed only when a cap needs it, and the
     balance is read only `with_balance` (the write step lets the reserve's guarded debit decide first)."""
-    agent = await session.get(Agent, job.requester_agent_id)
+    agent = await by_pk(session, Agent, job.requester_agent_id)
     assert agent is not None
     now = clock.now()
     owner = job.owner_id
