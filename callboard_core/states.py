@@ -115,35 +115,21 @@ def _moving(
     where: tuple[ColumnElement[bool], ...],
     state_column: str,
     values: dict[str, Any],
+    *,
+    core: bool = False,
 ) -> Any:
-    column = getattr(model, state_column)
-    return (
-        update(model)
-        .where(one_of(column, sources(table, target)), *where)
-        .values({state_column: _target_expression(table, column, target), **values})
-        .execution_options(synchronize_session=False)
-    )
-
-
-def _core_moving(
-    model: type[Any],
-    table: Table[State],
-    target: State | None,
-    where: tuple[ColumnElement[bool], ...],
-    state_column: str,
-    values: dict[str, Any],
-) -> Any:
-    """`_moving` on the model's table, for a statement built once: its `where` must name the table's columns
-    (`model.__table__.c`), not the mapped attributes. An UPDATE that names a mapped class or attribute is
-    ORM-enabled, and the ORM annotates it afresh on every run, so SQLAlchemy computes its cache key every
-    time (~0.1 ms for a wide table); a Core statement's key is computed once."""
-    mapped = inspect(model).local_table
-    column = mapped.c[state_column]
-    return (
-        update(mapped)
+    """The guarded move's UPDATE. `core`: on the model's table, for a statement built once, whose `where`
+    then names the table's columns (`model.__table__.c`), not the mapped attributes: an UPDATE that names a
+    mapped class or attribute is ORM-enabled, and the ORM annotates it afresh on every run, so SQLAlchemy
+    computes its cache key every time (~0.1 ms for a wide table); a Core statement's key is computed once."""
+    subject: Any = inspect(model).local_table if core else model
+    column = subject.c[state_column] if core else getattr(model, state_column)
+    statement = (
+        update(subject)
         .where(one_of(column, sources(table, target)), *where)
         .values({state_column: _target_expression(table, column, target), **values})
     )
+    return statement if core else statement.execution_options(synchronize_session=False)
 
 
 async def compare_and_set(
@@ -202,7 +188,7 @@ def _one_row_move(
     )
     values: dict[str, Any] = {name: bindparam(f"v_{name}") for name in names}
     by_id = (_key(model) == bindparam("row_id"), *where)
-    moving = _core_moving(model, table, target, by_id, state_column, values)
+    moving = _moving(model, table, target, by_id, state_column, values, core=True)
     # The row comes back as the session's object, refreshed (the ORM reads the Core statement's RETURNING).
     mapped = inspect(model).local_table
     return select(model).from_statement(moving.returning(*mapped.c)).execution_options(populate_existing=True)
@@ -234,8 +220,8 @@ def batch_move(
 ) -> Any:
     """`compare_and_set_where`'s statement, for a move a caller runs often: built once with bound parameters
     (`bindparam`, named unlike any column) in `where` and `values`, run by `moved`. `where` names the
-    table's columns (`model.__table__.c`: see `_core_moving`)."""
-    return _core_moving(model, table, target, where, state_column, values).returning(_key(model))
+    table's columns (`model.__table__.c`: see `_moving`)."""
+    return _moving(model, table, target, where, state_column, values, core=True).returning(_key(model))
 
 
 async def moved(session: AsyncSession, statement: Any, params: Mapping[str, Any]) -> list[str]:

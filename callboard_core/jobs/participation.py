@@ -65,7 +65,7 @@ _APPLICATION_OF = select(JobApplication).where(
 def _take_place(new_worker: bool) -> Any:
     """An application's place in the job's pool, by a guarded increment (applicationCap; a seasoned worker
     also leaves the places held for new workers), built once per kind of worker on the table's columns
-    (an ORM-enabled UPDATE would compute its cache key on every run: states._core_moving)."""
+    (an ORM-enabled UPDATE would compute its cache key on every run: states._moving)."""
     jobs = cast(Table, Job.__table__).c
     cond = [
         jobs.id == bindparam("p_job"),
