@@ -7,8 +7,11 @@ from __future__ import annotations
 from typing import Any
 
 import httpx
+import pytest
 from sqlalchemy import select, update
 
+from callboard_core.agents import reputation
+from callboard_core.agents.models import Agent, AgentCapability
 from callboard_core.container import Core
 from callboard_core.jobs.models import Award, Submission
 from tests.jobs_helpers import all_submit, create_published, new_agent, new_owner
@@ -64,3 +67,25 @@ async def test_a_winner_its_table_refuses_is_a_409_and_nothing_is_kept(
     assert got["status"] == "IN_REVIEW"
     async with core.uow(write=False) as uow:
         assert await uow.session.scalar(select(Award.id).where(Award.job_id == job["id"])) is None
+
+
+async def test_the_award_counts_every_submitters_completion_and_the_winners_win(
+    app: Any, core: Core, client: httpx.AsyncClient, frozen_clock: Any
+) -> None:
+    """The completions are counted in two statements for all submitters (agents/reputation.py): each has
+    one job done; the winner a win, a success rate of 1 and 1 + 3 reputation, the others 0 and 1; the
+    job's capability counted under each one's link (every worker here declared `python`)."""
+    requester, workers, job, (winner, *_) = await _in_review(app, core, client, 3)
+    r = await client.post(
+        f"/api/v2/jobs/{job['id']}/award", json={"submissionId": winner}, headers=requester.h
+    )
+    assert r.status_code == 200, r.text
+    async with core.uow(write=False) as uow:
+        for worker, won in zip(workers, (True, False, False), strict=True):
+            agent = await uow.session.get(Agent, worker.id)
+            link = await uow.session.get(AgentCapability, (worker.id, job["capabilityTagId"]))
+            assert agent is not None and link is not None
+            assert (agent.total_tasks, agent.win_count, agent.success_rate) == (1, int(won), float(won))
+            assert reputation.current(agent.reputation_score) == pytest.approx(4.0 if won else 1.0)
+            assert (link.completed_count, link.win_count) == (1, int(won))
+            assert reputation.current(link.reputation) == pytest.approx(4.0 if won else 1.0)

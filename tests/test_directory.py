@@ -229,7 +229,7 @@ async def test_reputation_decays_by_half_every_half_life(core: Any, app: Any, fr
     async with core.uow() as uow:
         agent = await uow.session.get(Agent, worker.id)
         assert agent is not None
-        await reputation.record_completion(uow.session, agent, won=True)  # 1 + 3
+        await reputation.record_completions(uow.session, [agent.id], winner=agent.id)  # 1 + 3
         await reputation.record_expiry(uow.session, worker.id, None)  # -1
         stored = agent.reputation_score
     assert reputation.current(stored) == pytest.approx(3.0)
@@ -238,7 +238,7 @@ async def test_reputation_decays_by_half_every_half_life(core: Any, app: Any, fr
     async with core.uow() as uow:
         agent = await uow.session.get(Agent, worker.id)
         assert agent is not None
-        await reputation.record_completion(uow.session, agent, won=False)  # a fresh +1 weighs in full
+        await reputation.record_completions(uow.session, [agent.id], winner=None)  # a fresh +1 weighs in full
         assert reputation.current(agent.reputation_score) == pytest.approx(2.5)
 
 
@@ -260,7 +260,7 @@ async def test_a_profile_shows_public_facts_only(app: Any, core: Any, client: ht
     async with core.uow() as uow:
         agent = await uow.session.get(Agent, worker.id)
         assert agent is not None
-        await reputation.record_completion(uow.session, agent, won=True)
+        await reputation.record_completions(uow.session, [agent.id], winner=agent.id)
         handle = agent.handle
     r = await client.get(f"/api/v2/directory/agents/{handle}")
     assert r.status_code == 200, r.text

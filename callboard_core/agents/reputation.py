@@ -19,14 +19,21 @@ one copied later.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import Any, cast
 
+from sqlalchemy import Float, Table, bindparam, case, func, update
+from sqlalchemy import cast as cast_
+from sqlalchemy import inspect as sa_inspect
 from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.orm.attributes import set_committed_value
 
 from callboard_core import clock
 from callboard_core.agents.models import Agent, AgentCapability, CapabilitySource
 from callboard_core.db.lookup import by_pk
+from callboard_core.db.rows import insert_rows
 
 COMPLETION_WEIGHT = 1.0
 WIN_WEIGHT = 3.0  # on top of the completion: a won job counts 4
@@ -102,29 +109,95 @@ async def _add(
     return link
 
 
-async def record_completion(
+async def record_completions(
     session: AsyncSession,
-    agent: Agent,
+    agent_ids: Sequence[str],
     *,
-    won: bool,
+    winner: str | None,
     tag_id: str | None = None,
     tag_slug: str | None = None,
 ) -> None:
-    """Count one completed job for the agent (and under the job's capability tag, when it has one); a win
-    under a tag the worker lacks earns the tag (source `earned`)."""
-    agent.total_tasks += 1
-    agent.win_count += int(won)
-    agent.success_rate = agent.win_count / agent.total_tasks
-    # Held here: the session's identity map keeps an unchanged row only while someone refers to it.
-    held = await by_pk(session, AgentCapability, (agent.id, tag_id)) if tag_id else None
-    if tag_id and tag_slug and won and held is None:
-        held = new_link(agent, tag_id, tag_slug, CapabilitySource.EARNED)
-        session.add(held)
-        await session.flush()
-    link = await _add(session, agent, tag_id, COMPLETION_WEIGHT + (WIN_WEIGHT if won else 0.0))
-    if link is not None:
-        link.completed_count = (link.completed_count or 0) + 1
-        link.win_count = (link.win_count or 0) + int(won)
+    """Count one completed job for each of these agents (a job's submitters; `winner` won it), and under
+    the job's capability tag when it has one; a win under a tag the winner lacks earns the tag (source
+    `earned`). Two guarded-free increments in SQL whatever the number of agents (no read first, no unit of
+    work): the figures the session holds are set from what the statements return."""
+    if not agent_ids:
+        return
+    now_growth = growth()
+    params = {
+        "p_ids": list(agent_ids),
+        "p_winner": winner or "",
+        "p_amount": COMPLETION_WEIGHT * now_growth,
+        "p_win_amount": (COMPLETION_WEIGHT + WIN_WEIGHT) * now_growth,
+    }
+    _refresh(session, Agent, await session.execute(_COMPLETED_AGENTS, params))
+    if not tag_id:
+        return
+    links = await session.execute(_COMPLETED_LINKS, {**params, "p_tag": tag_id})
+    counted = _refresh(session, AgentCapability, links, key=lambda row: (row.agent_id, tag_id))
+    if winner and tag_slug and winner in agent_ids and winner not in counted:
+        agent = await by_pk(session, Agent, winner)
+        if agent is not None:
+            link = new_link(agent, tag_id, tag_slug, CapabilitySource.EARNED)
+            link.completed_count, link.win_count = 1, 1
+            link.reputation = (COMPLETION_WEIGHT + WIN_WEIGHT) * now_growth
+            await insert_rows(session, [link])
+
+
+def _refresh(session: AsyncSession, model: type[Any], rows: Any, key: Any = None) -> set[str]:
+    """Set the returned figures on the session's copies of these rows (a Core UPDATE synchronises none);
+    the ids of the rows the statement moved."""
+    moved = set()
+    identity = session.sync_session.identity_map
+    mapper = sa_inspect(model)
+    for row in rows:
+        values = row._mapping
+        first = values[mapper.primary_key[0].key]
+        moved.add(str(first))
+        held = identity.get(mapper.identity_key_from_primary_key(key(row) if key else (first,)))
+        if held is not None:
+            for name, value in values.items():
+                set_committed_value(held, name, value)
+    return moved
+
+
+def _completion_case(column: Any) -> Any:
+    return case((column == bindparam("p_winner"), 1), else_=0)
+
+
+def _gain(column: Any) -> Any:
+    amount, win_amount = bindparam("p_amount", type_=Float()), bindparam("p_win_amount", type_=Float())
+    return case((column == bindparam("p_winner"), win_amount), else_=amount)
+
+
+_AGENTS = cast(Table, Agent.__table__).c
+_LINKS = cast(Table, AgentCapability.__table__).c
+# Every award and every closed job with submissions runs these: built once, on the tables (states._moving).
+_COMPLETED_AGENTS = (
+    update(cast(Table, Agent.__table__))
+    .where(_AGENTS.id.in_(bindparam("p_ids", expanding=True)))
+    .values(
+        total_tasks=_AGENTS.total_tasks + 1,
+        win_count=_AGENTS.win_count + _completion_case(_AGENTS.id),
+        # SET reads the row as it was: the new success rate from the old counts
+        success_rate=cast_(_AGENTS.win_count + _completion_case(_AGENTS.id), Float)
+        / (_AGENTS.total_tasks + 1),
+        reputation_score=func.coalesce(_AGENTS.reputation_score, 0.0) + _gain(_AGENTS.id),
+    )
+    .returning(
+        _AGENTS.id, _AGENTS.total_tasks, _AGENTS.win_count, _AGENTS.success_rate, _AGENTS.reputation_score
+    )
+)
+_COMPLETED_LINKS = (
+    update(cast(Table, AgentCapability.__table__))
+    .where(_LINKS.tag_id == bindparam("p_tag"), _LINKS.agent_id.in_(bindparam("p_ids", expanding=True)))
+    .values(
+        completed_count=func.coalesce(_LINKS.completed_count, 0) + 1,
+        win_count=func.coalesce(_LINKS.win_count, 0) + _completion_case(_LINKS.agent_id),
+        reputation=func.coalesce(_LINKS.reputation, 0.0) + _gain(_LINKS.agent_id),
+    )
+    .returning(_LINKS.agent_id, _LINKS.completed_count, _LINKS.win_count, _LINKS.reputation)
+)
 
 
 async def record_expiry(session: AsyncSession, agent_id: str, tag_id: str | None) -> None:

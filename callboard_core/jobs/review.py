@@ -340,18 +340,13 @@ async def _close_work(
         await states.moved(session, statement, params)
     if job.is_starter or not count:
         return submitters
-    for agent_id in submitters:
-        agent = await by_pk(session, Agent, agent_id)
-        if agent is None:
-            continue
-        await reputation.record_completion(
-            session,
-            agent,
-            won=winner is not None and winner.worker_agent_id == agent_id,
-            tag_id=job.capability_tag_id,
-            tag_slug=job.capability_slug,
-        )
-    await session.flush()
+    await reputation.record_completions(
+        session,
+        submitters,
+        winner=winner.worker_agent_id if winner is not None else None,
+        tag_id=job.capability_tag_id,
+        tag_slug=job.capability_slug,
+    )
     return submitters
 
 
