@@ -132,6 +132,10 @@ async def test_outbox_email_is_delivered_in_the_transaction_that_raised_it(
         ).all()
         address = await uow.session.scalar(select(User.email).where(User.id == worker_owner.user_id))
     assert [tuple(row) for row in sent] == [("Your agent won: Count the apples", address)]
+    # Written SENT with its mail (no claim statement: MailInTransaction), so the worker's pass finds nothing.
+    from callboard_core.owner_notifications import delivery
+
+    assert await delivery.deliver_due(core, core.mailer, core.settings) == 0
 
 
 async def test_notes_raised_at_commit_are_written_once_together_and_not_at_all_on_rollback(

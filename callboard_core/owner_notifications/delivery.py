@@ -13,6 +13,7 @@ import html
 import logging
 from collections.abc import Callable, Coroutine, Iterator, Mapping
 from datetime import datetime, timedelta
+from types import SimpleNamespace
 from typing import Any, cast
 
 from sqlalchemy import ColumnElement, Table, and_, bindparam, or_, select, update
@@ -23,7 +24,11 @@ from callboard_core.config import Settings
 from callboard_core.db.uow import UnitsOfWork, after_commit, before_commit
 from callboard_core.mail.service import Mail, Mailer
 from callboard_core.owner_notifications.models import OwnerNotification
-from callboard_core.owner_notifications.service import EmailNotificationQueued, unsubscribe_token
+from callboard_core.owner_notifications.service import (
+    EmailNotificationQueued,
+    MailInTransaction,
+    unsubscribe_token,
+)
 from callboard_core.owner_notifications.states import (
     MAX_ATTEMPTS,
     RETRY_BASE,
@@ -258,9 +263,16 @@ class Batch:
         delivery = before_commit(
             session, "owner-notification-email", _OutboxBatch(self.mailer, self.settings)
         )
+        if event.sent is not None and event.to is not None:  # written SENT (MailInTransaction)
+            delivery.sent.append(compose(SimpleNamespace(**event.sent), event.to, self.settings))
+            return
         delivery.ids.append(event.notification_id)
         if event.to is not None:
             delivery.addresses[event.notification_id] = event.to
+
+    async def in_transaction(self, _session: AsyncSession, _question: MailInTransaction) -> bool:
+        """`MailInTransaction`'s answer: this mailer's."""
+        return self.mailer.in_database
 
     async def add(self, event: EmailNotificationQueued) -> None:
         self._ids.append(event.notification_id)
@@ -279,9 +291,13 @@ class _OutboxBatch:
         self.mailer, self.settings = mailer, settings
         self.ids: list[str] = []
         self.addresses: dict[str, str] = {}  # notification id -> the address its transaction read
+        self.sent: list[Mail] = []  # the mails of rows written SENT: nothing to claim
 
     async def __call__(self, session: AsyncSession) -> None:
-        await deliver_in(session, self.mailer, self.settings, self.ids, self.addresses)
+        if self.sent:
+            await self.mailer.record_delivered(session, self.sent)
+        if self.ids:
+            await deliver_in(session, self.mailer, self.settings, self.ids, self.addresses)
 
 
 async def deliver_due(uows: UnitsOfWork, mailer: Mailer, settings: Settings, limit: int = 100) -> int:

@@ -49,6 +49,15 @@ class EmailNotificationQueued(bus.Event):
 
     notification_id: str
     to: str | None = None
+    # The row as written, when it was written SENT (its mailer delivers in this transaction: `MailInTransaction`):
+    # the delivery writes its mail from this, with no claim to make.
+    sent: Mapping[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class MailInTransaction(bus.Question[bool]):
+    """Whether the mailer delivers inside the raising transaction (the outbox: a mail is a row of this
+    database). Then an email notification is written SENT, with its mail, and never claimed."""
 
 
 def _channels(type_: str, row: Any) -> Preference:
@@ -142,12 +151,21 @@ async def notify_all(session: AsyncSession, notes: Sequence[Note]) -> list[str]:
                 rows.append(_row(note, channel, now))
     if not rows:
         return []
+    # With the outbox, the email row is its own delivery's outcome (the mail is written with it, below):
+    # SENT at once, as the claim would have made it, without the claim's statement.
+    answers: list[bool] = await bus.ask(session, MailInTransaction())
+    in_transaction = any(answers)
+    if in_transaction:
+        for row in rows:
+            if row["channel"] == Channel.EMAIL:
+                row.update(status=DeliveryStatus.SENT, attempts=1, next_attempt_at=None, sent_at=now)
     statement = _insert_rows(dialect_of(session))
     inserted = set((await session.execute(statement, rows)).scalars())
     written = [row["id"] for row in rows if row["id"] in inserted]
     for row in rows:
         if row["id"] in inserted and row["channel"] == Channel.EMAIL:
-            await bus.publish(session, EmailNotificationQueued(row["id"], accounts[row["owner_id"]]))
+            sent = row if in_transaction else None
+            await bus.publish(session, EmailNotificationQueued(row["id"], accounts[row["owner_id"]], sent))
     return written
 
 
