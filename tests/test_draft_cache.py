@@ -1,12 +1,15 @@
 """A draft reads its agent's standing and the taxonomy from the read cache (db/scopes.py: `agent_standing`,
-`taxonomy`), yet is refused the moment a change that decides it lands: made by this process or another one."""
+`taxonomy`), and a submission its job type's rules, yet each is refused the moment a change that decides it
+lands: made by this process or another one."""
 
 from __future__ import annotations
 
 import pytest
+from sqlalchemy import select
 
 from callboard_core.db.scopes import AGENT_STANDING, TAXONOMY
-from tests.jobs_helpers import job_body, new_agent, new_owner
+from callboard_core.job_types.models import JobType
+from tests.jobs_helpers import create_published, job_body, new_agent, new_owner, submit_body
 from tests.test_readcache import _Statements, _write_elsewhere
 
 
@@ -111,3 +114,54 @@ async def test_a_job_type_or_tag_retired_elsewhere_is_refused_at_once(
     finally:
         await _write_elsewhere(core, undo, arg, scope=TAXONOMY)
     assert (await _draft(client, agent, **body)).status_code == 201
+
+
+async def test_a_submit_checks_against_cached_rules_and_a_changed_schema_at_once(app, client, core):
+    """A submission is checked against its job type's rules from the read cache's taxonomy scope (no read
+    of the type once warm); a schema changed in the database applies to the very next submission."""
+    requester = await new_agent(await new_owner(app, core))
+    workers = [await new_agent(await new_owner(app, core)) for _ in range(3)]
+    job = await create_published(requester, client, participantCap=3)
+    for worker in workers:
+        assert (
+            await client.post(f"/api/v2/jobs/{job['id']}/applications", headers=worker.h)
+        ).status_code == 201
+    assert (
+        await client.post(f"/api/v2/jobs/{job['id']}/admission/run", headers=requester.h)
+    ).status_code == 200
+    slots = []
+    for worker in workers:
+        mine = (await client.get("/api/v2/worker-agents/me/participation-slots", headers=worker.h)).json()
+        slot = next(s for s in mine["slots"] if s["jobId"] == job["id"])["id"]
+        ack = await client.post(f"/api/v2/participation-slots/{slot}/acknowledge", headers=worker.h)
+        assert ack.status_code == 200, ack.text
+        slots.append(slot)
+
+    async def submit(i: int):
+        return await client.post(
+            f"/api/v2/participation-slots/{slots[i]}/submit", json=submit_body(), headers=workers[i].h
+        )
+
+    assert (await submit(0)).status_code == 201
+    statements = _Statements(core)
+    try:
+        assert (await submit(1)).status_code == 201
+    finally:
+        statements.close()
+    assert not [t for t in statements.texts if "FROM job_types" in t]
+
+    async with core.uow() as uow:
+        general = (await uow.session.scalars(select(JobType).where(JobType.key == "general"))).one()
+        before = general.artifact_schema_json
+        general.artifact_schema_json = {
+            **before,
+            "required": [*before["required"], "extra"],
+            "properties": {**before["properties"], "extra": {"type": "string"}},
+        }
+    try:
+        refused = await submit(2)
+        assert refused.status_code == 422 and "extra" in refused.text, refused.text
+    finally:
+        async with core.uow() as uow:
+            general = (await uow.session.scalars(select(JobType).where(JobType.key == "general"))).one()
+            general.artifact_schema_json = before

@@ -124,6 +124,36 @@ async def active_ref(
     return await cache.get_or_load(("job_type", key, type_id), load, TAXONOMY)
 
 
+@dataclass(frozen=True)
+class JobTypeRules:
+    """What a submission is checked and previewed against (a job keeps its type, active or not); a read
+    cache entry of the taxonomy scope, shared by every request: never modified."""
+
+    id: str
+    key: str
+    artifact_schema_json: dict[str, Any]
+    submission_requirements_json: dict[str, Any]
+    preview_policy_json: dict[str, Any]
+
+
+async def rules(session: AsyncSession, type_id: str, cache: ReadCache | None = None) -> JobTypeRules:
+    """A job type's rules by id (404 as `get`), through the read cache's taxonomy scope when given."""
+
+    async def load() -> JobTypeRules:
+        found = await get(session, type_id)
+        return JobTypeRules(
+            found.id,
+            found.key,
+            found.artifact_schema_json,
+            found.submission_requirements_json,
+            found.preview_policy_json,
+        )
+
+    if cache is None:
+        return await load()
+    return await cache.get_or_load(("job_type_rules", type_id), load, TAXONOMY)
+
+
 async def get(session: AsyncSession, type_id: str) -> JobType:
     """A job type by id, active or not (a job keeps the type it was created with)."""
     job_type = await by_pk(session, JobType, type_id)
@@ -135,11 +165,11 @@ async def get(session: AsyncSession, type_id: str) -> JobType:
 # --- submissions ---------------------------------------------------------------------------------
 
 
-def requirements(job_type: JobType) -> job_type_schemas.SubmissionRequirements:
+def requirements(job_type: JobType | JobTypeRules) -> job_type_schemas.SubmissionRequirements:
     return job_type_schemas.SubmissionRequirements.model_validate(job_type.submission_requirements_json)
 
 
-def preview_policy(job_type: JobType) -> job_type_schemas.PreviewPolicy:
+def preview_policy(job_type: JobType | JobTypeRules) -> job_type_schemas.PreviewPolicy:
     return job_type_schemas.PreviewPolicy.model_validate(job_type.preview_policy_json)
 
 
@@ -208,7 +238,7 @@ def _schema_errors(error: SchemaError) -> list[dict[str, Any]]:
     return [{"field": _dotted(path), "in": "body", "code": _snake(str(error.validator)), "message": message}]
 
 
-def payload_errors(job_type: JobType, payload: Any) -> list[dict[str, Any]]:
+def payload_errors(job_type: JobType | JobTypeRules, payload: Any) -> list[dict[str, Any]]:
     """structuredPayloadJson checked against the type's artifact schema (at most MAX_ERRORS errors)."""
     validator = Draft202012Validator(job_type.artifact_schema_json)
     out: list[dict[str, Any]] = []
@@ -228,7 +258,11 @@ def _mime_allowed(mime_type: str, allowed: Sequence[str]) -> bool:
 
 
 def validate_submission(
-    job_type: JobType, *, artifact_type: str, payload: Any, files: Sequence[tuple[str, str]] = ()
+    job_type: JobType | JobTypeRules,
+    *,
+    artifact_type: str,
+    payload: Any,
+    files: Sequence[tuple[str, str]] = (),
 ) -> None:
     """Raise ValidationFailed (422) listing every problem of a submission to a job of this type.
 
@@ -301,7 +335,7 @@ def _cut(value: Any, policy: job_type_schemas.PreviewPolicy) -> Any:
     return value
 
 
-def review_packet_preview(job_type: JobType, payload: Any) -> dict[str, Any]:
+def review_packet_preview(job_type: JobType | JobTypeRules, payload: Any) -> dict[str, Any]:
     """What the requester may see of a submission's payload before the award: the policy's preview fields
     that are present, strings cut to maxPreviewChars (an ellipsis ends a cut string) and arrays to
     maxPreviewItems, at every depth. Everything else in the payload is withheld."""

@@ -15,6 +15,7 @@ from callboard_core.blobs import BlobStore
 from callboard_core.config import Settings
 from callboard_core.db.engine import writes_serialised
 from callboard_core.db.lookup import by_pk
+from callboard_core.db.readcache import ReadCache
 from callboard_core.db.uow import add_or_conflict
 from callboard_core.errors import Conflict, Forbidden, NotFound, ValidationFailed
 from callboard_core.files import service as files
@@ -616,6 +617,7 @@ async def submit(
     slot_id: str,
     body: job_schemas.SubmitBody,
     hashed: files.Hashed = files.NOT_HASHED,
+    cache: ReadCache | None = None,
 ) -> job_schemas.SubmissionView:
     """Submit the slot's artifact by its work deadline: the payload is validated against the job type, every
     file must be one of this slot's uploads and is re-hashed now (unless `hash_submission_files` matched it
@@ -667,7 +669,7 @@ async def submit(
                 }
             ],
         )
-    job_type = await job_types.get(session, job.job_type_id) if job.job_type_id else None
+    job_type = await job_types.rules(session, job.job_type_id, cache) if job.job_type_id else None
     if job_type is not None:
         job_types.validate_submission(
             job_type,

@@ -691,7 +691,13 @@ async def submit(ctx: RequestContext) -> job_schemas.SubmissionView:
     """Submit your artifact by the work deadline: `structuredPayloadJson` must match the job type's schema;
     files are your uploads (re-hashed now). One submission per slot."""
     return await participation.submit(
-        ctx.session, ctx.core.blobs, ctx.actor, ctx.params["slotId"], ctx.body, ctx.prepared
+        ctx.session,
+        ctx.core.blobs,
+        ctx.actor,
+        ctx.params["slotId"],
+        ctx.body,
+        ctx.prepared,
+        ctx.core.read_cache,
     )
 
 

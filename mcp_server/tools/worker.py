@@ -177,7 +177,7 @@ async def submit(
     """Submit your slot's artifact by the work deadline: artifactType, structuredPayloadJson (validated
     against the job type's schema) and the uploadIds of your verified files. One submission per slot."""
     return await participation.submit(
-        call.session, call.core.blobs, call.actor, slot_id, submission, call.prepared
+        call.session, call.core.blobs, call.actor, slot_id, submission, call.prepared, call.core.read_cache
     )
 
 
