@@ -111,16 +111,16 @@ async def to_review(
     return (await all_submit(client, job_id, requester, [worker]))[0]
 
 
-async def all_submit(
+async def acknowledged(
     client: httpx.AsyncClient, job_id: str, requester: AgentHandle, workers: list[AgentHandle]
 ) -> list[str]:
-    """The workers apply, are admitted (the job's cap must take them all), acknowledge and submit: the job is
-    in review. The submissions' ids, in the workers' order."""
+    """The workers apply, are admitted (the job's cap must take them all) and acknowledge: their slots' ids,
+    in the workers' order."""
     for worker in workers:
         assert (await client.post(f"/api/v2/jobs/{job_id}/applications", headers=worker.h)).status_code == 201
     admitted = await client.post(f"/api/v2/jobs/{job_id}/admission/run", headers=requester.h)
     assert admitted.status_code == 200, admitted.text
-    submitted: list[dict[str, Any]] = []
+    slot_ids: list[str] = []
     for worker in workers:
         slots = (await client.get("/api/v2/worker-agents/me/participation-slots", headers=worker.h)).json()[
             "slots"
@@ -128,8 +128,19 @@ async def all_submit(
         slot = next(s for s in slots if s["jobId"] == job_id)
         ack = await client.post(f"/api/v2/participation-slots/{slot['id']}/acknowledge", headers=worker.h)
         assert ack.status_code == 200, ack.text
+        slot_ids.append(str(slot["id"]))
+    return slot_ids
+
+
+async def all_submit(
+    client: httpx.AsyncClient, job_id: str, requester: AgentHandle, workers: list[AgentHandle]
+) -> list[str]:
+    """The workers apply, are admitted (the job's cap must take them all), acknowledge and submit: the job is
+    in review. The submissions' ids, in the workers' order."""
+    submitted: list[dict[str, Any]] = []
+    for worker, slot in zip(workers, await acknowledged(client, job_id, requester, workers), strict=True):
         sub = await client.post(
-            f"/api/v2/participation-slots/{slot['id']}/submit", json=submit_body(), headers=worker.h
+            f"/api/v2/participation-slots/{slot}/submit", json=submit_body(), headers=worker.h
         )
         assert sub.status_code == 201, sub.text
         submitted.append(sub.json())

@@ -9,7 +9,7 @@ from sqlalchemy import select
 
 from callboard_core.db.scopes import AGENT_STANDING, TAXONOMY
 from callboard_core.job_types.models import JobType
-from tests.jobs_helpers import create_published, job_body, new_agent, new_owner, submit_body
+from tests.jobs_helpers import acknowledged, create_published, job_body, new_agent, new_owner, submit_body
 from tests.test_readcache import _Statements, _write_elsewhere
 
 
@@ -122,20 +122,7 @@ async def test_a_submit_checks_against_cached_rules_and_a_changed_schema_at_once
     requester = await new_agent(await new_owner(app, core))
     workers = [await new_agent(await new_owner(app, core)) for _ in range(3)]
     job = await create_published(requester, client, participantCap=3)
-    for worker in workers:
-        assert (
-            await client.post(f"/api/v2/jobs/{job['id']}/applications", headers=worker.h)
-        ).status_code == 201
-    assert (
-        await client.post(f"/api/v2/jobs/{job['id']}/admission/run", headers=requester.h)
-    ).status_code == 200
-    slots = []
-    for worker in workers:
-        mine = (await client.get("/api/v2/worker-agents/me/participation-slots", headers=worker.h)).json()
-        slot = next(s for s in mine["slots"] if s["jobId"] == job["id"])["id"]
-        ack = await client.post(f"/api/v2/participation-slots/{slot}/acknowledge", headers=worker.h)
-        assert ack.status_code == 200, ack.text
-        slots.append(slot)
+    slots = await acknowledged(client, job["id"], requester, workers)
 
     async def submit(i: int):
         return await client.post(

@@ -12,7 +12,16 @@ from typing import Any
 
 import pytest
 
-from tests.jobs_helpers import create_published, job_body, new_agent, new_owner, put_upload, sha, submit_body
+from tests.jobs_helpers import (
+    acknowledged,
+    create_published,
+    job_body,
+    new_agent,
+    new_owner,
+    put_upload,
+    sha,
+    submit_body,
+)
 
 pytestmark = pytest.mark.db
 
@@ -59,22 +68,8 @@ async def _two_acknowledged_workers(
     requester = await new_agent(await new_owner(app, core))
     job = await create_published(requester, client, participantCap=2)
     workers = [await new_agent(await new_owner(app, core)) for _ in range(2)]
-    for worker in workers:
-        assert (
-            await client.post(f"/api/v2/jobs/{job['id']}/applications", headers=worker.h)
-        ).status_code == 201
-    assert (
-        await client.post(f"/api/v2/jobs/{job['id']}/admission/run", headers=requester.h)
-    ).status_code == 200
-    slots = []
-    for worker in workers:
-        slot = (await client.get("/api/v2/worker-agents/me/participation-slots", headers=worker.h)).json()[
-            "slots"
-        ][0]
-        r = await client.post(f"/api/v2/participation-slots/{slot['id']}/acknowledge", headers=worker.h)
-        assert r.status_code == 200, r.text
-        slots.append((worker, slot["id"]))
-    return requester, job, slots
+    slots = await acknowledged(client, job["id"], requester, workers)
+    return requester, job, list(zip(workers, slots, strict=True))
 
 
 async def _upload_ticket(client: Any, worker: Any, slot_id: str, data: bytes) -> dict[str, Any]:
