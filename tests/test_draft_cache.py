@@ -47,7 +47,9 @@ async def test_an_agent_suspended_elsewhere_is_refused_at_once(app, client, core
     assert (refused.status_code, refused.json()["code"]) == (409, "agent_not_active")
 
 
-async def test_a_role_turned_off_or_an_agent_deleted_here_is_refused_by_the_next_draft(app, client, core):
+async def test_a_role_turned_off_here_or_an_owner_gone_elsewhere_is_refused_by_the_next_draft(
+    app, client, core
+):
     owner = await new_owner(app, core)
     agent = await new_agent(owner)
     await _warm(client, agent)

@@ -119,8 +119,8 @@ async def record_completions(
 ) -> None:
     """Count one completed job for each of these agents (a job's submitters; `winner` won it), and under
     the job's capability tag when it has one; a win under a tag the winner lacks earns the tag (source
-    `earned`). Two guarded-free increments in SQL whatever the number of agents (no read first, no unit of
-    work): the figures the session holds are set from what the statements return."""
+    `earned`). Two increments in SQL whatever the number of agents (no read first, no unit of work): the
+    figures the session holds are set from what the statements return."""
     if not agent_ids:
         return
     now_growth = growth()

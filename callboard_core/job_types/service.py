@@ -9,7 +9,6 @@ A job type says, as data (job_types.json, seeded by key):
 
 from __future__ import annotations
 
-import copy
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -98,36 +97,9 @@ async def get_active(
 
 
 @dataclass(frozen=True)
-class JobTypeRef:
-    """What a new job copies from its job type; a read cache entry (shared: `requirements()` copies)."""
-
-    id: str
-    key: str
-    submission_requirements_json: dict[str, Any]
-
-    def requirements(self) -> dict[str, Any]:
-        return copy.deepcopy(self.submission_requirements_json)
-
-
-async def active_ref(
-    session: AsyncSession, cache: ReadCache | None, *, key: str | None = None, type_id: str | None = None
-) -> JobTypeRef:
-    """`get_active` for a new job, through the read cache's taxonomy scope when given: job types change
-    rarely, and every draft names one. Only found types are kept (the errors are get_active's)."""
-
-    async def load() -> JobTypeRef:
-        found = await get_active(session, key=key, type_id=type_id)
-        return JobTypeRef(found.id, found.key, found.submission_requirements_json)
-
-    if cache is None:
-        return await load()
-    return await cache.get_or_load(("job_type", key, type_id), load, TAXONOMY)
-
-
-@dataclass(frozen=True)
 class JobTypeRules:
-    """What a submission is checked and previewed against (a job keeps its type, active or not); a read
-    cache entry of the taxonomy scope, shared by every request: never modified."""
+    """What a job copies from its type and a submission is checked and previewed against: a read cache
+    entry of the taxonomy scope, shared by every request, so never modified (copy what a row keeps)."""
 
     id: str
     key: str
@@ -135,19 +107,37 @@ class JobTypeRules:
     submission_requirements_json: dict[str, Any]
     preview_policy_json: dict[str, Any]
 
+    @classmethod
+    def of(cls, job_type: JobType) -> JobTypeRules:
+        return cls(
+            job_type.id,
+            job_type.key,
+            job_type.artifact_schema_json,
+            job_type.submission_requirements_json,
+            job_type.preview_policy_json,
+        )
 
-async def rules(session: AsyncSession, type_id: str, cache: ReadCache | None = None) -> JobTypeRules:
-    """A job type's rules by id (404 as `get`), through the read cache's taxonomy scope when given."""
+
+async def active_rules(
+    session: AsyncSession, cache: ReadCache | None, *, key: str | None = None, type_id: str | None = None
+) -> JobTypeRules:
+    """`get_active` for a new job, through the read cache's taxonomy scope when given: job types change
+    rarely, and every draft names one. Only found types are kept (the errors are get_active's)."""
 
     async def load() -> JobTypeRules:
-        found = await get(session, type_id)
-        return JobTypeRules(
-            found.id,
-            found.key,
-            found.artifact_schema_json,
-            found.submission_requirements_json,
-            found.preview_policy_json,
-        )
+        return JobTypeRules.of(await get_active(session, key=key, type_id=type_id))
+
+    if cache is None:
+        return await load()
+    return await cache.get_or_load(("job_type", key, type_id), load, TAXONOMY)
+
+
+async def rules(session: AsyncSession, type_id: str, cache: ReadCache | None = None) -> JobTypeRules:
+    """A job type's rules by id, active or not (404 as `get`), through the read cache's taxonomy scope when
+    given."""
+
+    async def load() -> JobTypeRules:
+        return JobTypeRules.of(await get(session, type_id))
 
     if cache is None:
         return await load()

@@ -72,9 +72,7 @@ async def acting_standing(
     """`acting_agent`'s answer as an AgentStanding, through the read cache when given, for a write that reads
     nothing else of the agent and moves no money (a draft). A cached standing is as fresh as a cached
     credential (db/readcache.py); call it before the transaction writes anything (its load reads in it)."""
-    target = actor.agent_id if actor.agent_id else agent_id
-    if target is None:
-        raise NotFound("No such agent.", code="agent_not_found")
+    target = _target(actor, agent_id)
 
     async def load() -> AgentStanding | None:
         row = (await session.execute(_STANDING, {"p_id": target})).one_or_none()
@@ -108,10 +106,15 @@ async def acting_agent(
     session: AsyncSession, actor: Actor, agent_id: str | None = None, *, capabilities: bool = False
 ) -> Agent:
     """For agent callers the agent is the caller; owner callers name it (workerAgentId, requesterAgentId)."""
+    return await owned_agent(session, actor, _target(actor, agent_id), capabilities=capabilities)
+
+
+def _target(actor: Actor, agent_id: str | None) -> str:
+    """The agent an actor acts as: an agent key's own agent, else the one the owner names."""
     target = actor.agent_id if actor.agent_id else agent_id
     if target is None:
         raise NotFound("No such agent.", code="agent_not_found")
-    return await owned_agent(session, actor, target, capabilities=capabilities)
+    return target
 
 
 def require_can_work(agent: Agent | AgentStanding, *, role: str) -> None:

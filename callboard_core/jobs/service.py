@@ -6,6 +6,7 @@ of anyone else is a 404 to them, whatever the credential.
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -402,12 +403,12 @@ async def _apply_fields(
         job.capability_tag_id, job.capability_slug = tag if tag else (None, None)
     if {"job_type_key", "job_type_id"} & given or job.job_type_id is None:
         if body.job_type_key is None and body.job_type_id is None:
-            jt = await job_types.active_ref(session, cache, key=DEFAULT_JOB_TYPE)
+            jt = await job_types.active_rules(session, cache, key=DEFAULT_JOB_TYPE)
         else:
-            jt = await job_types.active_ref(session, cache, key=body.job_type_key, type_id=body.job_type_id)
+            jt = await job_types.active_rules(session, cache, key=body.job_type_key, type_id=body.job_type_id)
         job.job_type_id, job.job_type_key = jt.id, jt.key
         if job.submission_requirements_json is None:
-            job.submission_requirements_json = jt.requirements()
+            job.submission_requirements_json = copy.deepcopy(jt.submission_requirements_json)  # shared
     if "direct_hire_worker_agent_id" in given:
         worker_id = body.direct_hire_worker_agent_id
         if worker_id is not None:

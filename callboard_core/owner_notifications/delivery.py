@@ -263,7 +263,8 @@ class Batch:
         delivery = before_commit(
             session, "owner-notification-email", _OutboxBatch(self.mailer, self.settings)
         )
-        if event.sent is not None and event.to is not None:  # written SENT (MailInTransaction)
+        if event.sent is not None:  # written SENT (MailInTransaction), with the address it read
+            assert event.to is not None, "a row written SENT comes with its owner's address"
             delivery.sent.append(compose(SimpleNamespace(**event.sent), event.to, self.settings))
             return
         delivery.ids.append(event.notification_id)
