@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+from datetime import UTC, datetime
 
 import asyncpg
 import pytest
@@ -17,6 +18,7 @@ from callboard_core.db.readcache import ReadCache
 from callboard_core.db.scopes import CREDENTIALS, SCOPES, OwnCommits
 from callboard_core.models import metadata
 from tests.conftest import key_headers, owner_client, register_agent
+from tests.factories import uid
 from tests.jobs_helpers import new_agent, new_owner
 
 
@@ -457,3 +459,40 @@ async def test_a_key_used_keeps_its_cached_credential_and_records_its_use_once_a
     assert (await client.get("/api/v2/agents/me", headers=headers)).status_code == 200
     await core.bus.drain()
     assert await last_used() != first  # a minute on, the use is recorded again
+
+
+async def test_a_write_in_a_data_modifying_cte_counts_for_its_scope(core):
+    """PostgreSQL's own-commit count sees the tables of a statement's CTEs (db/rows.py writes several tables'
+    rows in one statement): a credential changed there is a change."""
+    if core.db.is_sqlite:
+        pytest.skip("SQLite counts a scope's changes by trigger; it has no data-modifying CTEs")
+    from sqlalchemy import bindparam, insert, update
+
+    from callboard_core.api_keys.models import ApiKey
+    from callboard_core.mail.models import OutboxMessage
+
+    def mail(n: int):
+        table = OutboxMessage.__table__  # every column named: no default's parameter twice
+        return insert(table).values({c.key: bindparam(f"{c.key}{n}") for c in table.c})
+
+    def values(n: int):
+        return {
+            f"id{n}": f"msg_{uid()}",
+            f"kind{n}": "t",
+            f"to_address{n}": "a",
+            f"subject{n}": "s",
+            f"body_text{n}": "b",
+            f"status{n}": "SENT",
+            f"error{n}": None,
+            f"created_at{n}": datetime.now(UTC),
+            f"sent_at{n}": None,
+        }
+
+    before = OwnCommits.by_scope[CREDENTIALS]
+    async with core.db.session(write=True) as session, session.begin():
+        await session.execute(mail(0).add_cte(mail(1).cte("w0")), values(0) | values(1))
+    assert OwnCommits.by_scope[CREDENTIALS] == before  # mail is no credential
+    async with core.db.session(write=True) as session, session.begin():
+        touch = update(ApiKey).where(ApiKey.id == "none").values(expires_at=None)
+        await session.execute(mail(0).add_cte(touch.cte("w0")), values(0))
+    assert OwnCommits.by_scope[CREDENTIALS] == before + 1

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -10,7 +12,8 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import registry
 
 from callboard_core.container import Core
-from callboard_core.db.rows import _insert_of, insert_at_commit, insert_rows
+from callboard_core.db.rows import COMBINED_ROWS_MAX, _columns_of, insert_at_commit, insert_rows
+from callboard_core.mail.models import OutboxMessage
 from callboard_core.waitlist.models import WaitlistSignup
 from tests.factories import uid
 
@@ -61,19 +64,19 @@ def test_a_column_with_only_a_server_default_is_refused() -> None:
 
     mapper.map_imperatively(Row, table)
     with pytest.raises(TypeError, match="only a server default"):
-        _insert_of(Row)
+        _columns_of(Row)
 
 
 async def test_rows_at_commit_go_in_one_statement_and_not_at_all_on_rollback(core: Core) -> None:
     emails = [f"{uid()}@example.test" for _ in range(3)]
     with pytest.raises(RuntimeError):
         async with core.uow() as uow:
-            await insert_at_commit(uow.session, "signups", [_signup(email=emails[0])])
+            await insert_at_commit(uow.session, [_signup(email=emails[0])])
             raise RuntimeError("the transaction fails")
     statements: list[str] = []
     async with core.uow() as uow:
-        await insert_at_commit(uow.session, "signups", [_signup(email=emails[1])])
-        await insert_at_commit(uow.session, "signups", [_signup(email=emails[2])])
+        await insert_at_commit(uow.session, [_signup(email=emails[1])])
+        await insert_at_commit(uow.session, [_signup(email=emails[2])])
         assert await _count(uow.session, emails) == 0  # written as the transaction's last work
         engine = uow.session.bind.sync_engine if uow.session.bind else None
         assert engine is not None
@@ -85,10 +88,84 @@ async def test_rows_at_commit_go_in_one_statement_and_not_at_all_on_rollback(cor
         assert await _count(uow.session, emails) == 2
     # A session without a unit of work writes them at once.
     async with core.db.session(write=True) as session, session.begin():
-        await insert_at_commit(session, "signups", [_signup(email=emails[0])])
+        await insert_at_commit(session, [_signup(email=emails[0])])
         assert await _count(session, emails[:1]) == 1
 
 
 async def _count(session: Any, emails: list[str]) -> int:
     found = await session.scalars(select(WaitlistSignup.id).where(WaitlistSignup.email.in_(emails)))
     return len(found.all())
+
+
+def _mail(to: str) -> OutboxMessage:
+    return OutboxMessage(kind="test", to_address=to, subject="s", body_text="b")
+
+
+async def test_rows_of_several_tables_at_commit_one_statement_on_postgresql_none_on_rollback(
+    core: Core,
+) -> None:
+    """Rows gathered at commit go after every other commit hook, all tables together: on PostgreSQL in one
+    statement (data-modifying CTEs), on SQLite one per table in the order their first rows came."""
+    emails = [f"{uid()}@example.test" for _ in range(3)]
+    with pytest.raises(RuntimeError):
+        async with core.uow() as uow:
+            await insert_at_commit(uow.session, [_signup(email=emails[0])])
+            await insert_at_commit(uow.session, [_mail(emails[0])])
+            raise RuntimeError("the transaction fails")
+    async with _counted(core) as statements, core.uow() as uow:
+        signups = [_signup(email=emails[1]), _signup(email=emails[2])]
+        await insert_at_commit(uow.session, signups[:1])
+        assert signups[0].id.startswith("wls_")  # the values are taken at once, defaults filled in
+        await insert_at_commit(uow.session, [_mail(e) for e in emails[1:]])
+        await insert_at_commit(uow.session, signups[1:])
+        assert await _count(uow.session, emails) == 0  # not yet: the transaction's last work
+    inserts = [" ".join(s.split()) for s in statements if s.startswith(("INSERT", "WITH"))]
+    if core.db.is_sqlite:
+        assert [s.split()[2] for s in inserts] == ["waitlist_signups", "mail_outbox"]
+    else:
+        (combined,) = inserts
+        tables = [words.split()[0] for words in combined.split("INSERT INTO ")[1:]]
+        assert combined.startswith("WITH") and tables == ["waitlist_signups"] * 2 + ["mail_outbox"] * 2
+    async with core.uow(write=False) as uow:
+        assert await _count(uow.session, emails) == 2
+        mails = await uow.session.scalars(
+            select(OutboxMessage.to_address).where(OutboxMessage.to_address.in_(emails))
+        )
+        assert sorted(mails.all()) == sorted(emails[1:])
+
+
+async def test_a_duplicate_among_rows_written_together_fails_the_commit_and_keeps_none(core: Core) -> None:
+    email = f"{uid()}@example.test"
+    with pytest.raises(IntegrityError):
+        async with core.uow() as uow:
+            await insert_at_commit(uow.session, [_mail(email)])
+            await insert_at_commit(uow.session, [_signup(email=email), _signup(email=email)])
+    async with core.uow(write=False) as uow:
+        assert await _count(uow.session, [email]) == 0
+        mail = await uow.session.scalar(select(OutboxMessage.id).where(OutboxMessage.to_address == email))
+        assert mail is None
+
+
+async def test_many_rows_go_table_by_table(core: Core) -> None:
+    emails = [f"{uid()}@example.test" for _ in range(COMBINED_ROWS_MAX)]
+    async with _counted(core) as statements, core.uow() as uow:
+        await insert_at_commit(uow.session, [_signup(email=e) for e in emails])
+        await insert_at_commit(uow.session, [_mail(emails[0])])
+    assert [s.split()[2] for s in statements if s.startswith(("INSERT", "WITH"))] == [
+        "waitlist_signups",
+        "mail_outbox",
+    ]
+    async with core.uow(write=False) as uow:
+        assert await _count(uow.session, emails) == len(emails)
+
+
+@contextlib.asynccontextmanager
+async def _counted(core: Core) -> AsyncIterator[list[str]]:
+    statements: list[str] = []
+    engine = core.db.write_engine.sync_engine
+    listener = lambda *args: statements.append(args[2])  # noqa: E731
+    event.listen(engine, "before_cursor_execute", listener)
+    try:
+        yield statements
+    finally:
+        event.remove(engine, "before_cursor_execute", listener)

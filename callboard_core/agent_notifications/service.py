@@ -5,13 +5,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, cast
 
-from sqlalchemy import Table, func, insert, select, update
+from sqlalchemy import Table, func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from callboard_core import clock
 from callboard_core.agent_notifications import schemas as notification_schemas
 from callboard_core.agent_notifications.models import AgentNotification
-from callboard_core.db.uow import at_commit
+from callboard_core.db.rows import insert_dicts_at_commit
 from callboard_core.errors import NotFound
 from callboard_core.ids import new_id
 from callboard_core.principals import Actor
@@ -45,16 +45,10 @@ async def notify(
         )
         for a in dict.fromkeys(agent_ids)
     ]
-    await at_commit(session, "agent-notifications", rows, _insert)
-
-
-async def _insert(session: AsyncSession, rows: list[dict[str, Any]]) -> None:
-    # The table's own insert (SQLAlchemy batches it into multi-row VALUES), not the ORM's bulk path.
-    await session.execute(_INSERT, rows)
+    await insert_dicts_at_commit(session, TABLE, rows)
 
 
 TABLE = cast(Table, AgentNotification.__table__)
-_INSERT = insert(TABLE)  # built once: every transaction that tells an agent runs it
 
 
 def _view(n: AgentNotification) -> notification_schemas.AgentNotificationView:

@@ -108,12 +108,14 @@ def _on_execute(state: ORMExecuteState) -> None:
     if isinstance(inner, Insert | Update | Delete):
         statement = inner
     if isinstance(statement, Insert | Update | Delete):
-        table = getattr(statement.table, "name", None)
-        if table is None:
-            _touch(_touched(state.session), _ANY, _ALL)
-        else:
-            columns = _set_columns(statement) if isinstance(statement, Update) else _ALL
-            _touch(_touched(state.session), table, columns)
+        # with its data-modifying CTEs (db/rows.py writes several tables' rows in one statement)
+        for dml in (statement, *(cte.element for cte in statement._independent_ctes)):
+            table = getattr(getattr(dml, "table", None), "name", None)
+            if table is None:
+                _touch(_touched(state.session), _ANY, _ALL)
+            else:
+                columns = _set_columns(dml) if isinstance(dml, Update) else _ALL
+                _touch(_touched(state.session), table, columns)
     elif not state.is_select and str(statement).lstrip()[:6].upper() not in ("SELECT", "WITH"):
         _touch(_touched(state.session), _ANY, _ALL)
 

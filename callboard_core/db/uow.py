@@ -50,6 +50,7 @@ class UnitOfWork:
         self.bus = bus  # what the work publishes reaches the core's handlers (callboard_core/bus.py)
         self._after_commit: list[AfterCommit] = []
         self._before_commit: dict[str, BeforeCommit] = {}
+        self._last: dict[str, BeforeCommit] = {}  # before-commit hooks that run after all the others
         self._session: AsyncSession | None = None
         self.session = cast(AsyncSession, _LazySession(self))
 
@@ -66,7 +67,7 @@ class UnitOfWork:
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        if exc_type is None and self._before_commit:
+        if exc_type is None and (self._before_commit or self._last):
             try:
                 await self._run_before_commit(self.real_session())
             except BaseException:
@@ -91,15 +92,17 @@ class UnitOfWork:
                     await session.close()
 
     async def _run_before_commit(self, session: AsyncSession) -> None:
-        while self._before_commit:  # a hook may register another
-            key = next(iter(self._before_commit))
-            await self._before_commit.pop(key)(session)
+        while self._before_commit or self._last:  # a hook may register another
+            hooks = self._before_commit or self._last
+            key = next(iter(hooks))
+            await hooks.pop(key)(session)
 
     async def discard(self) -> None:
         """Undo what the work did so far and stay open: a refusal shown as a page (a response whose unit of
         work commits) keeps nothing of the refused action, and none of its commit hooks run."""
         self._after_commit.clear()
         self._before_commit.clear()
+        self._last.clear()
         if self._session is not None:
             await self._session.rollback()
 
@@ -107,20 +110,21 @@ class UnitOfWork:
         """Run hook once the transaction has committed (mail delivery, cache invalidation)."""
         self._after_commit.append(hook)
 
-    def before_commit(self, key: str, hook: H) -> H:
+    def before_commit(self, key: str, hook: H, *, last: bool = False) -> H:
         """Run hook(session) once, as the last work of the transaction, before it commits (and not at all
         if it rolls back): work gathered from several events of one transaction and done once for all of
         them. Returns the hook registered under `key`: this one, or the one registered before (which the
-        caller adds its part to). What the hook raises rolls the transaction back."""
-        return cast(H, self._before_commit.setdefault(key, hook))
+        caller adds its part to). What the hook raises rolls the transaction back. A `last` hook runs after
+        every other (rows the others may still add to: db/rows.py)."""
+        return cast(H, (self._last if last else self._before_commit).setdefault(key, hook))
 
 
-def before_commit(session: AsyncSession, key: str, hook: H) -> H:
+def before_commit(session: AsyncSession, key: str, hook: H, *, last: bool = False) -> H:
     """Register hook on the unit of work that owns session (see UnitOfWork.before_commit)."""
     uow = session.info.get("uow")
     if uow is None:
         raise RuntimeError("session is not owned by a UnitOfWork")
-    return cast(H, uow.before_commit(key, hook))
+    return cast(H, uow.before_commit(key, hook, last=last))
 
 
 class _Gathered:
@@ -138,16 +142,18 @@ async def at_commit(
     key: str,
     items: Sequence[Any],
     run: Callable[[AsyncSession, list[Any]], Awaitable[object]],
+    *,
+    last: bool = False,
 ) -> None:
     """Gather `items` under `key`; `run(session, every item gathered)` once, as the transaction's last work
-    (a request's rows or notes of one kind in one statement). Nothing runs if the transaction rolls back. A
-    session without a unit of work runs them now."""
+    (a request's rows or notes of one kind in one statement; `last`: after every other hook). Nothing runs if
+    the transaction rolls back. A session without a unit of work runs them now."""
     if not items:
         return
     if session.info.get("uow") is None:
         await run(session, list(items))
         return
-    before_commit(session, key, _Gathered(run)).items.extend(items)
+    before_commit(session, key, _Gathered(run), last=last).items.extend(items)
 
 
 def after_commit(session: AsyncSession, hook: AfterCommit) -> None:

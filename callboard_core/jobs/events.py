@@ -59,7 +59,7 @@ async def record(
         data=data or {},
     )
     # An append-only row, written with the transaction's other events as its last work (db/rows.py).
-    await insert_at_commit(session, "job_events", [event])
+    await insert_at_commit(session, [event])
     if notify:
         await notifications.notify(
             session, notify, kind, title or kind.replace("_", " "), body=body, job_id=job_id, data=data

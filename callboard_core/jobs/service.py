@@ -22,7 +22,7 @@ from callboard_core.config import Settings
 from callboard_core.db.engine import writes_serialised
 from callboard_core.db.lookup import by_pk
 from callboard_core.db.readcache import ReadCache
-from callboard_core.db.rows import insert_rows
+from callboard_core.db.rows import insert_at_commit
 from callboard_core.db.scopes import TAXONOMY
 from callboard_core.db.uow import UnitsOfWork
 from callboard_core.directory import service as directory
@@ -456,7 +456,8 @@ async def create(
     )
     await _apply_fields(session, job, body, requester, cache)
     _check_schedule(job, clock.now())
-    await insert_rows(session, [job])  # nothing edits a new draft in its request: no unit of work needed
+    # Nothing edits or reads a new draft in its request: its row goes with its "created" event, at commit.
+    await insert_at_commit(session, [job])
     await events.record(session, job.id, "created", actor, {"title": job.title})
     return view(job)
 

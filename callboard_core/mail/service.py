@@ -16,7 +16,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from callboard_core import clock
 from callboard_core.config import Settings
 from callboard_core.db import Database
-from callboard_core.db.rows import insert_rows
+from callboard_core.db.rows import insert_at_commit
 from callboard_core.db.uow import after_commit
 from callboard_core.mail.models import OutboxMessage
 
@@ -85,7 +85,7 @@ class Mailer:
         now = clock.now()
         for mail in mails:
             log.info("mail %s to %s: %s\n%s", mail.kind, mail.to, mail.subject, mail.body)
-        await insert_rows(session, [_outbox_row(mail, self.DELIVERED, None, now) for mail in mails])
+        await insert_at_commit(session, [_outbox_row(mail, self.DELIVERED, None, now) for mail in mails])
 
     async def _record(self, outcomes: list[tuple[Mail, str | None]]) -> None:
         """Outbox rows for mails handed over (error None) or refused, in one transaction."""
