@@ -36,7 +36,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from callboard_core import bus, clock, states
 from callboard_core.agent_notifications import service as agent_notifications
-from callboard_core.db.rows import insert_rows
+from callboard_core.db.rows import insert_at_commit
 from callboard_core.db.uow import UnitsOfWork
 from callboard_core.errors import Conflict, NotFound
 from callboard_core.jobs.models import Job
@@ -82,7 +82,8 @@ async def queue_for_capture(session: AsyncSession, txn: LedgerTransaction) -> No
         return
     agent_id = meta.get("workerAgentId")
     ready = await accounts.ready_account(session, str(user_id), agent_id)
-    await insert_rows(
+    # Sent after the commit (the worker, or `send_due`): nothing reads it in its transaction.
+    await insert_at_commit(
         session,
         [
             Payout(
