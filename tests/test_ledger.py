@@ -186,6 +186,28 @@ async def test_an_overdraft_is_refused_and_leaves_no_trace(core: Core) -> None:
     assert sorted(t.kind for t in txns) == [TransactionKind.RESERVE, TransactionKind.TOPUP]
 
 
+async def test_one_refused_leg_of_a_posting_moves_no_account_and_is_the_one_named(core: Core) -> None:
+    """All legs move in one guarded statement: a leg that would overdraw is left out, named in the refusal
+    (the first such in id order), and the savepoint takes back the legs that did move."""
+    rich, poor = await funded(core, 500), await funded(core, 100)
+    async with core.uow() as uow:
+        s = uow.session
+        legs = [
+            (await accounts.owner(s, AccountKind.OWNER_AVAILABLE, rich), -300),
+            (await accounts.owner(s, AccountKind.OWNER_AVAILABLE, poor), -200),
+            (await accounts.platform(s, AccountKind.PLATFORM_ADJUSTMENTS), 500),
+        ]
+        with pytest.raises(Conflict) as refused:
+            await ledger.post(s, key=new_id("k"), kind=TransactionKind.ADJUSTMENT, entries=legs)
+        assert refused.value.code == "insufficient_funds"
+        assert (
+            refused.value.details["balance_cents"] == 100 and refused.value.details["shortfall_cents"] == 100
+        )
+        assert [a.balance_cents for a, _ in legs[:2]] == [500, 100]  # the session's copies untouched
+    assert (await balance(core, rich))["available"] == 500
+    assert (await balance(core, poor))["available"] == 100
+
+
 async def test_a_repost_returns_the_transaction_and_another_posting_under_its_key_is_refused(
     core: Core,
 ) -> None:

@@ -56,18 +56,20 @@ resolution; a positive amount credits the owner, a negative one debits (guarded 
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, cast
 
-from sqlalchemy import Table, and_, bindparam, func, or_, select, update
+from sqlalchemy import Table, and_, bindparam, case, func, or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm.attributes import set_committed_value
 
 from callboard_core import bus, clock
+from callboard_core.db.engine import dialect_of
 from callboard_core.db.rows import insert_rows
 from callboard_core.errors import Conflict, ValidationFailed
 from callboard_core.ids import new_id
@@ -98,21 +100,34 @@ _accounts = cast(Table, LedgerAccount.__table__)
 _entries = cast(Table, LedgerEntry.__table__)
 
 
-def _apply_statement() -> Any:
-    amount = bindparam("amount", type_=_accounts.c.balance_cents.type)
+@functools.lru_cache(maxsize=16)
+def _apply_all(legs: int, dialect: str) -> Any:
+    """One UPDATE for a posting's `legs` accounts (a0.., amounts m0..), built once per number of legs (every
+    posting runs it). Each row is guarded as a compare-and-set: a debit that would take a non-negative
+    account below zero leaves that row out (and out of RETURNING). On PostgreSQL the rows are locked first,
+    in id order, by the sub-select (a locking sub-select stays a sub-plan, run before the update): an UPDATE
+    alone locks in whatever order its scan meets the rows, and two postings over one account (the platform's
+    fee account is in every award) would deadlock."""
+    ids = [bindparam(f"a{i}", type_=_accounts.c.id.type) for i in range(legs)]
+    amount = case(
+        *(
+            (_accounts.c.id == ids[i], bindparam(f"m{i}", type_=_accounts.c.balance_cents.type))
+            for i in range(legs)
+        )
+    )
+    chosen: Any = _accounts.c.id.in_(ids)
+    if dialect == "postgresql":
+        chosen = _accounts.c.id.in_(
+            select(_accounts.c.id).where(chosen).order_by(_accounts.c.id).with_for_update(key_share=True)
+        )
     return (
         update(_accounts)
-        .where(
-            _accounts.c.id == bindparam("account_id"),
-            or_(_accounts.c.allow_negative, _accounts.c.balance_cents + amount >= 0),
-        )
+        .where(chosen, or_(_accounts.c.allow_negative, _accounts.c.balance_cents + amount >= 0))
         .values(balance_cents=_accounts.c.balance_cents + amount, version=_accounts.c.version + 1)
-        .returning(_accounts.c.balance_cents, _accounts.c.version)
+        .returning(_accounts.c.id, _accounts.c.balance_cents, _accounts.c.version)
     )
 
 
-# Every leg of every posting runs it: built once (SQLAlchemy would build it and its cache key each time).
-_APPLY = _apply_statement()
 _transactions = cast(Table, LedgerTransaction.__table__)
 
 
@@ -175,13 +190,22 @@ async def _same_or_conflict(
     )
 
 
-async def _apply(session: AsyncSession, account: LedgerAccount, amount: int) -> tuple[int, int]:
-    """Move the cached balance by amount and the account's version by one: (balance, version) after it. A
-    debit that would take a non-negative account below zero updates no row and is refused. The flag is read
-    from the row, not trusted from the object."""
-    moved = (await session.execute(_APPLY, {"account_id": account.id, "amount": amount})).first()
-    if moved is not None:
-        return int(moved[0]), int(moved[1])
+async def _apply(session: AsyncSession, legs: Sequence[Leg]) -> list[tuple[int, int]]:
+    """Move every leg's cached balance by its amount and its version by one, in one statement: (balance,
+    version) after it, per leg. A debit that would take a non-negative account below zero moves nothing of
+    its account and is refused (the caller's savepoint or transaction then undoes the other legs). The flag
+    is read from the row, not trusted from the object."""
+    params: dict[str, Any] = {}
+    for i, (account, amount) in enumerate(legs):
+        params[f"a{i}"], params[f"m{i}"] = account.id, amount
+    moved = {
+        row[0]: (int(row[1]), int(row[2]))
+        for row in await session.execute(_apply_all(len(legs), dialect_of(session)), params)
+    }
+    if len(moved) == len(legs):
+        return [moved[account.id] for account, _ in legs]
+    # The first refused leg in id order: the one the legs' own order would have stopped at.
+    account, amount = next((a, m) for a, m in legs if a.id not in moved)
     balance = await session.scalar(select(_accounts.c.balance_cents).where(_accounts.c.id == account.id))
     if balance is None:
         raise RuntimeError(f"ledger account {account.id} does not exist")
@@ -245,8 +269,7 @@ async def post(
             # The key first: a duplicate is found before any balance moves (PostgreSQL: the insert waits
             # for a concurrent holder of the key to finish, then fails if it committed).
             await insert_rows(session, [txn])  # append-only rows: no unit-of-work flush (db/rows.py)
-            for account, amount in legs:
-                balances.append((account, await _apply(session, account, amount)))
+            balances = list(zip((a for a, _ in legs), await _apply(session, legs), strict=True))
             written = [
                 (
                     account,
