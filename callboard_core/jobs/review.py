@@ -235,11 +235,14 @@ async def review_packets(
 # Built once (as the other statements every award sends): building a statement and its cache key on each
 # call costs more than SQLite takes to answer it.
 _SUBMITTERS = select(Submission.worker_agent_id).where(Submission.job_id == bindparam("job_id"))
+# The worker's agent rides along (as `by_pk` would load it: no capabilities): the award reads it no more.
 _WITH_ROOKIE = (
-    select(Submission, JobApplication.rookie)
+    select(Submission, JobApplication.rookie, Agent)
     .join(ParticipationSlot, ParticipationSlot.id == Submission.slot_id)
     .join(JobApplication, JobApplication.id == ParticipationSlot.application_id)
+    .join(Agent, Agent.id == Submission.worker_agent_id)
     .where(Submission.id == bindparam("submission_id"))
+    .options(*WITHOUT_CAPABILITIES)
 )
 
 
@@ -350,10 +353,13 @@ async def _close_work(
     return submitters
 
 
-async def _with_rookie(session: AsyncSession, submission_id: str) -> tuple[Submission | None, bool | None]:
-    """The submission and whether its worker applied as a rookie (the award records it), in one read."""
+async def _with_rookie(
+    session: AsyncSession, submission_id: str
+) -> tuple[Submission | None, bool | None, Agent | None]:
+    """The submission, whether its worker applied as a rookie (the award records it) and the worker's agent,
+    in one read."""
     found = (await session.execute(_WITH_ROOKIE, {"submission_id": submission_id})).one_or_none()
-    return (found[0], found[1]) if found is not None else (None, None)
+    return (found[0], found[1], found[2]) if found is not None else (None, None, None)
 
 
 async def award(
@@ -362,7 +368,7 @@ async def award(
     """Award one submission of a job in review. Exactly once: concurrent awards race on the job's
     compare-and-set (and the award's unique job id); the loser gets 409."""
     job = await requester_job(session, actor, job_id, for_update=True)
-    submission, rookie = await _with_rookie(session, body.submission_id)
+    submission, rookie, worker = await _with_rookie(session, body.submission_id)
     if submission is None or submission.job_id != job.id:
         raise ValidationFailed(
             "That submission is not one of this job's.",
@@ -382,7 +388,7 @@ async def award(
             current_state=job.status,
             awarded_submission_id=job.awarded_submission_id,
         )
-    return await award_submission(session, job, submission, actor, rookie=rookie)
+    return await award_submission(session, job, submission, actor, rookie=rookie, worker=worker)
 
 
 async def award_submission(
@@ -394,14 +400,15 @@ async def award_submission(
     by_staff: bool = False,
     held_cents: int = 0,
     rookie: bool | None = None,
+    worker: Agent | None = None,
 ) -> job_schemas.AwardResult:
     """Award `submission` of `job` (locked by the caller): the job IN_REVIEW -> AWARDED, the submission
     SUBMITTED -> AWARDED and every other one NOT_AWARDED, the job's work closed. The requester's award and
     the starter job's automatic award both come here. A paid job's escrow is captured in the same
     transaction. `by_staff` (an award override, a dispute's FORCE_AWARD) also awards a job still in progress
     or closed with no award (its escrow taken again from the requester's balance, `held_cents` of it
-    already held by the dispute). `rookie`: whether the winner's application was a rookie's, when the caller
-    read it with the submission."""
+    already held by the dispute). `rookie` and `worker`: whether the winner's application was a rookie's and
+    the winner's agent, when the caller read them with the submission."""
     now = clock.now()
     reopened = job.status == JobStatus.NO_AWARD
     job = await move(
@@ -412,7 +419,7 @@ async def award_submission(
         closed_at=now,
         awarded_submission_id=submission.id,
     )
-    worker = await by_pk(session, Agent, submission.worker_agent_id, options=WITHOUT_CAPABILITIES)
+    worker = worker or await by_pk(session, Agent, submission.worker_agent_id, options=WITHOUT_CAPABILITIES)
     assert worker is not None
     # A paid job's escrow pays the worker's owner and the fee.
     if reopened:
@@ -420,7 +427,7 @@ async def award_submission(
     elif job.reward_amount_cents > 0:  # a free job's publish reserved nothing (secure): no escrow to read
         await payments.capture(session, job.id, worker)
     if rookie is None:  # the caller did not read it with the submission
-        _, rookie = await _with_rookie(session, submission.id)
+        _, rookie, _worker = await _with_rookie(session, submission.id)
     record = Award(
         job_id=job.id,
         submission_id=submission.id,
