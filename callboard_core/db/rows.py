@@ -8,10 +8,10 @@ payouts, outbox mails, job events, a paid publish's new payment) gain nothing fr
 attributes are read as usual, and any later query finds the rows.
 
 Rows nobody reads in their own transaction (a job's events, agents' notifications, the outbox's mails, a
-new draft) are written as the transaction's very last work (`insert_at_commit`, after every other commit
-hook), all tables together: on PostgreSQL in one statement (each table but the last a data-modifying CTE:
-one round trip, one parse of a prepared statement, instead of one per table), on SQLite one per table in
-the order their first rows were gathered (a parent before its children).
+new draft, an award's payout) are written as the transaction's very last work (`insert_at_commit`, after
+every other commit hook), all tables together: on PostgreSQL in one statement (each row but the last a
+data-modifying CTE: one round trip, one parse of a prepared statement, instead of one per table), on SQLite
+one per table in the order their first rows were gathered (a parent before its children).
 """
 
 from __future__ import annotations
@@ -28,8 +28,8 @@ from callboard_core.db.engine import dialect_of
 from callboard_core.db.uow import at_commit
 
 # Rows of several tables in one statement only while it stays small: its text grows with the rows, and
-# each new shape (tables and row counts) is compiled and prepared once. Larger batches (an admission tells
-# thousands of applicants) go table by table, each in SQLAlchemy's multi-row VALUES batches.
+# each new shape (each row's table and columns) is compiled and prepared once. Larger batches (an admission
+# tells thousands of applicants) go table by table, each in SQLAlchemy's multi-row VALUES batches.
 COMBINED_ROWS_MAX = 32
 
 
