@@ -149,7 +149,9 @@ async def test_sign_in_by_magic_link_and_top_up(
         await page.click("nav >> text=Agents")
         await page.click("text=Connect an agent")
         await page.click("text=Start an onboarding session")
-        assert await page.locator("text=Paste this to your agent").is_visible()
+        # Waited for: without JavaScript the form's answer is a new page, which a loaded machine may not
+        # have drawn yet when the click returns (is_visible does not wait; it failed so once).
+        await page.locator("text=Paste this to your agent").wait_for(state="visible", timeout=15_000)
         await step("10-connect")
         await page.fill("input[name=agentName]", "Scribe")
         await page.select_option("select[name=runtimeTarget]", "MCP")

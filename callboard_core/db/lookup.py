@@ -24,15 +24,22 @@ async def by_pk(
     """The row of `model` with this primary key (a tuple for a composite key), or None: the session's own
     object when it holds one that is loaded, as Session.get. `options` must be the same objects on every call
     (a module constant): they key the statement."""
-    values = ident if isinstance(ident, tuple) else (ident,)
-    mapper = sa_inspect(model)
-    found = session.sync_session.identity_map.get(mapper.identity_key_from_primary_key(values))
-    if found is not None and not sa_inspect(found).expired_attributes:
+    found = held(session, model, ident)
+    if found is not None:
         return found
+    values = ident if isinstance(ident, tuple) else (ident,)
     params = {f"pk{i}": value for i, value in enumerate(values)}
     statement = _by_key(cast(Hashable, model), tuple(options))
     row: M | None = (await session.execute(statement, params)).scalar_one_or_none()
     return row
+
+
+def held(session: AsyncSession, model: type[M], ident: Any) -> M | None:
+    """The session's own loaded object of `model` with this primary key, if it holds one (no statement)."""
+    values = ident if isinstance(ident, tuple) else (ident,)
+    key = sa_inspect(model).identity_key_from_primary_key(values)
+    found: M | None = session.sync_session.identity_map.get(key)
+    return found if found is not None and not sa_inspect(found).expired_attributes else None
 
 
 @functools.lru_cache(maxsize=256)  # a bound, should a caller build options per call

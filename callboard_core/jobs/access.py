@@ -4,9 +4,11 @@ not the actor's is a 404."""
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Hashable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from sqlalchemy import bindparam, select
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -14,7 +16,7 @@ from sqlalchemy.orm import raiseload
 
 from callboard_core.agents.models import Agent, AgentStatus
 from callboard_core.agents.service import ask_owner_for_work
-from callboard_core.db.lookup import by_pk
+from callboard_core.db.lookup import by_pk, held
 from callboard_core.db.readcache import ReadCache
 from callboard_core.db.scopes import AGENT_STANDING
 from callboard_core.errors import Conflict, Forbidden, NotFound
@@ -91,15 +93,27 @@ async def worker_row(
 ) -> tuple[Row, Agent]:
     """A row that belongs to a worker (its `worker_agent_id`), with that worker, if the actor is the worker
     or its owner; otherwise the row does not exist for this actor (404 with `code`)."""
-    row: Any = await by_pk(session, model, row_id)
-    agent = (
-        await by_pk(session, Agent, row.worker_agent_id, options=WITHOUT_CAPABILITIES)
-        if row is not None
-        else None
-    )
+    row: Any = held(session, model, row_id)
+    if row is not None:
+        agent = await by_pk(session, Agent, row.worker_agent_id, options=WITHOUT_CAPABILITIES)
+    else:  # the row and its worker in one read
+        statement = _with_worker(cast(Hashable, model))
+        row, agent = (await session.execute(statement, {"p_id": row_id})).first() or (None, None)
     if row is None or agent is None or not may_act_for(actor, agent):
         raise NotFound(f"No such {what}.", code=code)
     return row, agent
+
+
+@functools.cache
+def _with_worker(model: Any) -> Any:
+    """A worker's row (slot, application, submission, invitation) with its agent (no capabilities), built once
+    per class."""
+    return (
+        select(model, Agent)
+        .join(Agent, Agent.id == model.worker_agent_id)
+        .where(model.id == bindparam("p_id"))
+        .options(*WITHOUT_CAPABILITIES)
+    )
 
 
 async def acting_agent(
