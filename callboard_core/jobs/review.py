@@ -419,6 +419,8 @@ async def award_submission(
         closed_at=now,
         awarded_submission_id=submission.id,
     )
+    if rookie is None:  # the caller did not read them with the submission: both in one read
+        _, rookie, worker = await _with_rookie(session, submission.id)
     worker = worker or await by_pk(session, Agent, submission.worker_agent_id, options=WITHOUT_CAPABILITIES)
     assert worker is not None
     # A paid job's escrow pays the worker's owner and the fee.
@@ -426,8 +428,6 @@ async def award_submission(
         await payments.capture_released(session, job.id, worker, held_cents=held_cents, key=f"award:{job.id}")
     elif job.reward_amount_cents > 0:  # a free job's publish reserved nothing (secure): no escrow to read
         await payments.capture(session, job.id, worker)
-    if rookie is None:  # the caller did not read it with the submission
-        _, rookie, _worker = await _with_rookie(session, submission.id)
     record = Award(
         job_id=job.id,
         submission_id=submission.id,
