@@ -4,6 +4,7 @@ httpx.ASGITransport (request log on, as shipped), so each figure is the server's
     .venv/bin/python bench/lifecycle_cost.py                      # 100 free jobs, SQLite
     .venv/bin/python bench/lifecycle_cost.py --reward 1000        # paid jobs (the requester funded)
     .venv/bin/python bench/lifecycle_cost.py --statements award   # one award's SQL statements, in order
+    .venv/bin/python bench/lifecycle_cost.py --statements submit --warm --rounds 2  # a submit's, cache warm
     .venv/bin/python bench/lifecycle_cost.py --profile submit     # cProfile of the submits (CPU timer)
     .venv/bin/python bench/lifecycle_cost.py --profile award --profile-out /tmp/award.prof  # for pstats
     .venv/bin/python bench/lifecycle_cost.py --database-url postgresql+asyncpg://root@127.0.0.1:5432/<db>
@@ -89,7 +90,8 @@ async def main(args: argparse.Namespace) -> None:
                 seen.append(" ".join(statement.split())[:160])
 
             engines = {core.db.write_engine.sync_engine, core.db.read_engine.sync_engine}
-            core.read_cache.clear()
+            if not args.warm:
+                core.read_cache.clear()
             for engine in engines:
                 event.listen(engine, "before_cursor_execute", record)
             try:
@@ -193,6 +195,11 @@ if __name__ == "__main__":
     parser.add_argument("--rounds", type=int, default=3, help="rounds (default 3; the first warms up)")
     parser.add_argument("--reward", type=int, default=0, help="reward in cents (default 0: free jobs)")
     parser.add_argument("--statements", choices=STEPS, help="print one request's statements for this step")
+    parser.add_argument(
+        "--warm",
+        action="store_true",
+        help="--statements with the read cache as the round left it (default: cold)",
+    )
     parser.add_argument("--profile", choices=STEPS, help="cProfile this step (process CPU timer)")
     parser.add_argument("--profile-out", help="also write the profile here (pstats: print_callers, snakeviz)")
     parser.add_argument("--sort", default="tottime", choices=["tottime", "cumulative", "ncalls"])
