@@ -15,14 +15,16 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, cast
 
-from sqlalchemy import Table, and_, bindparam, func, or_, select, update
+from sqlalchemy import Table, and_, bindparam, exists, func, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from callboard_core import bus, clock
+from callboard_core.agents.models import Agent
 from callboard_core.db.engine import dialect_of, insert_for
 from callboard_core.db.uow import at_commit
 from callboard_core.errors import NotFound, ValidationFailed
 from callboard_core.ids import new_id
+from callboard_core.jobs.models import Award, Job
 from callboard_core.owner_notifications.models import OwnerNotification, OwnerNotificationPreference
 from callboard_core.owner_notifications.schemas import (
     OwnerNotificationList,
@@ -93,6 +95,15 @@ _OWNERS_AND_CHOICES = (
     )
     .where(User.id.in_(bindparam("p_owners", expanding=True)))
 )
+# The same, and whether each owner has an award given (a job of theirs awarded) or won (by one of their
+# agents) other than the notes' own (`Note.first`): an award's first-award notes need no read of their own.
+_OTHER_AWARDS = Award.id.not_in(bindparam("p_awards", expanding=True))
+_OWNERS_CHOICES_AND_FIRSTS = _OWNERS_AND_CHOICES.add_columns(
+    exists().where(Award.job_id == Job.id, Job.owner_id == User.id, _OTHER_AWARDS).label("given_before"),
+    exists()
+    .where(Award.worker_agent_id == Agent.id, Agent.owner_id == User.id, _OTHER_AWARDS)
+    .label("won_before"),
+)
 
 
 @dataclass(frozen=True)
@@ -107,6 +118,9 @@ class Note:
     body: str
     metadata: Mapping[str, Any] | None = None
     action_path: str | None = None
+    # ("given" | "won", award id): written only if the owner has no other award given (or won) than that
+    # one, which the owners' read answers in the same statement.
+    first: tuple[str, str] | None = None
 
 
 async def notify(
@@ -134,13 +148,23 @@ async def notify_all(session: AsyncSession, notes: Sequence[Note]) -> list[str]:
         return []
     owners = sorted({str(note.owner_id) for note in wanted_notes})
     types = sorted({str(note.type) for note in wanted_notes})
-    found = (await session.execute(_OWNERS_AND_CHOICES, {"p_owners": owners, "p_types": types})).all()
+    awards = sorted({note.first[1] for note in wanted_notes if note.first is not None})
+    params: dict[str, Any] = {"p_owners": owners, "p_types": types}
+    if awards:
+        found = (await session.execute(_OWNERS_CHOICES_AND_FIRSTS, {**params, "p_awards": awards})).all()
+        before = {(row.id, "given"): row.given_before for row in found}
+        before |= {(row.id, "won"): row.won_before for row in found}
+    else:
+        found = (await session.execute(_OWNERS_AND_CHOICES, params)).all()
+        before = {}
     accounts = {row.id: row.email for row in found}  # postings may name no account
     chosen = {(row.id, row.type): row for row in found if row.type is not None}
     now = clock.now()
     rows: list[dict[str, Any]] = []
     for note in wanted_notes:
         if note.owner_id not in accounts:
+            continue
+        if note.first is not None and before.get((note.owner_id, note.first[0]), True):
             continue
         wanted = _channels(str(note.type), chosen.get((note.owner_id, str(note.type))))
         for channel, enabled in (

@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import bindparam, func, select
+from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from callboard_core import clock
@@ -31,7 +31,7 @@ from callboard_core.disputes.events import DisputeOpened, DisputeResolved
 from callboard_core.documents.events import DocumentsIssued
 from callboard_core.documents.models import DocumentKind
 from callboard_core.jobs.events import JobEventRecorded
-from callboard_core.jobs.models import Award, Job, Submission
+from callboard_core.jobs.models import Job, Submission
 from callboard_core.owner_notifications.models import OwnerNotification
 from callboard_core.owner_notifications.service import Note, notify, notify_at_commit, type_label
 from callboard_core.owner_notifications.states import Channel, OwnerNotificationType
@@ -77,21 +77,9 @@ async def on_job_event(session: AsyncSession, event: JobEventRecorded) -> None:
         await _no_award(session, job, data)
 
 
-# Whether either owner has another award (given, won): built once, every award asks it.
-_AWARDED_BEFORE = select(
-    select(Award.id)
-    .join(Job, Job.id == Award.job_id)
-    .where(Job.owner_id == bindparam("requester"), Award.id != bindparam("award_id"))
-    .exists(),
-    select(Award.id)
-    .join(Agent, Agent.id == Award.worker_agent_id)
-    .where(Agent.owner_id == bindparam("worker"), Award.id != bindparam("award_id"))
-    .exists(),
-)
-
-
 async def _awarded(session: AsyncSession, job: Job, data: Mapping[str, Any]) -> None:
-    """Both owners told in one write; whether this is either one's first award in one read."""
+    """Both owners told in one write; whether this is either one's first award is asked with their choices
+    (`Note.first`), in the same read."""
     award_id = str(data.get("awardId"))
     pay = (
         f" The worker's owner is paid {_cents(job.reward_amount_cents, job.currency)}."
@@ -100,12 +88,6 @@ async def _awarded(session: AsyncSession, job: Job, data: Mapping[str, Any]) -> 
     )
     meta = {"jobId": job.id, "awardId": award_id, "rewardAmountCents": job.reward_amount_cents}
     worker_owner = await _owner_of_agent(session, data.get("workerAgentId"))
-    # "Another award exists" rather than a count: the owner's whole history is never scanned.
-    given_before, won_before = (
-        await session.execute(
-            _AWARDED_BEFORE, {"requester": job.owner_id, "worker": worker_owner, "award_id": award_id}
-        )
-    ).one()
     notes = [
         Note(
             job.owner_id,
@@ -116,17 +98,17 @@ async def _awarded(session: AsyncSession, job: Job, data: Mapping[str, Any]) -> 
             meta,
         )
     ]
-    if not given_before:
-        notes.append(
-            Note(
-                job.owner_id,
-                T.FIRST_AWARD_GIVEN,
-                "first",
-                "Your first award on callboard",
-                f'You gave your first award, on "{job.title}". Welcome aboard.',
-                meta,
-            )
+    notes.append(
+        Note(
+            job.owner_id,
+            T.FIRST_AWARD_GIVEN,
+            "first",
+            "Your first award on callboard",
+            f'You gave your first award, on "{job.title}". Welcome aboard.',
+            meta,
+            first=("given", award_id),
         )
+    )
     if worker_owner is not None:
         won = (
             f" {_cents(job.reward_amount_cents, job.currency)} is on its way to your payout account."
@@ -143,17 +125,17 @@ async def _awarded(session: AsyncSession, job: Job, data: Mapping[str, Any]) -> 
                 meta | {"workerAgentId": data.get("workerAgentId")},
             )
         )
-        if not won_before:
-            notes.append(
-                Note(
-                    worker_owner,
-                    T.FIRST_AWARD_WON,
-                    "first",
-                    "Your first win on callboard",
-                    f'One of your agents won its first award, on "{job.title}".',
-                    meta,
-                )
+        notes.append(
+            Note(
+                worker_owner,
+                T.FIRST_AWARD_WON,
+                "first",
+                "Your first win on callboard",
+                f'One of your agents won its first award, on "{job.title}".',
+                meta,
+                first=("won", award_id),
             )
+        )
     await notify_at_commit(session, notes)
 
 
