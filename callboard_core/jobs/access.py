@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TypeVar, cast
 
-from sqlalchemy import bindparam, select
+from sqlalchemy import and_, bindparam, select
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import raiseload
 
@@ -55,6 +55,27 @@ def may_act_for(actor: Actor, agent: Agent | AgentStanding) -> bool:
     if actor.agent_id is not None:
         return agent.id == actor.agent_id
     return actor.user_id is not None and agent.owner_id == actor.user_id and agent.deleted_at is None
+
+
+# `may_act_for` as a condition on the `agents` row, per kind of actor (staff: none, any agent), for a
+# statement that must touch only the actor's rows (a row lock taken by the reading statement itself). Its
+# parameter is `p_actor`, which `acts_for` gives.
+ACTS_FOR: dict[str, Any] = {
+    "staff": None,
+    "agent": Agent.id == bindparam("p_actor"),
+    "owner": and_(Agent.owner_id == bindparam("p_actor"), Agent.deleted_at.is_(None)),
+}
+
+
+def acts_for(actor: Actor) -> tuple[str, str | None] | None:
+    """The actor's kind in `ACTS_FOR` and its `p_actor`; None for an actor that may act for no agent."""
+    if actor.staff:
+        return "staff", None
+    if actor.agent_id is not None:
+        return "agent", actor.agent_id
+    if actor.user_id is not None:
+        return "owner", actor.user_id
+    return None
 
 
 async def owned_agent(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from datetime import timedelta
 from typing import Any, cast
 
@@ -25,7 +26,15 @@ from callboard_core.guidance import Act, step
 from callboard_core.job_types import service as job_types
 from callboard_core.jobs import admission, events, review
 from callboard_core.jobs import schemas as job_schemas
-from callboard_core.jobs.access import acting_agent, require_can_work, worker_row
+from callboard_core.jobs.access import (
+    ACTS_FOR,
+    WITHOUT_CAPABILITIES,
+    acting_agent,
+    acts_for,
+    may_act_for,
+    require_can_work,
+    worker_row,
+)
 from callboard_core.jobs.models import (
     Job,
     JobApplication,
@@ -191,6 +200,62 @@ async def worker_slot(session: AsyncSession, actor: Actor, slot_id: str) -> tupl
     return await worker_row(
         session, actor, ParticipationSlot, slot_id, what="participation slot", code="slot_not_found"
     )
+
+
+# A slot with its worker and its job, in one read (the job freshly read: `lock` on SQLite, where the write
+# transaction is the lock).
+_SLOT_WORKER_JOB = (
+    select(ParticipationSlot, Agent, Job)
+    .join(Agent, Agent.id == ParticipationSlot.worker_agent_id)
+    .join(Job, Job.id == ParticipationSlot.job_id)
+    .where(ParticipationSlot.id == bindparam("p_id"))
+    .options(*WITHOUT_CAPABILITIES)
+    .execution_options(populate_existing=True)
+)
+
+
+@functools.cache
+def _job_of_slot_locked(kind: str) -> Any:
+    """The job of a slot whose worker the actor may act for (`acts_for`, by kind), locked FOR UPDATE: a slot
+    that is not the actor's locks nothing."""
+    slot_job = (
+        select(ParticipationSlot.job_id)
+        .join(Agent, Agent.id == ParticipationSlot.worker_agent_id)
+        .where(ParticipationSlot.id == bindparam("p_id"))
+    )
+    if ACTS_FOR[kind] is not None:
+        slot_job = slot_job.where(ACTS_FOR[kind])
+    return (
+        select(Job)
+        .where(Job.id == slot_job.scalar_subquery())
+        .with_for_update()
+        .execution_options(populate_existing=True)
+    )
+
+
+async def slot_with_job(
+    session: AsyncSession, actor: Actor, slot_id: str, *, locked: bool = False
+) -> tuple[ParticipationSlot, Agent, Job]:
+    """The slot, if the actor is its worker (or the worker's owner), with its worker and its job, all read
+    now; else 404. `locked`: the job's row is locked first (`lock`), so the slot is read after it. One read
+    where writes are serialised (or nothing is locked); on PostgreSQL a lock is two (the job's lock, taken only
+    for the slot's worker, then the slot)."""
+    if locked and not writes_serialised(session):
+        acting = acts_for(actor)
+        job = None
+        if acting is not None:
+            kind, who = acting
+            job = (
+                await session.scalars(_job_of_slot_locked(kind), {"p_id": slot_id, "p_actor": who})
+            ).first()
+        if job is None:
+            raise NotFound("No such participation slot.", code="slot_not_found")
+        slot, agent = await worker_slot(session, actor, slot_id)
+        return slot, agent, job
+    found = (await session.execute(_SLOT_WORKER_JOB, {"p_id": slot_id})).first()
+    if found is None or not may_act_for(actor, found[1]):
+        raise NotFound("No such participation slot.", code="slot_not_found")
+    return found[0], found[1], found[2]
 
 
 async def _submission_id(session: AsyncSession, slot_id: str) -> str | None:
@@ -466,8 +531,7 @@ async def _clarifications(session: AsyncSession, job_id: str) -> list[job_schema
 async def acknowledge(session: AsyncSession, actor: Actor, slot_id: str) -> job_schemas.SlotView:
     """GRANTED to ACKNOWLEDGED before the acknowledgement deadline; starts the work clock: the work deadline is
     the earlier of now + fairWorkDurationMs and the job's latest submission deadline."""
-    slot, _ = await worker_slot(session, actor, slot_id)
-    job = await get(session, slot.job_id)
+    slot, _, job = await slot_with_job(session, actor, slot_id)
     now = clock.now()
     deadline = min(now + timedelta(milliseconds=job.fair_work_duration_ms), job.latest_submission_deadline_at)
     moved = await states.compare_and_set(
@@ -622,10 +686,7 @@ async def submit(
     """Submit the slot's artifact by its work deadline: the payload is validated against the job type, every
     file must be one of this slot's uploads and is re-hashed now (unless `hash_submission_files` matched it
     just before). One submission per slot."""
-    slot, _ = await worker_slot(session, actor, slot_id)
-    job = await lock(session, slot.job_id)
-    if not writes_serialised(session):  # read before the job's lock: what it says now
-        await session.refresh(slot)
+    slot, _, job = await slot_with_job(session, actor, slot_id, locked=True)
     if slot.status == SlotStatus.SUBMITTED:
         raise Conflict(
             "This slot has already submitted.",
