@@ -17,6 +17,7 @@ from callboard_core.config import Settings
 from callboard_core.db.engine import writes_serialised
 from callboard_core.db.lookup import by_pk
 from callboard_core.db.readcache import ReadCache
+from callboard_core.db.rows import insert_at_commit
 from callboard_core.db.uow import add_or_conflict
 from callboard_core.errors import Conflict, Forbidden, NotFound, ValidationFailed
 from callboard_core.files import service as files
@@ -771,11 +772,14 @@ async def submit(
         preview_json=preview_json,
         storage_uri=body.storage_uri,
     )
-    session.add(submission)
-    await session.flush()
-    for role, f in attached:
-        session.add(SubmissionFile(submission_id=submission.id, file_id=f.id, role=role))
-    await session.flush()
+    if attached or job.is_starter:  # its files point to it; the starter's award moves it at once
+        session.add(submission)
+        await session.flush()
+        for role, f in attached:
+            session.add(SubmissionFile(submission_id=submission.id, file_id=f.id, role=role))
+        await session.flush()
+    else:  # nothing reads it in this transaction: written with its last work (db/rows.py)
+        await insert_at_commit(session, [submission])
     await events.record(
         session,
         job.id,

@@ -14,8 +14,9 @@ from callboard_core.agents import reputation
 from callboard_core.agents.models import Agent
 from callboard_core.blobs import BlobStore
 from callboard_core.config import Settings
+from callboard_core.db.engine import dialect_of
 from callboard_core.db.lookup import by_pk
-from callboard_core.db.uow import add_or_conflict
+from callboard_core.db.rows import insert_at_commit
 from callboard_core.errors import Conflict, NotFound, ValidationFailed
 from callboard_core.files import service as files
 from callboard_core.files.models import FileKind, StoredFile
@@ -326,6 +327,11 @@ _CLOSING_MOVES = (
 )
 
 
+# On PostgreSQL both in one statement (the slots' move a data-modifying CTE of the applications'): the
+# caller holds the job's lock, which every writer of its slots and applications takes first.
+_CLOSING_TOGETHER = _CLOSING_MOVES[1].add_cte(_CLOSING_MOVES[0].cte("closing_slots"))
+
+
 async def _close_work(
     session: AsyncSession, job: Job, *, winner: Submission | None, count: bool = True
 ) -> list[str]:
@@ -339,8 +345,11 @@ async def _close_work(
     else:
         await states.moved(session, _NOT_AWARDED, params)
         submitters = await submitter_ids(session, job.id)
-    for statement in _CLOSING_MOVES:
-        await states.moved(session, statement, params)
+    if dialect_of(session) == "postgresql":
+        await states.moved(session, _CLOSING_TOGETHER, params)
+    else:
+        for statement in _CLOSING_MOVES:
+            await states.moved(session, statement, params)
     if job.is_starter or not count:
         return submitters
     await reputation.record_completions(
@@ -366,7 +375,7 @@ async def award(
     session: AsyncSession, actor: Actor, job_id: str, body: job_schemas.AwardBody
 ) -> job_schemas.AwardResult:
     """Award one submission of a job in review. Exactly once: concurrent awards race on the job's
-    compare-and-set (and the award's unique job id); the loser gets 409."""
+    compare-and-set; the loser gets 409."""
     job = await requester_job(session, actor, job_id, for_update=True)
     submission, rookie, worker = await _with_rookie(session, body.submission_id)
     if submission is None or submission.job_id != job.id:
@@ -436,9 +445,9 @@ async def award_submission(
         decided_by_id=actor.id,
         rookie_win=rookie,
     )
-    await add_or_conflict(
-        session, record, Conflict("This job has already been awarded.", code="already_awarded")
-    )
+    # Written with the transaction's last work: nothing reads it in this transaction, and the job's
+    # compare-and-set above lets one award through (the unique job id stays the backstop).
+    await insert_at_commit(session, [record])
     if reopened:  # a job closed with no award had its work closed (and counted) then
         await states.move(
             session,
