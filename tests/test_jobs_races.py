@@ -245,13 +245,15 @@ async def _in_review(
     submit one after the other (two at once is its own race, below)."""
     job_id, slots = await _acknowledged(client, core, m, a, b)
     subs: dict[str, str] = {}
-    last: dict[str, Any] = {}
+    statuses: list[str] = []
     for slot in slots:
         r = await _submit_as(client, m.worker(slot.worker_agent_id), slot.id)
         assert r.status_code == 201, r.text
-        last = r.json()
-        subs[slot.worker_agent_id] = last["id"]
-    assert sorted(subs) == sorted([a.id, b.id]) and last["jobStatus"] == "IN_REVIEW", (subs, last)
+        subs[slot.worker_agent_id] = r.json()["id"]
+        statuses.append(r.json()["jobStatus"])
+    assert sorted(subs) == sorted([a.id, b.id]), subs
+    # The first leaves the job working (the other slot is live), the last starts its review.
+    assert statuses == ["IN_PROGRESS", "IN_REVIEW"], statuses
     return job_id, subs
 
 

@@ -17,6 +17,7 @@ from typing import Any
 
 from sqlalchemy import bindparam, case, func, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.orm import aliased
 
 from callboard_core import clock, states
 from callboard_core.agent_notifications import service as notifications
@@ -353,18 +354,44 @@ _WORK_COUNTS = select(
 )
 
 
+# The same counts, for a statement that moves one slot of the job (`p_slot`) to SUBMITTED and returns them:
+# "other" slots leave that one out, so the answer is the same whether the database evaluates them before the
+# move (PostgreSQL: the statement's snapshot) or after it (SQLite), and the moved slot adds one submitted.
+_OTHER_SLOTS = aliased(ParticipationSlot)
+WORK_COUNTS_BESIDE = (
+    _count(
+        _OTHER_SLOTS, states.one_of(_OTHER_SLOTS.status, LIVE_SLOTS), _OTHER_SLOTS.id != bindparam("p_slot")
+    ),
+    _count(JobApplication, JobApplication.status == ApplicationStatus.WAITLISTED),
+    _count(_OTHER_SLOTS, _OTHER_SLOTS.status == SlotStatus.SUBMITTED, _OTHER_SLOTS.id != bindparam("p_slot")),
+)
+
+
+def counts_beside(row: Any) -> tuple[int, int, int]:
+    """`_work_counts` from a row ending with `WORK_COUNTS_BESIDE` (its slot just SUBMITTED)."""
+    live, waiting, submitted = row[-3:]
+    return int(live), int(waiting), int(submitted) + 1
+
+
 async def _work_counts(session: AsyncSession, job_id: str) -> tuple[int, int, int]:
     """(slots still working, applications waitlisted, slots submitted) of a job, in one statement."""
     live, waiting, submitted = (await session.execute(_WORK_COUNTS, {"p_job": job_id})).one()
     return int(live), int(waiting), int(submitted)
 
 
-async def settle(session: AsyncSession, job: Job, *, deadline_passed: bool = False) -> Job:
-    """An IN_PROGRESS job whose work is over moves on: to IN_REVIEW with submissions, else NO_AWARD."""
+async def settle(
+    session: AsyncSession,
+    job: Job,
+    *,
+    deadline_passed: bool = False,
+    counts: tuple[int, int, int] | None = None,
+) -> Job:
+    """An IN_PROGRESS job whose work is over moves on: to IN_REVIEW with submissions, else NO_AWARD.
+    `counts`: the job's work counts (`_work_counts`) as the caller's own statement returned them."""
     if job.status != JobStatus.IN_PROGRESS:
         return job
     now = clock.now()
-    live, waiting, submitted = await _work_counts(session, job.id)
+    live, waiting, submitted = counts if counts is not None else await _work_counts(session, job.id)
     if live and not deadline_passed:
         return job
     if (

@@ -8,6 +8,7 @@ from typing import Any, cast
 
 from sqlalchemy import ColumnElement, Table, bindparam, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.orm.attributes import set_committed_value
 
 from callboard_core import clock, states
 from callboard_core.agents import reputation
@@ -67,6 +68,18 @@ _ACK_IN_TIME = _SLOT_COLUMNS.acknowledge_by >= bindparam("w_now")
 _WORK_IN_TIME = or_(
     _SLOT_COLUMNS.work_deadline_at.is_(None), _SLOT_COLUMNS.work_deadline_at >= bindparam("w_now")
 )
+
+# A submit's move (as `states.compare_and_set` makes it, within the work deadline), returning the job's work
+# counts beside it for `admission.settle`: one statement where the move and the count were two.
+_SUBMIT = states.batch_move(
+    ParticipationSlot,
+    SLOT_MOVES,
+    SlotStatus.SUBMITTED,
+    _SLOT_COLUMNS.id == bindparam("p_slot"),
+    _WORK_IN_TIME,
+    submitted_at=bindparam("p_now"),
+    updated_at=bindparam("p_now"),
+).returning(*admission.WORK_COUNTS_BESIDE)
 
 _APPLICATION_OF = select(JobApplication).where(
     JobApplication.job_id == bindparam("p_job"), JobApplication.worker_agent_id == bindparam("p_worker")
@@ -741,17 +754,9 @@ async def submit(
         )
     await files.verify_all(session, blobs, [f for _, f in attached], hashed)
     now = clock.now()
-    moved = await states.compare_and_set(
-        session,
-        ParticipationSlot,
-        slot.id,
-        SLOT_MOVES,
-        SlotStatus.SUBMITTED,
-        _WORK_IN_TIME,
-        where_params={"w_now": now},
-        submitted_at=now,
-        updated_at=now,
-    )
+    moved = (
+        await session.execute(_SUBMIT, {"p_slot": slot.id, "p_job": job.id, "w_now": now, "p_now": now})
+    ).first()
     if moved is None:
         await session.refresh(slot)
         if slot.status in SLOT_MOVES[SlotStatus.SUBMITTED]:  # still could move: the deadline said no
@@ -762,6 +767,9 @@ async def submit(
                 work_deadline_at=slot.work_deadline_at.isoformat() if slot.work_deadline_at else None,
             )
         raise Conflict(f"This slot is {slot.status}.", code="invalid_state", current_state=slot.status)
+    # The session's copy shows the move (the statement synchronises nothing).
+    for name, value in (("status", SlotStatus.SUBMITTED), ("submitted_at", now), ("updated_at", now)):
+        set_committed_value(slot, name, value)
     preview_json = job_types.review_packet_preview(job_type, body.structured_payload_json) if job_type else {}
     submission = Submission(
         job_id=job.id,
@@ -790,7 +798,7 @@ async def submit(
         title=f"New submission: {job.title}",
     )
     # The job is as `lock` read it: nothing above writes its row, and no other writer can meanwhile.
-    job = await admission.settle(session, job)
+    job = await admission.settle(session, job, counts=admission.counts_beside(moved))
     if job.is_starter:  # practice: a valid submission wins at once
         await review.award_submission(session, job, submission, SYSTEM)
         await session.refresh(submission)
