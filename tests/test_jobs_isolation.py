@@ -250,6 +250,18 @@ async def test_another_agents_objects_are_404(
         sub = await client.post(f"{path}/submit", json=submit_body(), headers=agent.h)
         assert sub.status_code == 201, sub.text
         submissions[agent.id] = sub.json()["id"]
+    # Nobody but the requester awards: the outsider (even naming its own submission), its owner's mirror;
+    # and the requester cannot award a submission that is not the job's.
+    for family in ("jobs", "bounties"):
+        path = f"/api/v2/{family}/{job_id}/award"
+        stolen = await client.post(path, json={"submissionId": submissions[outsider.id]}, headers=outsider.h)
+        assert_problem(stolen, 404, "job_not_found")
+    mirror = f"/api/v2/owner/jobs/{job_id}/award"
+    assert_problem(await _owner(outsider).post(mirror, json={"submissionId": submissions[outsider.id]}), 404)
+    foreign = await client.post(
+        f"/api/v2/jobs/{job_id}/award", json={"submissionId": "sub_not_of_this_job"}, headers=requester.h
+    )
+    assert foreign.status_code == 422 and foreign.json()["errors"][0]["code"] == "unknown_submission"
     won = await client.post(
         f"/api/v2/jobs/{job_id}/award", json={"submissionId": submissions[worker.id]}, headers=requester.h
     )

@@ -3,6 +3,7 @@ released artifact. A closed job's completions go to the workers' records (agents
 
 from __future__ import annotations
 
+import functools
 from typing import Any, cast
 
 from sqlalchemy import Table, and_, bindparam, case, or_, select, update
@@ -34,7 +35,15 @@ from callboard_core.jobs.models import (
     Submission,
     SubmissionFile,
 )
-from callboard_core.jobs.service import input_file_list, move, requester_job, view
+from callboard_core.jobs.service import (
+    REQUESTED_BY,
+    input_file_list,
+    is_requester,
+    move,
+    requester_job,
+    requester_params,
+    view,
+)
 from callboard_core.jobs.states import (
     APPLICATION_MOVES,
     SLOT_MOVES,
@@ -247,6 +256,27 @@ _WITH_ROOKIE = (
 )
 
 
+@functools.cache
+def _award_read(kind: str) -> Any:
+    """The job, locked for its requester only (`REQUESTED_BY`, by the actor's kind), with the named submission
+    if it is one of the job's, whether its worker applied as a rookie and the worker's agent (`_WITH_ROOKIE`):
+    an award's check, lock and reads in one statement. The submission's side is read as the statement
+    found it: whoever changes a job's submissions holds the job's lock, and its compare-and-set decides."""
+    statement = (
+        select(Job, Submission, JobApplication.rookie, Agent)
+        .outerjoin(Submission, and_(Submission.id == bindparam("p_submission"), Submission.job_id == Job.id))
+        .outerjoin(ParticipationSlot, ParticipationSlot.id == Submission.slot_id)
+        .outerjoin(JobApplication, JobApplication.id == ParticipationSlot.application_id)
+        .outerjoin(Agent, Agent.id == Submission.worker_agent_id)
+        .where(Job.id == bindparam("p_job"))
+        .options(*WITHOUT_CAPABILITIES)
+        .with_for_update(of=Job)
+        .execution_options(populate_existing=True)
+    )
+    condition = REQUESTED_BY[kind]
+    return statement if condition is None else statement.where(condition)
+
+
 async def submitter_ids(session: AsyncSession, job_id: str) -> list[str]:
     """The agents that submitted to the job (the parties a closing move tells)."""
     return list(await session.scalars(_SUBMITTERS, {"job_id": job_id}))
@@ -376,9 +406,19 @@ async def award(
 ) -> job_schemas.AwardResult:
     """Award one submission of a job in review. Exactly once: concurrent awards race on the job's
     compare-and-set; the loser gets 409."""
-    job = await requester_job(session, actor, job_id, for_update=True)
-    submission, rookie, worker = await _with_rookie(session, body.submission_id)
-    if submission is None or submission.job_id != job.id:
+    acting = requester_params(actor)
+    found = None
+    if acting is not None:
+        kind, params = acting
+        found = (
+            await session.execute(
+                _award_read(kind), {"p_job": job_id, "p_submission": body.submission_id, **params}
+            )
+        ).first()
+    if found is None or not is_requester(actor, found[0]):
+        raise NotFound("No such job.", code="job_not_found")
+    job, submission, rookie, worker = found
+    if submission is None or worker is None:
         raise ValidationFailed(
             "That submission is not one of this job's.",
             errors=[

@@ -7,6 +7,7 @@ of anyone else is a 404 to them, whatever the credential.
 from __future__ import annotations
 
 import copy
+import functools
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -183,23 +184,40 @@ _LOCKED = (
 )
 
 
-# The same, for the job's requester only: the check is in the statement, so another actor's read of the job
-# locks nothing (the row lock is the requester's to take) and the requester's is one read, not two.
-_LOCKED_FOR_AGENT = _LOCKED.where(Job.requester_agent_id == bindparam("p_actor"))
-_LOCKED_FOR_OWNER = _LOCKED.where(Job.owner_id == bindparam("p_actor"))
+# `is_requester` as a condition on the `jobs` row, per kind of actor (staff: none, any job), for a statement
+# that must lock only the requester's job: the check is in the statement, so another actor's read locks
+# nothing (the row lock is the requester's to take), and the requester's check and lock are one read.
+REQUESTED_BY: dict[str, Any] = {
+    "staff": None,
+    "agent": Job.requester_agent_id == bindparam("p_actor"),
+    "owner": Job.owner_id == bindparam("p_actor"),
+}
+
+
+def requester_params(actor: Actor) -> tuple[str, dict[str, str]] | None:
+    """The actor's kind in `REQUESTED_BY` and its parameter; None for an actor that requests nothing."""
+    if actor.staff:
+        return "staff", {}
+    if actor.agent_id is not None:
+        return "agent", {"p_actor": actor.agent_id}
+    if actor.user_id is not None:
+        return "owner", {"p_actor": actor.user_id}
+    return None
+
+
+@functools.cache
+def _locked_by(kind: str) -> Any:
+    condition = REQUESTED_BY[kind]
+    return _LOCKED if condition is None else _LOCKED.where(condition)
 
 
 async def _locked_for(session: AsyncSession, actor: Actor, job_id: str) -> Job | None:
     """The job locked, if `actor` may act as its requester (`is_requester`); else None, nothing locked."""
-    if actor.staff:
-        return await _locked(session, job_id)
-    if actor.agent_id is not None:
-        statement, who = _LOCKED_FOR_AGENT, actor.agent_id
-    elif actor.user_id is not None:
-        statement, who = _LOCKED_FOR_OWNER, actor.user_id
-    else:
+    acting = requester_params(actor)
+    if acting is None:
         return None
-    return (await session.scalars(statement, {"p_job": job_id, "p_actor": who})).one_or_none()
+    kind, params = acting
+    return (await session.scalars(_locked_by(kind), {"p_job": job_id, **params})).one_or_none()
 
 
 async def requester_job(session: AsyncSession, actor: Actor, job_id: str, *, for_update: bool = False) -> Job:
