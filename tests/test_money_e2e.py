@@ -273,6 +273,9 @@ async def test_a_paid_job_from_card_to_payout_adds_up_to_the_cent(
         ("PLATFORM_FEE", 200),
     ]
     assert receipts["JOB_PAYMENT"]["metadata"]["invoiceNumber"] == invoice["number"]
+    # The award's documents name the requester's owner, as the top-up's receipt does.
+    payer = (receipts["TOPUP"]["counterpartyName"], receipts["TOPUP"]["counterpartyEmail"])
+    assert payer[1] and all((d["counterpartyName"], d["counterpartyEmail"]) == payer for d in docs)
     # Each document's total is its entry on the statement (the invoice is the capture's fee part).
     entry = {e["id"]: e["amountCents"] for e in req_entries}
     assert entry[receipts["TOPUP"]["ledgerEntryId"]] == 5000

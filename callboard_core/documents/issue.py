@@ -27,6 +27,7 @@ from sqlalchemy import bindparam, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from callboard_core import bus, clock
+from callboard_core.db.lookup import held
 from callboard_core.db.rows import insert_rows
 from callboard_core.documents.events import DocumentsIssued
 from callboard_core.documents.models import (
@@ -280,8 +281,13 @@ async def issue_for(
     if found is None:
         return []
     entry_id, amount = found
-    # Read once for all the documents: the owner's name, username, email and company.
-    user = (await session.execute(_COUNTERPARTY, {"p_user": txn.user_id})).first() if txn.user_id else None
+    # Once for all the documents: the owner's name, username, email and company (the session's own copy
+    # when the posting's caller read the account with its rows: an award reads the payer with its job).
+    user: Any = None
+    if txn.user_id:
+        user = held(session, User, txn.user_id)
+        if user is None:
+            user = (await session.execute(_COUNTERPARTY, {"p_user": txn.user_id})).first()
     drafts = await plan(session, txn, amount)
     if not drafts:
         return []

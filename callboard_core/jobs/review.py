@@ -54,7 +54,9 @@ from callboard_core.jobs.states import (
     SubmissionStatus,
 )
 from callboard_core.payments import service as payments
+from callboard_core.payments.models import JobPayment
 from callboard_core.principals import SYSTEM, Actor
+from callboard_core.users.models import User
 
 # --- input files (drafts) ------------------------------------------------------------------------
 
@@ -259,15 +261,18 @@ _WITH_ROOKIE = (
 @functools.cache
 def _award_read(kind: str) -> Any:
     """The job, locked for its requester only (`REQUESTED_BY`, by the actor's kind), with the named submission
-    if it is one of the job's, whether its worker applied as a rookie and the worker's agent (`_WITH_ROOKIE`):
-    an award's check, lock and reads in one statement. The submission's side is read as the statement
-    found it: whoever changes a job's submissions holds the job's lock, and its compare-and-set decides."""
+    if it is one of the job's, whether its worker applied as a rookie, the worker's agent (`_WITH_ROOKIE`),
+    and a paid job's payment and its payer (the account its documents name): an award's check, lock and
+    reads in one statement. The other rows are read as the statement found them: whoever changes a job's
+    submissions or payment holds the job's lock, and the compare-and-sets that follow decide."""
     statement = (
-        select(Job, Submission, JobApplication.rookie, Agent)
+        select(Job, Submission, JobApplication.rookie, Agent, JobPayment, User)
         .outerjoin(Submission, and_(Submission.id == bindparam("p_submission"), Submission.job_id == Job.id))
         .outerjoin(ParticipationSlot, ParticipationSlot.id == Submission.slot_id)
         .outerjoin(JobApplication, JobApplication.id == ParticipationSlot.application_id)
         .outerjoin(Agent, Agent.id == Submission.worker_agent_id)
+        .outerjoin(JobPayment, JobPayment.job_id == Job.id)
+        .outerjoin(User, User.id == JobPayment.user_id)
         .where(Job.id == bindparam("p_job"))
         .options(*WITHOUT_CAPABILITIES)
         .with_for_update(of=Job)
@@ -417,7 +422,8 @@ async def award(
         ).first()
     if found is None or not is_requester(actor, found[0]):
         raise NotFound("No such job.", code="job_not_found")
-    job, submission, rookie, worker = found
+    # `found` holds the payer for the award's documents (`documents.issue`: the session's own copy).
+    job, submission, rookie, worker, payment, _payer = found
     if submission is None or worker is None:
         raise ValidationFailed(
             "That submission is not one of this job's.",
@@ -437,7 +443,9 @@ async def award(
             current_state=job.status,
             awarded_submission_id=job.awarded_submission_id,
         )
-    return await award_submission(session, job, submission, actor, rookie=rookie, worker=worker)
+    return await award_submission(
+        session, job, submission, actor, rookie=rookie, worker=worker, payment=payment or payments.UNREAD
+    )
 
 
 async def award_submission(
@@ -450,6 +458,7 @@ async def award_submission(
     held_cents: int = 0,
     rookie: bool | None = None,
     worker: Agent | None = None,
+    payment: JobPayment | payments.Unread = payments.UNREAD,
 ) -> job_schemas.AwardResult:
     """Award `submission` of `job` (locked by the caller): the job IN_REVIEW -> AWARDED, the submission
     SUBMITTED -> AWARDED and every other one NOT_AWARDED, the job's work closed. The requester's award and
@@ -457,7 +466,7 @@ async def award_submission(
     transaction. `by_staff` (an award override, a dispute's FORCE_AWARD) also awards a job still in progress
     or closed with no award (its escrow taken again from the requester's balance, `held_cents` of it
     already held by the dispute). `rookie` and `worker`: whether the winner's application was a rookie's and
-    the winner's agent, when the caller read them with the submission."""
+    the winner's agent, when the caller read them with the submission; `payment`, the job's, when it did."""
     now = clock.now()
     reopened = job.status == JobStatus.NO_AWARD
     job = await move(
@@ -476,7 +485,7 @@ async def award_submission(
     if reopened:
         await payments.capture_released(session, job.id, worker, held_cents=held_cents, key=f"award:{job.id}")
     elif job.reward_amount_cents > 0:  # a free job's publish reserved nothing (secure): no escrow to read
-        await payments.capture(session, job.id, worker)
+        await payments.capture(session, job.id, worker, payment=payment)
     record = Award(
         job_id=job.id,
         submission_id=submission.id,
