@@ -220,6 +220,34 @@ async def _locked_for(session: AsyncSession, actor: Actor, job_id: str) -> Job |
     return (await session.scalars(_locked_by(kind), {"p_job": job_id, **params})).one_or_none()
 
 
+@functools.cache
+def _locked_with_requester(kind: str) -> Any:
+    """`_locked_by`, with the job's requester agent (no capabilities) in the same read."""
+    statement = (
+        select(Job, Agent)
+        .join(Agent, Agent.id == Job.requester_agent_id)
+        .where(Job.id == bindparam("p_job"))
+        .options(*WITHOUT_CAPABILITIES)
+        .with_for_update(of=Job)
+        .execution_options(populate_existing=True)
+    )
+    condition = REQUESTED_BY[kind]
+    return statement if condition is None else statement.where(condition)
+
+
+async def requester_job_and_agent(session: AsyncSession, actor: Actor, job_id: str) -> tuple[Job, Agent]:
+    """`requester_job(for_update=True)` and the job's requester agent, in one read (the agent as the
+    statement found it: it is not locked)."""
+    acting = requester_params(actor)
+    found = None
+    if acting is not None:
+        kind, params = acting
+        found = (await session.execute(_locked_with_requester(kind), {"p_job": job_id, **params})).first()
+    if found is None or not is_requester(actor, found[0]):
+        raise NotFound("No such job.", code="job_not_found")
+    return found[0], found[1]
+
+
 async def requester_job(session: AsyncSession, actor: Actor, job_id: str, *, for_update: bool = False) -> Job:
     """The job, if the actor is its requester (or the requester's owner); else 404. With for_update the
     row is locked (see `lock`), in the same read."""
@@ -559,10 +587,9 @@ async def publish(
     ready); `PublishPrep()` runs without a prepare step (files hashed here)."""
     first_attempt = prepared is None
     prepared = prepared or PublishPrep()
-    job = await requester_job(session, actor, job_id, for_update=True)
+    # The requester agent is kept (`requester`): the paid checks find it in the session (payments.secure).
+    job, requester = await requester_job_and_agent(session, actor, job_id)
     check_job("publish", job.status, JobStatus.ADMISSION_OPEN, job_id=job.id)
-    requester = await by_pk(session, Agent, job.requester_agent_id, options=WITHOUT_CAPABILITIES)
-    assert requester is not None
     require_can_work(requester, role="requester")
     now = clock.now()
     _check_schedule(job, now, publishing=True)
