@@ -36,12 +36,11 @@ from callboard_core.jobs.models import (
     SubmissionFile,
 )
 from callboard_core.jobs.service import (
-    REQUESTED_BY,
     input_file_list,
-    is_requester,
+    locked_requester_row,
     move,
     requester_job,
-    requester_params,
+    requester_locked,
     view,
 )
 from callboard_core.jobs.states import (
@@ -265,21 +264,16 @@ def _award_read(kind: str) -> Any:
     and a paid job's payment and its payer (the account its documents name): an award's check, lock and
     reads in one statement. The other rows are read as the statement found them: whoever changes a job's
     submissions or payment holds the job's lock, and the compare-and-sets that follow decide."""
-    statement = (
+    return requester_locked(
         select(Job, Submission, JobApplication.rookie, Agent, JobPayment, User)
         .outerjoin(Submission, and_(Submission.id == bindparam("p_submission"), Submission.job_id == Job.id))
         .outerjoin(ParticipationSlot, ParticipationSlot.id == Submission.slot_id)
         .outerjoin(JobApplication, JobApplication.id == ParticipationSlot.application_id)
         .outerjoin(Agent, Agent.id == Submission.worker_agent_id)
         .outerjoin(JobPayment, JobPayment.job_id == Job.id)
-        .outerjoin(User, User.id == JobPayment.user_id)
-        .where(Job.id == bindparam("p_job"))
-        .options(*WITHOUT_CAPABILITIES)
-        .with_for_update(of=Job)
-        .execution_options(populate_existing=True)
+        .outerjoin(User, User.id == JobPayment.user_id),
+        kind,
     )
-    condition = REQUESTED_BY[kind]
-    return statement if condition is None else statement.where(condition)
 
 
 async def submitter_ids(session: AsyncSession, job_id: str) -> list[str]:
@@ -411,17 +405,7 @@ async def award(
 ) -> job_schemas.AwardResult:
     """Award one submission of a job in review. Exactly once: concurrent awards race on the job's
     compare-and-set; the loser gets 409."""
-    acting = requester_params(actor)
-    found = None
-    if acting is not None:
-        kind, params = acting
-        found = (
-            await session.execute(
-                _award_read(kind), {"p_job": job_id, "p_submission": body.submission_id, **params}
-            )
-        ).first()
-    if found is None or not is_requester(actor, found[0]):
-        raise NotFound("No such job.", code="job_not_found")
+    found = await locked_requester_row(session, actor, _award_read, job_id, p_submission=body.submission_id)
     # `found` holds the payer for the award's documents (`documents.issue`: the session's own copy).
     job, submission, rookie, worker, payment, _payer = found
     if submission is None or worker is None:

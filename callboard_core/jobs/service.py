@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import copy
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 from sqlalchemy import bindparam, select
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -211,22 +212,13 @@ def _locked_by(kind: str) -> Any:
     return _LOCKED if condition is None else _LOCKED.where(condition)
 
 
-async def _locked_for(session: AsyncSession, actor: Actor, job_id: str) -> Job | None:
-    """The job locked, if `actor` may act as its requester (`is_requester`); else None, nothing locked."""
-    acting = requester_params(actor)
-    if acting is None:
-        return None
-    kind, params = acting
-    return (await session.scalars(_locked_by(kind), {"p_job": job_id, **params})).one_or_none()
-
-
-@functools.cache
-def _locked_with_requester(kind: str) -> Any:
-    """`_locked_by`, with the job's requester agent (no capabilities) in the same read."""
+def requester_locked(statement: Any, kind: str) -> Any:
+    """`statement` (a read of `jobs`, joined to what the caller reads with it) as the requester's locked read
+    of one job (`p_job`): FOR UPDATE OF jobs, only where `REQUESTED_BY[kind]` holds; the agents it joins
+    load without their capability links. Rows joined to the job are as the statement found them (not
+    locked; on PostgreSQL, from before any wait for the job's lock)."""
     statement = (
-        select(Job, Agent)
-        .join(Agent, Agent.id == Job.requester_agent_id)
-        .where(Job.id == bindparam("p_job"))
+        statement.where(Job.id == bindparam("p_job"))
         .options(*WITHOUT_CAPABILITIES)
         .with_for_update(of=Job)
         .execution_options(populate_existing=True)
@@ -235,23 +227,38 @@ def _locked_with_requester(kind: str) -> Any:
     return statement if condition is None else statement.where(condition)
 
 
-async def requester_job_and_agent(session: AsyncSession, actor: Actor, job_id: str) -> tuple[Job, Agent]:
-    """`requester_job(for_update=True)` and the job's requester agent, in one read (the agent as the
-    statement found it: it is not locked)."""
+async def locked_requester_row(
+    session: AsyncSession, actor: Actor, build: Callable[[str], Any], job_id: str, **params: Any
+) -> Any:
+    """The first row of `build(kind)` (a `requester_locked` statement for the actor's kind) for this job, if
+    the actor is its requester; else 404, nothing locked."""
     acting = requester_params(actor)
     found = None
     if acting is not None:
-        kind, params = acting
-        found = (await session.execute(_locked_with_requester(kind), {"p_job": job_id, **params})).first()
+        kind, who = acting
+        found = (await session.execute(build(kind), {"p_job": job_id, **who, **params})).first()
     if found is None or not is_requester(actor, found[0]):
         raise NotFound("No such job.", code="job_not_found")
-    return found[0], found[1]
+    return found
+
+
+@functools.cache
+def _with_requester(kind: str) -> Any:
+    return requester_locked(select(Job, Agent).join(Agent, Agent.id == Job.requester_agent_id), kind)
+
+
+async def requester_job_and_agent(session: AsyncSession, actor: Actor, job_id: str) -> tuple[Job, Agent]:
+    """`requester_job(for_update=True)` and the job's requester agent, in one read."""
+    job, agent = await locked_requester_row(session, actor, _with_requester, job_id)
+    return job, agent
 
 
 async def requester_job(session: AsyncSession, actor: Actor, job_id: str, *, for_update: bool = False) -> Job:
     """The job, if the actor is its requester (or the requester's owner); else 404. With for_update the
     row is locked (see `lock`), in the same read."""
-    job = await (_locked_for(session, actor, job_id) if for_update else session.get(Job, job_id))
+    if for_update:
+        return cast(Job, (await locked_requester_row(session, actor, _locked_by, job_id))[0])
+    job = await session.get(Job, job_id)
     if job is None or not is_requester(actor, job):
         raise NotFound("No such job.", code="job_not_found")
     return job
