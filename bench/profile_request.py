@@ -56,6 +56,9 @@ async def main(args: argparse.Namespace) -> None:
         )
         await migrate_and_seed(settings)
         app = create_app(settings)
+        # What the server's lifespan does first: on PostgreSQL the read cache serves nothing until its change
+        # feed listens (measured without it, every request read its credential again).
+        await app.state.core.start()
         async with httpx.AsyncClient(
             transport=httpx.ASGITransport(app=app), base_url="http://bench.local"
         ) as client:
