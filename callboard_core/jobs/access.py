@@ -59,7 +59,8 @@ def may_act_for(actor: Actor, agent: Agent | AgentStanding) -> bool:
 
 # `may_act_for` as a condition on the `agents` row, per kind of actor (staff: none, any agent), for a
 # statement that must touch only the actor's rows (a row lock taken by the reading statement itself). Its
-# parameter is `p_actor`, which `acts_for` gives.
+# parameter is `p_actor`, which `actor_kind` gives (`jobs.service.REQUESTED_BY` is the same for a job's
+# requester).
 ACTS_FOR: dict[str, Any] = {
     "staff": None,
     "agent": Agent.id == bindparam("p_actor"),
@@ -67,14 +68,15 @@ ACTS_FOR: dict[str, Any] = {
 }
 
 
-def acts_for(actor: Actor) -> tuple[str, str | None] | None:
-    """The actor's kind in `ACTS_FOR` and its `p_actor`; None for an actor that may act for no agent."""
+def actor_kind(actor: Actor) -> tuple[str, dict[str, str]] | None:
+    """The actor's kind (staff, agent, owner) and its `p_actor` parameter, for conditions written per kind
+    (`ACTS_FOR`, `jobs.service.REQUESTED_BY`); None for an actor that is none of them."""
     if actor.staff:
-        return "staff", None
+        return "staff", {}
     if actor.agent_id is not None:
-        return "agent", actor.agent_id
+        return "agent", {"p_actor": actor.agent_id}
     if actor.user_id is not None:
-        return "owner", actor.user_id
+        return "owner", {"p_actor": actor.user_id}
     return None
 
 

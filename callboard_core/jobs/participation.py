@@ -32,7 +32,7 @@ from callboard_core.jobs.access import (
     ACTS_FOR,
     WITHOUT_CAPABILITIES,
     acting_agent,
-    acts_for,
+    actor_kind,
     may_act_for,
     require_can_work,
     worker_row,
@@ -230,7 +230,7 @@ _SLOT_WORKER_JOB = (
 
 @functools.cache
 def _job_of_slot_locked(kind: str) -> Any:
-    """The job of a slot whose worker the actor may act for (`acts_for`, by kind), locked FOR UPDATE: a slot
+    """The job of a slot whose worker the actor may act for (`ACTS_FOR`, by kind), locked FOR UPDATE: a slot
     that is not the actor's locks nothing."""
     slot_job = (
         select(ParticipationSlot.job_id)
@@ -255,13 +255,11 @@ async def slot_with_job(
     where writes are serialised (or nothing is locked); on PostgreSQL a lock is two (the job's lock, taken only
     for the slot's worker, then the slot)."""
     if locked and not writes_serialised(session):
-        acting = acts_for(actor)
+        acting = actor_kind(actor)
         job = None
         if acting is not None:
-            kind, who = acting
-            job = (
-                await session.scalars(_job_of_slot_locked(kind), {"p_id": slot_id, "p_actor": who})
-            ).first()
+            kind, params = acting
+            job = (await session.scalars(_job_of_slot_locked(kind), {"p_id": slot_id, **params})).first()
         if job is None:
             raise NotFound("No such participation slot.", code="slot_not_found")
         slot, agent = await worker_slot(session, actor, slot_id)

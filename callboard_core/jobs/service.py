@@ -38,6 +38,7 @@ from callboard_core.jobs.access import (
     WITHOUT_CAPABILITIES,
     AgentStanding,
     acting_standing,
+    actor_kind,
     require_can_work,
 )
 from callboard_core.jobs.models import Job, JobInvitation
@@ -185,25 +186,15 @@ _LOCKED = (
 )
 
 
-# `is_requester` as a condition on the `jobs` row, per kind of actor (staff: none, any job), for a statement
-# that must lock only the requester's job: the check is in the statement, so another actor's read locks
-# nothing (the row lock is the requester's to take), and the requester's check and lock are one read.
+# `is_requester` as a condition on the `jobs` row, per kind of actor (`access.actor_kind`; staff: none, any
+# job), for a statement that must lock only the requester's job: the check is in the statement, so another
+# actor's read locks nothing (the row lock is the requester's to take), and the requester's check and lock
+# are one read.
 REQUESTED_BY: dict[str, Any] = {
     "staff": None,
     "agent": Job.requester_agent_id == bindparam("p_actor"),
     "owner": Job.owner_id == bindparam("p_actor"),
 }
-
-
-def requester_params(actor: Actor) -> tuple[str, dict[str, str]] | None:
-    """The actor's kind in `REQUESTED_BY` and its parameter; None for an actor that requests nothing."""
-    if actor.staff:
-        return "staff", {}
-    if actor.agent_id is not None:
-        return "agent", {"p_actor": actor.agent_id}
-    if actor.user_id is not None:
-        return "owner", {"p_actor": actor.user_id}
-    return None
 
 
 @functools.cache
@@ -232,7 +223,7 @@ async def locked_requester_row(
 ) -> Any:
     """The first row of `build(kind)` (a `requester_locked` statement for the actor's kind) for this job, if
     the actor is its requester; else 404, nothing locked."""
-    acting = requester_params(actor)
+    acting = actor_kind(actor)
     found = None
     if acting is not None:
         kind, who = acting
