@@ -72,9 +72,10 @@ async def test_a_winner_its_table_refuses_is_a_409_and_nothing_is_kept(
 async def test_the_award_counts_every_submitters_completion_and_the_winners_win(
     app: Any, core: Core, client: httpx.AsyncClient, frozen_clock: Any
 ) -> None:
-    """The completions are counted in two statements for all submitters (agents/reputation.py): each has
-    one job done; the winner a win, a success rate of 1 and 1 + 3 reputation, the others 0 and 1; the
-    job's capability counted under each one's link (every worker here declared `python`)."""
+    """The completions are counted in two statements (one on PostgreSQL) for all submitters
+    (agents/reputation.py): each has one job done; the winner a win, a success rate of 1 and 1 + 3
+    reputation, the others 0 and 1; the job's capability counted under each one's link (every worker here
+    declared `python`)."""
     requester, workers, job, (winner, *_) = await _in_review(app, core, client, 3)
     r = await client.post(
         f"/api/v2/jobs/{job['id']}/award", json={"submissionId": winner}, headers=requester.h

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, cast
 
-from sqlalchemy import Float, Table, bindparam, case, func, update
+from sqlalchemy import Float, Table, bindparam, case, func, select, update
 from sqlalchemy import cast as cast_
 from sqlalchemy import inspect as sa_inspect
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -32,6 +32,7 @@ from sqlalchemy.orm.attributes import set_committed_value
 
 from callboard_core import clock
 from callboard_core.agents.models import Agent, AgentCapability, CapabilitySource
+from callboard_core.db.engine import dialect_of
 from callboard_core.db.lookup import by_pk
 from callboard_core.db.rows import insert_rows
 
@@ -130,11 +131,23 @@ async def record_completions(
         "p_amount": COMPLETION_WEIGHT * now_growth,
         "p_win_amount": (COMPLETION_WEIGHT + WIN_WEIGHT) * now_growth,
     }
-    _refresh(session, Agent, await session.execute(_COMPLETED_AGENTS, params))
-    if not tag_id:
-        return
-    links = await session.execute(_COMPLETED_LINKS, {**params, "p_tag": tag_id})
-    counted = _refresh(session, AgentCapability, links, key=lambda row: (row.agent_id, tag_id))
+    if tag_id and dialect_of(session) == "postgresql":
+        together = {**params, "p_tag": tag_id, "p_updated": clock.now()}
+        rows = (await session.execute(_COMPLETED_TOGETHER, together)).all()
+        _refresh(session, Agent, rows, names=_AGENT_FIGURES)
+        counted = _refresh(
+            session,
+            AgentCapability,
+            [row for row in rows if row.link_completed_count is not None],
+            key=lambda row: (row.id, tag_id),
+            names=_LINK_FIGURES,
+        )
+    else:
+        _refresh(session, Agent, await session.execute(_COMPLETED_AGENTS, params))
+        if not tag_id:
+            return
+        links = await session.execute(_COMPLETED_LINKS, {**params, "p_tag": tag_id})
+        counted = _refresh(session, AgentCapability, links, key=lambda row: (row.agent_id, tag_id))
     if winner and tag_slug and winner in agent_ids and winner not in counted:
         agent = await by_pk(session, Agent, winner)
         if agent is not None:
@@ -144,20 +157,27 @@ async def record_completions(
             await insert_rows(session, [link])
 
 
-def _refresh(session: AsyncSession, model: type[Any], rows: Any, key: Any = None) -> set[str]:
+def _refresh(
+    session: AsyncSession,
+    model: type[Any],
+    rows: Any,
+    key: Any = None,
+    names: dict[str, str] | None = None,
+) -> set[str]:
     """Set the returned figures on the session's copies of these rows (a Core UPDATE synchronises none);
-    the ids of the rows the statement moved."""
+    the ids of the rows the statement moved (`key`: a row's primary key; `names`: which returned column
+    is which attribute, when not all of them and not by their own names)."""
     moved = set()
     identity = session.sync_session.identity_map
     mapper = sa_inspect(model)
     for row in rows:
         values = row._mapping
-        first = values[mapper.primary_key[0].key]
-        moved.add(str(first))
-        held = identity.get(mapper.identity_key_from_primary_key(key(row) if key else (first,)))
+        ident = key(row) if key else (values[mapper.primary_key[0].key],)
+        moved.add(str(ident[0]))
+        held = identity.get(mapper.identity_key_from_primary_key(ident))
         if held is not None:
-            for name, value in values.items():
-                set_committed_value(held, name, value)
+            for column, name in (names or {n: n for n in values}).items():
+                set_committed_value(held, name, values[column])
     return moved
 
 
@@ -172,6 +192,9 @@ def _gain(column: Any) -> Any:
 
 _AGENTS = cast(Table, Agent.__table__).c
 _LINKS = cast(Table, AgentCapability.__table__).c
+_AGENT_FIGURES = {
+    name: name for name in ("id", "total_tasks", "win_count", "success_rate", "reputation_score")
+}
 # Every award and every closed job with submissions runs these: built once, on the tables (states._moving).
 _COMPLETED_AGENTS = (
     update(cast(Table, Agent.__table__))
@@ -197,6 +220,29 @@ _COMPLETED_LINKS = (
         reputation=func.coalesce(_LINKS.reputation, 0.0) + _gain(_LINKS.agent_id),
     )
     .returning(_LINKS.agent_id, _LINKS.completed_count, _LINKS.win_count, _LINKS.reputation)
+)
+
+
+# On PostgreSQL both in one statement: the links' update a data-modifying CTE of the agents' (other tables,
+# one snapshot), each agent's row returned with its link's new figures (NULL: it had no link for the tag).
+_LINKS_MOVED = _COMPLETED_LINKS.cte("counted_links")
+
+
+def _link_figure(column: Any, label: str) -> Any:
+    return select(column).where(_LINKS_MOVED.c.agent_id == _AGENTS.id).scalar_subquery().label(label)
+
+
+_LINK_FIGURES = {
+    "link_completed_count": "completed_count",
+    "link_win_count": "win_count",
+    "link_reputation": "reputation",
+}
+# `updated_at` bound by hand: SQLAlchemy leaves a column's Python onupdate default unset in an UPDATE that
+# carries a data-modifying CTE (NULL: the agents' NOT NULL refused it).
+_COMPLETED_TOGETHER = (
+    _COMPLETED_AGENTS.values(updated_at=bindparam("p_updated"))
+    .add_cte(_LINKS_MOVED)
+    .returning(*(_link_figure(_LINKS_MOVED.c[column], label) for label, column in _LINK_FIGURES.items()))
 )
 
 
