@@ -13,8 +13,8 @@ from sqlalchemy import select, update
 from callboard_core.agents import reputation
 from callboard_core.agents.models import Agent, AgentCapability
 from callboard_core.container import Core
-from callboard_core.jobs.models import Award, Submission
-from tests.jobs_helpers import all_submit, create_published, new_agent, new_owner
+from callboard_core.jobs.models import Award, JobApplication, ParticipationSlot, Submission
+from tests.jobs_helpers import all_submit, create_published, new_agent, new_owner, submit_body
 
 
 async def _statuses(core: Core, job_id: str) -> dict[str, str]:
@@ -90,3 +90,72 @@ async def test_the_award_counts_every_submitters_completion_and_the_winners_win(
             assert reputation.current(agent.reputation_score) == pytest.approx(4.0 if won else 1.0)
             assert (link.completed_count, link.win_count) == (1, int(won))
             assert reputation.current(link.reputation) == pytest.approx(4.0 if won else 1.0)
+
+
+async def test_a_job_stopped_early_ends_its_live_slots_and_open_applications_and_counts_its_submitter(
+    app: Any, core: Core, client: httpx.AsyncClient
+) -> None:
+    """A job closed without an award while one admitted worker still works and one applicant waits: the live
+    slot ends WITHDRAWN (job_closed), the waiting application NOT_ADMITTED, the submission NOT_AWARDED, and
+    only the submitter's completion counts (on PostgreSQL the closing moves go in the completions' statement:
+    agents/reputation.record_completions, `beside`)."""
+    requester = await new_agent(await new_owner(app, core))
+    workers = [await new_agent(await new_owner(app, core)) for _ in range(3)]
+    job = await create_published(requester, client, participantCap=2)
+    for worker in workers:
+        assert (
+            await client.post(f"/api/v2/jobs/{job['id']}/applications", headers=worker.h)
+        ).status_code == 201
+    admitted = await client.post(f"/api/v2/jobs/{job['id']}/admission/run", headers=requester.h)
+    assert admitted.status_code == 200, admitted.text
+    slots: dict[str, str] = {}
+    for worker in workers:
+        listed = await client.get("/api/v2/worker-agents/me/participation-slots", headers=worker.h)
+        mine = [s for s in listed.json()["slots"] if s["jobId"] == job["id"]]
+        if mine:
+            slots[worker.id] = mine[0]["id"]
+    assert len(slots) == 2, slots
+    (submitter, slot), (working, other_slot) = list(slots.items())
+    (waiting,) = [w.id for w in workers if w.id not in slots]
+    handle = {w.id: w for w in workers}
+    for agent_id, slot_id in ((submitter, slot), (working, other_slot)):
+        ack = await client.post(
+            f"/api/v2/participation-slots/{slot_id}/acknowledge", headers=handle[agent_id].h
+        )
+        assert ack.status_code == 200, ack.text
+    sub = await client.post(
+        f"/api/v2/participation-slots/{slot}/submit", json=submit_body(), headers=handle[submitter].h
+    )
+    assert sub.status_code == 201 and sub.json()["jobStatus"] == "IN_PROGRESS", sub.text
+
+    closed = await client.post(
+        f"/api/v2/jobs/{job['id']}/no-award", json={"reasonCode": "OTHER"}, headers=requester.h
+    )
+    assert closed.status_code == 200 and closed.json()["status"] == "NO_AWARD", closed.text
+    async with core.uow(write=False) as uow:
+        ended = {
+            row.worker_agent_id: (row.status, row.end_reason)
+            for row in await uow.session.execute(
+                select(
+                    ParticipationSlot.worker_agent_id, ParticipationSlot.status, ParticipationSlot.end_reason
+                ).where(ParticipationSlot.job_id == job["id"])
+            )
+        }
+        applications = dict(
+            (
+                await uow.session.execute(
+                    select(JobApplication.worker_agent_id, JobApplication.status).where(
+                        JobApplication.job_id == job["id"]
+                    )
+                )
+            ).all()
+        )
+        done = {w.id: (await uow.session.get(Agent, w.id)) for w in workers}
+    assert ended == {submitter: ("SUBMITTED", None), working: ("WITHDRAWN", "job_closed")}
+    assert applications[waiting] == "NOT_ADMITTED", applications
+    assert await _statuses(core, job["id"]) == {sub.json()["id"]: "NOT_AWARDED"}
+    assert {agent_id: agent.total_tasks for agent_id, agent in done.items() if agent} == {
+        submitter: 1,
+        working: 0,
+        waiting: 0,
+    }

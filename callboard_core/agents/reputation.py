@@ -19,7 +19,8 @@ one copied later.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import functools
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, cast
@@ -117,11 +118,15 @@ async def record_completions(
     winner: str | None,
     tag_id: str | None = None,
     tag_slug: str | None = None,
+    beside: tuple[Any, ...] = (),
+    beside_params: Mapping[str, Any] | None = None,
 ) -> None:
     """Count one completed job for each of these agents (a job's submitters; `winner` won it), and under
     the job's capability tag when it has one; a win under a tag the winner lacks earns the tag (source
-    `earned`). Two increments in SQL whatever the number of agents (no read first, no unit of work): the
-    figures the session holds are set from what the statements return."""
+    `earned`). Two increments in SQL whatever the number of agents (one statement on PostgreSQL; no read
+    first, no unit of work): the figures the session holds are set from what the statements return.
+    `beside` (PostgreSQL only): the caller's own writes, data-modifying CTEs built once, that go in the
+    same statement (with `beside_params`)."""
     if not agent_ids:
         return
     now_growth = growth()
@@ -131,10 +136,14 @@ async def record_completions(
         "p_amount": COMPLETION_WEIGHT * now_growth,
         "p_win_amount": (COMPLETION_WEIGHT + WIN_WEIGHT) * now_growth,
     }
-    if tag_id and dialect_of(session) == "postgresql":
-        together = {**params, "p_tag": tag_id, "p_updated": clock.now()}
-        rows = (await session.execute(_COMPLETED_TOGETHER, together)).all()
+    if dialect_of(session) == "postgresql":
+        together = {**params, **(beside_params or {}), "p_updated": clock.now()}
+        if tag_id:
+            together["p_tag"] = tag_id
+        rows = (await session.execute(_counting(bool(tag_id), beside), together)).all()
         _refresh(session, Agent, rows, names=_AGENT_FIGURES)
+        if not tag_id:
+            return
         counted = _refresh(
             session,
             AgentCapability,
@@ -143,6 +152,7 @@ async def record_completions(
             names=_LINK_FIGURES,
         )
     else:
+        assert not beside, "data-modifying CTEs are PostgreSQL's"
         _refresh(session, Agent, await session.execute(_COMPLETED_AGENTS, params))
         if not tag_id:
             return
@@ -244,6 +254,14 @@ _COMPLETED_TOGETHER = (
     .add_cte(_LINKS_MOVED)
     .returning(*(_link_figure(_LINKS_MOVED.c[column], label) for label, column in _LINK_FIGURES.items()))
 )
+
+
+@functools.cache
+def _counting(tagged: bool, beside: tuple[Any, ...]) -> Any:
+    """PostgreSQL's one statement: the agents' update, with the links' (`tagged`) and the caller's `beside`
+    as data-modifying CTEs (`updated_at` bound by hand, see above)."""
+    statement = _COMPLETED_TOGETHER if tagged else _COMPLETED_AGENTS.values(updated_at=bindparam("p_updated"))
+    return statement.add_cte(*beside) if beside else statement
 
 
 async def record_expiry(session: AsyncSession, agent_id: str, tag_id: str | None) -> None:

@@ -356,9 +356,11 @@ _CLOSING_MOVES = (
 )
 
 
-# On PostgreSQL both in one statement (the slots' move a data-modifying CTE of the applications'): the
-# caller holds the job's lock, which every writer of its slots and applications takes first.
+# On PostgreSQL both in one statement (the slots' move a data-modifying CTE of the applications'), or both
+# as CTEs of the submitters' completions (agents/reputation.py): the caller holds the job's lock, which every
+# writer of its slots and applications takes first.
 _CLOSING_TOGETHER = _CLOSING_MOVES[1].add_cte(_CLOSING_MOVES[0].cte("closing_slots"))
+_CLOSING_CTES = (_CLOSING_MOVES[0].cte("closing_slots"), _CLOSING_MOVES[1].cte("closing_applications"))
 
 
 async def _close_work(
@@ -374,20 +376,27 @@ async def _close_work(
     else:
         await states.moved(session, _NOT_AWARDED, params)
         submitters = await submitter_ids(session, job.id)
-    if dialect_of(session) == "postgresql":
+    counted = bool(submitters) and not job.is_starter and count
+    postgres = dialect_of(session) == "postgresql"
+    beside: tuple[Any, ...] = ()
+    beside_params: dict[str, Any] | None = None
+    if postgres and counted:  # the closing moves go in the completions' statement
+        beside, beside_params = _CLOSING_CTES, {"p_job": job.id, "p_now": params["p_now"]}
+    elif postgres:
         await states.moved(session, _CLOSING_TOGETHER, params)
     else:
         for statement in _CLOSING_MOVES:
             await states.moved(session, statement, params)
-    if job.is_starter or not count:
-        return submitters
-    await reputation.record_completions(
-        session,
-        submitters,
-        winner=winner.worker_agent_id if winner is not None else None,
-        tag_id=job.capability_tag_id,
-        tag_slug=job.capability_slug,
-    )
+    if counted:
+        await reputation.record_completions(
+            session,
+            submitters,
+            winner=winner.worker_agent_id if winner is not None else None,
+            tag_id=job.capability_tag_id,
+            tag_slug=job.capability_slug,
+            beside=beside,
+            beside_params=beside_params,
+        )
     return submitters
 
 
