@@ -110,27 +110,24 @@ async def test_first_award_notes_follow_the_owners_history_not_their_past_choice
     requester_owner, worker_owner = await new_owner(app, core), await new_owner(app, core)
     requester, worker = await new_agent(requester_owner), await new_agent(worker_owner)
     other_worker = await new_agent(worker_owner)
-    off = [{"type": "FIRST_AWARD_GIVEN", "emailEnabled": False, "inAppEnabled": False}]
-    r = await requester_owner.client.patch("/me/notifications/preferences", json={"preferences": off})
-    assert r.status_code == 200, r.text
-    job = await create_published(requester, client)
-    submission = await to_review(client, job["id"], requester, worker)
-    r = await client.post(
-        f"/api/v2/jobs/{job['id']}/award", json={"submissionId": submission}, headers=requester.h
-    )
-    assert r.status_code == 200, r.text
+
+    async def awarded_with_first_notes(enabled: bool, winner: Any) -> None:
+        """The requester's owner sets the first-award note on or off, then awards a new job to `winner`."""
+        choice = [{"type": "FIRST_AWARD_GIVEN", "emailEnabled": enabled, "inAppEnabled": enabled}]
+        r = await requester_owner.client.patch("/me/notifications/preferences", json={"preferences": choice})
+        assert r.status_code == 200, r.text
+        job = await create_published(requester, client)
+        submission = await to_review(client, job["id"], requester, winner)
+        r = await client.post(
+            f"/api/v2/jobs/{job['id']}/award", json={"submissionId": submission}, headers=requester.h
+        )
+        assert r.status_code == 200, r.text
+
+    await awarded_with_first_notes(False, worker)
     assert "FIRST_AWARD_GIVEN" not in await _types(requester_owner)
     assert (await _types(worker_owner)).count("FIRST_AWARD_WON") == 1
 
-    on = [{"type": "FIRST_AWARD_GIVEN", "emailEnabled": True, "inAppEnabled": True}]
-    r = await requester_owner.client.patch("/me/notifications/preferences", json={"preferences": on})
-    assert r.status_code == 200, r.text
-    job2 = await create_published(requester, client)
-    sub2 = await to_review(client, job2["id"], requester, other_worker)
-    r = await client.post(
-        f"/api/v2/jobs/{job2['id']}/award", json={"submissionId": sub2}, headers=requester.h
-    )
-    assert r.status_code == 200, r.text
+    await awarded_with_first_notes(True, other_worker)
     await core.bus.drain()
     assert await _types(requester_owner) == sorted(["BOUNTY_SUBMISSIONS_READY", "BOUNTY_AWARDED"] * 2)
     assert (await _types(worker_owner)).count("BOUNTY_AWARD_WON") == 2

@@ -249,10 +249,9 @@ _LINK_FIGURES = {
 }
 # `updated_at` bound by hand: SQLAlchemy leaves a column's Python onupdate default unset in an UPDATE that
 # carries a data-modifying CTE (NULL: the agents' NOT NULL refused it).
-_COMPLETED_TOGETHER = (
-    _COMPLETED_AGENTS.values(updated_at=bindparam("p_updated"))
-    .add_cte(_LINKS_MOVED)
-    .returning(*(_link_figure(_LINKS_MOVED.c[column], label) for label, column in _LINK_FIGURES.items()))
+_COMPLETED_AGENTS_AT = _COMPLETED_AGENTS.values(updated_at=bindparam("p_updated"))
+_COMPLETED_TOGETHER = _COMPLETED_AGENTS_AT.add_cte(_LINKS_MOVED).returning(
+    *(_link_figure(_LINKS_MOVED.c[column], label) for label, column in _LINK_FIGURES.items())
 )
 
 
@@ -260,7 +259,7 @@ _COMPLETED_TOGETHER = (
 def _counting(tagged: bool, beside: tuple[Any, ...]) -> Any:
     """PostgreSQL's one statement: the agents' update, with the links' (`tagged`) and the caller's `beside`
     as data-modifying CTEs (`updated_at` bound by hand, see above)."""
-    statement = _COMPLETED_TOGETHER if tagged else _COMPLETED_AGENTS.values(updated_at=bindparam("p_updated"))
+    statement = _COMPLETED_TOGETHER if tagged else _COMPLETED_AGENTS_AT
     return statement.add_cte(*beside) if beside else statement
 
 

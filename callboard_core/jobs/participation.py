@@ -253,7 +253,7 @@ async def slot_with_job(
     """The slot, if the actor is its worker (or the worker's owner), with its worker and its job, all read
     now; else 404. `locked`: the job's row is locked first (`lock`), so the slot is read after it. One read
     where writes are serialised (or nothing is locked); on PostgreSQL a lock is two (the job's lock, taken only
-    for the slot's worker, then the slot)."""
+    for the slot's worker, then the slot and its job read again, fresh)."""
     if locked and not writes_serialised(session):
         acting = actor_kind(actor)
         job = None
@@ -262,8 +262,6 @@ async def slot_with_job(
             job = (await session.scalars(_job_of_slot_locked(kind), {"p_id": slot_id, **params})).first()
         if job is None:
             raise NotFound("No such participation slot.", code="slot_not_found")
-        slot, agent = await worker_slot(session, actor, slot_id)
-        return slot, agent, job
     found = (await session.execute(_SLOT_WORKER_JOB, {"p_id": slot_id})).first()
     if found is None or not may_act_for(actor, found[1]):
         raise NotFound("No such participation slot.", code="slot_not_found")

@@ -359,8 +359,8 @@ _CLOSING_MOVES = (
 # On PostgreSQL both in one statement (the slots' move a data-modifying CTE of the applications'), or both
 # as CTEs of the submitters' completions (agents/reputation.py): the caller holds the job's lock, which every
 # writer of its slots and applications takes first.
-_CLOSING_TOGETHER = _CLOSING_MOVES[1].add_cte(_CLOSING_MOVES[0].cte("closing_slots"))
 _CLOSING_CTES = (_CLOSING_MOVES[0].cte("closing_slots"), _CLOSING_MOVES[1].cte("closing_applications"))
+_CLOSING_TOGETHER = _CLOSING_MOVES[1].add_cte(_CLOSING_CTES[0])
 
 
 async def _close_work(
@@ -437,7 +437,7 @@ async def award(
             awarded_submission_id=job.awarded_submission_id,
         )
     return await award_submission(
-        session, job, submission, actor, rookie=rookie, worker=worker, payment=payment or payments.UNREAD
+        session, job, submission, actor, rookie=rookie, worker=worker, payment=payment
     )
 
 
@@ -451,7 +451,7 @@ async def award_submission(
     held_cents: int = 0,
     rookie: bool | None = None,
     worker: Agent | None = None,
-    payment: JobPayment | payments.Unread = payments.UNREAD,
+    payment: JobPayment | None = None,
 ) -> job_schemas.AwardResult:
     """Award `submission` of `job` (locked by the caller): the job IN_REVIEW -> AWARDED, the submission
     SUBMITTED -> AWARDED and every other one NOT_AWARDED, the job's work closed. The requester's award and

@@ -197,10 +197,14 @@ REQUESTED_BY: dict[str, Any] = {
 }
 
 
+def _requested_by(statement: Any, kind: str) -> Any:
+    condition = REQUESTED_BY[kind]
+    return statement if condition is None else statement.where(condition)
+
+
 @functools.cache
 def _locked_by(kind: str) -> Any:
-    condition = REQUESTED_BY[kind]
-    return _LOCKED if condition is None else _LOCKED.where(condition)
+    return _requested_by(_LOCKED, kind)
 
 
 def requester_locked(statement: Any, kind: str) -> Any:
@@ -208,14 +212,13 @@ def requester_locked(statement: Any, kind: str) -> Any:
     of one job (`p_job`): FOR UPDATE OF jobs, only where `REQUESTED_BY[kind]` holds; the agents it joins
     load without their capability links. Rows joined to the job are as the statement found them (not
     locked; on PostgreSQL, from before any wait for the job's lock)."""
-    statement = (
+    return _requested_by(
         statement.where(Job.id == bindparam("p_job"))
         .options(*WITHOUT_CAPABILITIES)
         .with_for_update(of=Job)
-        .execution_options(populate_existing=True)
+        .execution_options(populate_existing=True),
+        kind,
     )
-    condition = REQUESTED_BY[kind]
-    return statement if condition is None else statement.where(condition)
 
 
 async def locked_requester_row(

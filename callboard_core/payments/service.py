@@ -21,7 +21,6 @@ half up, recorded on the payment and on the job at publish. The requester's owne
 
 from __future__ import annotations
 
-import enum
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -603,28 +602,19 @@ async def secure(
 # --- the end of a paid job --------------------------------------------------------------------------------
 
 
-class Unread(enum.Enum):
-    """A payment the caller did not read (`UNREAD`), as opposed to one it read and found missing (None)."""
-
-    UNREAD = "unread"
-
-
-UNREAD = Unread.UNREAD
-
-
 async def capture(
     session: AsyncSession,
     job_id: str,
     worker: Agent,
     *,
     source: PaymentStatus = PaymentStatus.RESERVED,
-    payment: JobPayment | Unread | None = UNREAD,
+    payment: JobPayment | None = None,
 ) -> JobPayment | None:
     """In the award's transaction: the escrow pays the worker's owner the pay and the platform the fee.
     A free job has no payment (None). The worker must still have an owner (409 `worker_has_no_owner`).
     (`source` RELEASED: staff's award after a no-award, the escrow taken again by `capture_released`.)
-    `payment`: the job's, as the caller read it with the job's lock held (`UNREAD`: read here)."""
-    if payment is UNREAD:
+    `payment`: the job's, as the caller read it with the job's lock held (None: read here)."""
+    if payment is None:
         payment = await find(session, job_id)
     if payment is None or payment.status != source:
         return None
