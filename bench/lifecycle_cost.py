@@ -15,7 +15,8 @@ drained inside its step). The first round warms caches and is printed too; compa
 versions only in the same hour, interleaved (this machine's speed moves within a day): for example a git
 worktree of the other commit, run with PYTHONPATH set to it.
 
-A PostgreSQL URL must name an existing, empty database: it is migrated in place. The fixtures are the
+A PostgreSQL URL must name an existing, empty database: it is migrated in place; a `+db` row then shows the
+CPU of the database's backends per request (from /proc), beside the server's own. The fixtures are the
 suite's own (tests/jobs_helpers.py, tests/payments_helpers.py).
 """
 
@@ -66,6 +67,9 @@ async def main(args: argparse.Namespace) -> None:
     await core.start()
     app = create_app(core=core)
     client = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=BASE_URL)
+    postgres = url.startswith("postgresql")
+    backends = job_bench.postgres_backends(url) if postgres else (lambda: [])
+    backend_costs: dict[str, float] = {}
     try:
         if args.reward:
             requester = (await buyer(app, core, funds=args.reward * args.jobs * args.rounds * 2)).agent
@@ -112,6 +116,8 @@ async def main(args: argparse.Namespace) -> None:
                 out.append(await statements_of(calls[0]))
                 calls = calls[1:]
             profiler = cProfile.Profile(time.process_time) if args.profile == name else None
+            pids = await asyncio.to_thread(backends)
+            backend0 = job_bench.cpu_seconds(pids)
             started = time.process_time()
             if profiler:
                 profiler.enable()
@@ -126,6 +132,7 @@ async def main(args: argparse.Namespace) -> None:
                 if args.profile_out:
                     profiler.dump_stats(args.profile_out)
             costs[name] = (time.process_time() - started) * 1000 / max(len(calls), 1)
+            backend_costs[name] = (job_bench.cpu_seconds(pids) - backend0) * 1000 / max(len(calls), 1)
             return out
 
         body = job_body(rewardAmountCents=args.reward) if args.reward else job_body()
@@ -181,6 +188,8 @@ async def main(args: argparse.Namespace) -> None:
                 costs,
             )
             print(f"{round_no:>5d}  " + "  ".join(f"{costs[s]:>11.2f}" for s in STEPS), flush=True)
+            if postgres:
+                print("  +db  " + "  ".join(f"{backend_costs[s]:>11.2f}" for s in STEPS), flush=True)
     finally:
         await client.aclose()
         await core.close()

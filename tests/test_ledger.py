@@ -583,6 +583,71 @@ async def test_posted_is_published_once_per_new_transaction_inside_its_unit_of_w
     assert await balance(core, user) == money(available=400, reserved=100)
 
 
+async def test_a_posting_without_a_savepoint_moves_and_records_like_one_with(core: Core) -> None:
+    """A publish's reserve and an award's capture post without a savepoint (on PostgreSQL in one statement):
+    the same entries, versions and balances as the savepoint path, and the event carries them."""
+    user, worker_owner = await funded(core, 1_000), new_id("usr")
+    job = new_id("job")
+    posted: list[LedgerPosted] = []
+
+    async def hear(session: AsyncSession, event: LedgerPosted) -> None:
+        posted.append(event)
+
+    with listening(core, {LedgerPosted: [InTransaction(hear)]}):
+        await run(
+            core,
+            lambda s: ledger.reserve(s, user_id=user, amount_cents=700, job_id=job, savepoint=False),
+        )
+        await run(
+            core,
+            lambda s: ledger.capture(
+                s,
+                requester_user_id=user,
+                worker_owner_user_id=worker_owner,
+                pay_cents=600,
+                fee_cents=100,
+                job_id=job,
+                savepoint=False,
+            ),
+        )
+    assert await balance(core, user) == money(available=300)
+    assert (await balance(core, worker_owner))["payable"] == 600
+    capture = posted[-1]
+    assert sorted(e.amount_cents for _, e in capture.entries) == [-700, 100, 600]
+    async with core.uow(write=False) as uow:
+        stored = (
+            await uow.session.scalars(
+                select(LedgerEntry).where(LedgerEntry.transaction_id == capture.transaction.id)
+            )
+        ).all()
+    assert {(e.id, e.account_version, e.balance_after_cents) for e in stored} == {
+        (e.id, e.account_version, e.balance_after_cents) for _, e in capture.entries
+    }
+    reserved = next(e for _, e in capture.entries if e.amount_cents == -700)
+    assert (reserved.account_version, reserved.balance_after_cents) == (2, 0)
+
+
+async def test_a_refused_debit_without_a_savepoint_writes_no_entry_and_cannot_commit(core: Core) -> None:
+    """Without a savepoint a refusal ends the caller's transaction: no entry is written, and were the caller
+    to commit anyway, the zero-sum rule refuses the entry-less transaction: nothing of it remains."""
+    user, job = await funded(core, 500), new_id("job")
+    with pytest.raises((IntegrityError, DBAPIError)):
+        async with core.uow() as uow:
+            s = uow.session
+            with pytest.raises(Conflict) as refused:
+                await ledger.reserve(s, user_id=user, amount_cents=600, job_id=job, savepoint=False)
+            assert refused.value.code == "insufficient_funds"
+            assert refused.value.details["shortfall_cents"] == 100
+            txn = await s.scalar(select(LedgerTransaction).where(LedgerTransaction.job_id == job))
+            assert txn is not None
+            assert await s.scalar(select(LedgerEntry).where(LedgerEntry.transaction_id == txn.id)) is None
+    assert await balance(core, user) == money(available=500)
+    async with core.uow(write=False) as uow:
+        assert (
+            await uow.session.scalar(select(LedgerTransaction).where(LedgerTransaction.job_id == job)) is None
+        )
+
+
 async def test_each_entry_records_its_accounts_version_and_resulting_balance(core: Core) -> None:
     user = await funded(core, 1_000)
     for amount in (100, 250, 50):

@@ -102,6 +102,13 @@ def _params_of(rows: Sequence[Any]) -> tuple[Table, list[dict[str, Any]]]:
     return table, params
 
 
+def row_values(row: Any, prefix: str = "") -> dict[str, Any]:
+    """A new object's column values as `insert_rows` would write them (unset defaults filled in and written
+    back: its id is known at once), each key prefixed: the binds of a hand-built statement."""
+    _table, (values,) = _params_of([row])
+    return {f"{prefix}{column}": value for column, value in values.items()}
+
+
 def _complete(table: Table, row: Mapping[str, Any]) -> dict[str, Any]:
     """Every column of the table named (a statement naming several rows of one table must not leave a
     default's parameter to SQLAlchemy, which would give each the same name)."""

@@ -58,19 +58,19 @@ from __future__ import annotations
 import contextlib
 import functools
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, cast
+from typing import Any, NoReturn, cast
 
-from sqlalchemy import Table, and_, bindparam, case, func, or_, select, update
+from sqlalchemy import Table, and_, bindparam, case, func, insert, or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm.attributes import set_committed_value
 
 from callboard_core import bus, clock
 from callboard_core.db.engine import dialect_of
-from callboard_core.db.rows import insert_rows
+from callboard_core.db.rows import insert_rows, row_values
 from callboard_core.errors import Conflict, ValidationFailed
 from callboard_core.ids import new_id
 from callboard_core.ledger import accounts
@@ -129,6 +129,57 @@ def _apply_all(legs: int, dialect: str) -> Any:
 
 
 _transactions = cast(Table, LedgerTransaction.__table__)
+_ENTRY_COLUMNS = (
+    "id",
+    "transaction_id",
+    "account_id",
+    "amount_cents",
+    "account_version",
+    "balance_after_cents",
+    "created_at",
+)
+
+
+@functools.lru_cache(maxsize=8)
+def _posted_together(legs: int) -> Any:
+    """PostgreSQL, a posting without a savepoint: the transaction's row, the legs' balance moves (`_apply_all`,
+    its accounts locked in id order) and the entries in one statement of data-modifying CTEs, built once per
+    number of legs; it returns the moved accounts as `_apply_all` does. The entries are written only when
+    every leg moved: a refused debit leaves a transaction without entries, which the caller's rollback
+    removes (and which the deferred zero-sum trigger would refuse at commit). Binds: t_<column> for the
+    transaction, a<i>/m<i> for the legs (as `_apply_all`), e<i> for the entries' ids."""
+    txn = insert(_transactions).values(
+        {c.key: bindparam(f"t_{c.key}", type_=c.type) for c in _transactions.c}
+    )
+    moved = _apply_all(legs, "postgresql").cte("posting_moved")
+
+    def per_leg(prefix: str, column: Any) -> Any:
+        return case(
+            *(
+                (
+                    moved.c.id == bindparam(f"a{i}", type_=_accounts.c.id.type),
+                    bindparam(f"{prefix}{i}", type_=column.type),
+                )
+                for i in range(legs)
+            )
+        )
+
+    every_leg_moved = select(func.count()).select_from(moved).scalar_subquery() == legs
+    entries = insert(_entries).from_select(
+        list(_ENTRY_COLUMNS),
+        select(
+            per_leg("e", _entries.c.id),
+            bindparam("t_id", type_=_transactions.c.id.type),
+            moved.c.id,
+            per_leg("m", _entries.c.amount_cents),
+            moved.c.version,
+            moved.c.balance_cents,
+            bindparam("t_created_at", type_=_transactions.c.created_at.type),
+        ).where(every_leg_moved),
+    )
+    return select(moved.c.id, moved.c.balance_cents, moved.c.version).add_cte(
+        txn.cte("posting_txn"), entries.cte("posting_entries")
+    )
 
 
 def _invalid(message: str, field: str = "entries", code: str = "invalid_posting") -> ValidationFailed:
@@ -204,6 +255,12 @@ async def _apply(session: AsyncSession, legs: Sequence[Leg]) -> list[tuple[int, 
     }
     if len(moved) == len(legs):
         return [moved[account.id] for account, _ in legs]
+    await _refused(session, legs, moved)
+    raise AssertionError("unreachable")
+
+
+async def _refused(session: AsyncSession, legs: Sequence[Leg], moved: Mapping[str, Any]) -> NoReturn:
+    """409 `insufficient_funds` for the first leg the guarded update left out."""
     # The first refused leg in id order: the one the legs' own order would have stopped at.
     account, amount = next((a, m) for a, m in legs if a.id not in moved)
     balance = await session.scalar(select(_accounts.c.balance_cents).where(_accounts.c.id == account.id))
@@ -262,6 +319,8 @@ async def post(
         meta=dict(metadata or {}),
         created_at=at,
     )
+    if not savepoint and dialect_of(session) == "postgresql":
+        return await _post_together(session, txn, legs)
     await session.flush()  # the caller's pending rows must not ride in (and roll back with) our savepoint
     balances: list[tuple[LedgerAccount, tuple[int, int]]] = []
     try:
@@ -292,11 +351,51 @@ async def post(
         if existing is None:
             raise
         return await _same_or_conflict(session, existing, kind, legs)
+    return await _posted(session, txn, balances, [entry for _, entry in written])
+
+
+async def _post_together(
+    session: AsyncSession, txn: LedgerTransaction, legs: Sequence[Leg]
+) -> LedgerTransaction:
+    """`post` without a savepoint on PostgreSQL: one statement (`_posted_together`) where the other path
+    sends three. A repeated key raises IntegrityError and a refused debit 409 `insufficient_funds`, as
+    there, for the caller's unit of work to roll everything back."""
+    await session.flush()  # the caller's changes go first, as on the other path (no statement when none)
+    entries = [
+        LedgerEntry(
+            transaction_id=txn.id, account_id=account.id, amount_cents=amount, created_at=txn.created_at
+        )
+        for account, amount in legs
+    ]
+    params = row_values(txn, prefix="t_")
+    for i, ((account, amount), entry) in enumerate(zip(legs, entries, strict=True)):
+        params[f"a{i}"], params[f"m{i}"], params[f"e{i}"] = account.id, amount, row_values(entry)["id"]
+    moved = {
+        row[0]: (int(row[1]), int(row[2]))
+        for row in await session.execute(_posted_together(len(legs)), params)
+    }
+    if len(moved) < len(legs):
+        await _refused(session, legs, moved)
+    balances = [(account, moved[account.id]) for account, _ in legs]
+    for entry, (_, (balance, version)) in zip(entries, balances, strict=True):
+        entry.account_version, entry.balance_after_cents = version, balance
+    return await _posted(session, txn, balances, entries)
+
+
+async def _posted(
+    session: AsyncSession,
+    txn: LedgerTransaction,
+    balances: Sequence[tuple[LedgerAccount, tuple[int, int]]],
+    entries: Sequence[LedgerEntry],
+) -> LedgerTransaction:
     # The objects the caller holds show the new cache without a reload (and without a dirty flag).
     for account, (balance, version) in balances:
         set_committed_value(account, "balance_cents", balance)
         set_committed_value(account, "version", version)
-    await bus.publish(session, LedgerPosted(txn, tuple(written)))
+    await bus.publish(
+        session,
+        LedgerPosted(txn, tuple((account, e) for (account, _), e in zip(balances, entries, strict=True))),
+    )
     return txn
 
 
