@@ -200,6 +200,57 @@ async def test_notes_raised_at_commit_are_written_once_together_and_not_at_all_o
     }
 
 
+@pytest.mark.parametrize("many", [False, True], ids=["one statement", "read then insert"])
+async def test_notes_keep_to_each_owners_choices_whichever_way_they_are_written(
+    app: Any, core: Core, many: bool
+) -> None:
+    """Up to TOGETHER_MAX rows go in one INSERT ... SELECT that leaves out, in the database, what the owners'
+    choices and accounts rule out; more go by a read of the choices and one insert. Both write the same."""
+    from callboard_core.mail.models import OutboxMessage
+    from callboard_core.owner_notifications.service import TOGETHER_MAX, Note, notify_all
+
+    plain, no_email, no_in_app = [await new_owner(app, core) for _ in range(3)]
+    for owner, choice in ((no_email, {"emailEnabled": False}), (no_in_app, {"inAppEnabled": False})):
+        r = await owner.client.patch(
+            "/me/notifications/preferences", json={"preferences": [{"type": "RECEIPT_READY", **choice}]}
+        )
+        assert r.status_code == 200, r.text
+    notes = [
+        Note(o.user_id, T.RECEIPT_READY, "doc_1", f"subject {i}", "body")
+        for i, o in enumerate((plain, no_email, no_in_app))
+    ]
+    notes += [Note(None, T.RECEIPT_READY, "doc_1", "nobody's", "body")]  # an owner-less agent's
+    # Accounts that do not exist write nothing; enough of them take the notes past one statement.
+    notes += [
+        Note(f"usr_gone{i}", T.RECEIPT_READY, "doc_1", "gone", "body")
+        for i in range(TOGETHER_MAX if many else 1)
+    ]
+    assert (2 * (len(notes) - 1) > TOGETHER_MAX) is many
+    async with core.uow() as uow:
+        written = await notify_all(uow.session, notes)
+        assert await notify_all(uow.session, notes) == []  # the same event again: nothing more
+    rows = {r.id: r for o in (plain, no_email, no_in_app) for r in await _rows(core, o.user_id)}
+    assert sorted(written) == sorted(rows)
+    channels = [(rows[i].owner_id, rows[i].channel, rows[i].status) for i in written]
+    assert channels == [  # in the notes' order, in-app before email; outbox mail: sent with its row
+        (plain.user_id, "IN_APP", "SENT"),
+        (plain.user_id, "EMAIL", "SENT"),
+        (no_email.user_id, "IN_APP", "SENT"),
+        (no_in_app.user_id, "EMAIL", "SENT"),
+    ]
+    async with core.uow(write=False) as uow:
+        address = {
+            u.id: u.email
+            for u in await uow.session.scalars(
+                select(User).where(User.id.in_([plain.user_id, no_email.user_id, no_in_app.user_id]))
+            )
+        }
+        mails = (await uow.session.scalars(select(OutboxMessage.to_address))).all()
+    assert sorted(m for m in mails if m in address.values()) == sorted(
+        [address[plain.user_id], address[no_in_app.user_id]]
+    )
+
+
 async def test_a_close_without_award_tells_every_owner_once_by_their_own_channels(
     app: Any, core: Core, client: httpx.AsyncClient
 ) -> None:

@@ -15,7 +15,21 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, cast
 
-from sqlalchemy import Table, and_, bindparam, exists, func, or_, select, update
+from sqlalchemy import (
+    String,
+    Table,
+    and_,
+    bindparam,
+    case,
+    exists,
+    func,
+    literal_column,
+    or_,
+    select,
+    true,
+    union_all,
+    update,
+)
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from callboard_core import bus, clock
@@ -140,26 +154,41 @@ async def notify(
 
 
 async def notify_all(session: AsyncSession, notes: Sequence[Note]) -> list[str]:
-    """`notify` for several notes of one event (an award tells both owners) in two statements whatever
-    their number: one reads the accounts and their preferences for these types, one writes every channel's
-    row. Returns the ids written, in the notes' order (in-app before email for each)."""
+    """`notify` for several notes of one event (an award tells both owners). Returns the ids written, in
+    the notes' order (in-app before email for each). Up to TOGETHER_MAX rows in one statement (`_together`:
+    every channel's row offered, the database keeping those whose owner exists, wants the channel and, for
+    a first-award note, has no other award); more in two (the owners' read, then one insert)."""
     wanted_notes = [note for note in notes if note.owner_id is not None]
     if not wanted_notes:
         return []
+    awards = sorted({note.first[1] for note in wanted_notes if note.first is not None})
+    # With the outbox, the email row is its own delivery's outcome (the mail is written with it, below):
+    # SENT at once, as the claim would have made it, without the claim's statement.
+    answers: list[bool] = await bus.ask(session, MailInTransaction())
+    in_transaction = any(answers)
+    now = clock.now()
+    if 2 * len(wanted_notes) <= TOGETHER_MAX:
+        offered = [
+            (note, _row(note, channel, now, in_transaction)) for note in wanted_notes for channel in CHANNELS
+        ]
+        params: dict[str, Any] = {"p_awards": awards}
+        for i, (note, row) in enumerate(offered):
+            params.update({_bind(i, column): value for column, value in row.items()})
+            params[_bind(i, "first")] = note.first[0] if note.first is not None else ""
+        found = (await session.execute(_together(dialect_of(session), len(offered)), params)).all()
+        return await _written(session, [row for _, row in offered], {r.id: r.email for r in found})
     owners = sorted({str(note.owner_id) for note in wanted_notes})
     types = sorted({str(note.type) for note in wanted_notes})
-    awards = sorted({note.first[1] for note in wanted_notes if note.first is not None})
-    params: dict[str, Any] = {"p_owners": owners, "p_types": types}
+    choices: dict[str, Any] = {"p_owners": owners, "p_types": types}
     if awards:
-        found = (await session.execute(_OWNERS_CHOICES_AND_FIRSTS, {**params, "p_awards": awards})).all()
+        found = (await session.execute(_OWNERS_CHOICES_AND_FIRSTS, {**choices, "p_awards": awards})).all()
         before = {(row.id, "given"): row.given_before for row in found}
         before |= {(row.id, "won"): row.won_before for row in found}
     else:
-        found = (await session.execute(_OWNERS_AND_CHOICES, params)).all()
+        found = (await session.execute(_OWNERS_AND_CHOICES, choices)).all()
         before = {}
     accounts = {row.id: row.email for row in found}  # postings may name no account
     chosen = {(row.id, row.type): row for row in found if row.type is not None}
-    now = clock.now()
     rows: list[dict[str, Any]] = []
     for note in wanted_notes:
         if note.owner_id not in accounts:
@@ -172,25 +201,25 @@ async def notify_all(session: AsyncSession, notes: Sequence[Note]) -> list[str]:
             (Channel.EMAIL, wanted.email_enabled),
         ):
             if enabled:
-                rows.append(_row(note, channel, now))
+                rows.append(_row(note, channel, now, in_transaction))
     if not rows:
         return []
-    # With the outbox, the email row is its own delivery's outcome (the mail is written with it, below):
-    # SENT at once, as the claim would have made it, without the claim's statement.
-    answers: list[bool] = await bus.ask(session, MailInTransaction())
-    in_transaction = any(answers)
-    if in_transaction:
-        for row in rows:
-            if row["channel"] == Channel.EMAIL:
-                row.update(status=DeliveryStatus.SENT, attempts=1, next_attempt_at=None, sent_at=now)
-    statement = _insert_rows(dialect_of(session))
-    inserted = set((await session.execute(statement, rows)).scalars())
-    written = [row["id"] for row in rows if row["id"] in inserted]
+    inserted = set((await session.execute(_insert_rows(dialect_of(session)), rows)).scalars())
+    return await _written(
+        session, rows, {row["id"]: accounts[row["owner_id"]] for row in rows if row["id"] in inserted}
+    )
+
+
+async def _written(
+    session: AsyncSession, rows: Sequence[dict[str, Any]], inserted: Mapping[str, str | None]
+) -> list[str]:
+    """The ids of `rows` the database took (`inserted`: id -> the owner's email), in order; each email row's
+    delivery asked for."""
     for row in rows:
         if row["id"] in inserted and row["channel"] == Channel.EMAIL:
-            sent = row if in_transaction else None
-            await bus.publish(session, EmailNotificationQueued(row["id"], accounts[row["owner_id"]], sent))
-    return written
+            sent = row if row["status"] == DeliveryStatus.SENT else None
+            await bus.publish(session, EmailNotificationQueued(row["id"], inserted[row["id"]], sent))
+    return [row["id"] for row in rows if row["id"] in inserted]
 
 
 async def notify_at_commit(session: AsyncSession, notes: Sequence[Note]) -> None:
@@ -213,24 +242,95 @@ def _insert_rows(dialect: str) -> Any:
     )
 
 
-def _row(note: Note, channel: Channel, now: datetime) -> dict[str, Any]:
+def _row(note: Note, channel: Channel, now: datetime, mail_in_transaction: bool) -> dict[str, Any]:
+    """One channel's row of a note. An email row is PENDING for its delivery, or SENT already when the mail
+    is written in this transaction (the outbox: `MailInTransaction`)."""
     in_app = channel == Channel.IN_APP
+    sent = in_app or mail_in_transaction
     return {
         "id": new_id("onf"),
         "owner_id": note.owner_id,
         "type": str(note.type),
         "channel": str(channel),
-        "status": DeliveryStatus.SENT if in_app else DeliveryStatus.PENDING,
+        "status": DeliveryStatus.SENT if sent else DeliveryStatus.PENDING,
         "event_key": note.event_key[:200],
         "subject": note.subject[:300],
         "body": note.body,
         "action_url": note.action_path or ACTION_PATHS[note.type],
         "metadata_json": dict(note.metadata or {}),
-        "attempts": 0,
-        "next_attempt_at": None if in_app else now,
-        "sent_at": now if in_app else None,
+        "attempts": 0 if in_app or not sent else 1,
+        "next_attempt_at": None if sent else now,
+        "sent_at": now if sent else None,
         "created_at": now,
     }
+
+
+CHANNELS = (Channel.IN_APP, Channel.EMAIL)  # a note's rows, in this order
+TOGETHER_MAX = 16  # offered rows in one statement (its text grows with them; one shape per count)
+_COLUMNS = tuple(
+    c.key for c in cast(Table, OwnerNotification.__table__).c if c.key not in ("read_at", "error")
+)
+
+
+def _bind(index: int, column: str) -> str:
+    return f"n{index}_{column}"
+
+
+@functools.lru_cache(maxsize=2 * TOGETHER_MAX)
+def _together(dialect: str, count: int) -> Any:
+    """One INSERT ... SELECT of `count` offered rows (`_bind` parameters, and `first`: "given" / "won" / ""):
+    a row goes in when its owner's account exists, the owner's choice for its type leaves its channel on (no
+    choice: on, as `_channels` says), and a first-award row's owner has no award given (or won) but the
+    notes' own (`p_awards`); an event already notified on a channel inserts nothing there. It returns each
+    row written with its owner's email. The rows as one SELECT of parameters each (UNION ALL): one statement
+    compiled once per count, where a VALUES list would be compiled again on every run."""
+    table = cast(Table, OwnerNotification.__table__)
+    offered_rows = [
+        select(
+            *(bindparam(_bind(i, c), type_=table.c[c].type).label(c) for c in _COLUMNS),
+            bindparam(_bind(i, "first"), type_=String()).label("first"),
+        )
+        for i in range(count)
+    ]
+    offered = (offered_rows[0] if count == 1 else union_all(*offered_rows)).subquery("offered")
+    choice = OwnerNotificationPreference
+    wanted = case(
+        (offered.c.channel == str(Channel.IN_APP), func.coalesce(choice.in_app_enabled, true())),
+        else_=func.coalesce(choice.email_enabled, true()),
+    )
+    first = or_(
+        offered.c.first == "",
+        and_(
+            offered.c.first == "given",
+            ~exists().where(Award.job_id == Job.id, Job.owner_id == offered.c.owner_id, _OTHER_AWARDS),
+        ),
+        and_(
+            offered.c.first == "won",
+            ~exists().where(
+                Award.worker_agent_id == Agent.id, Agent.owner_id == offered.c.owner_id, _OTHER_AWARDS
+            ),
+        ),
+    )
+    source = (
+        select(*(offered.c[c] for c in _COLUMNS))
+        .select_from(
+            offered.join(User, User.id == offered.c.owner_id).outerjoin(
+                choice, and_(choice.owner_id == offered.c.owner_id, choice.type == offered.c.type)
+            )
+        )
+        .where(wanted == true(), first)
+    )
+    # By hand: SQLAlchemy does not correlate a RETURNING sub-select with the table written.
+    email: Any = literal_column(
+        f"(SELECT {User.__tablename__}.email FROM {User.__tablename__} "
+        f"WHERE {User.__tablename__}.id = {table.name}.owner_id)"
+    )
+    return (
+        insert_for(dialect)(table)
+        .from_select(list(_COLUMNS), source)
+        .on_conflict_do_nothing(index_elements=["owner_id", "type", "channel", "event_key"])
+        .returning(table.c.id, email.label("email"))
+    )
 
 
 def view(row: OwnerNotification, base_url: str) -> OwnerNotificationView:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import or_, select, update
+from sqlalchemy import bindparam, or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -107,20 +107,20 @@ async def find_by_processor_id(session: AsyncSession, processor_account_id: str)
     )
 
 
+# Every paid award reads it: built once, both holders bound (an agent-less award binds the owner's twice).
+_READY = select(PayoutAccount).where(
+    or_(PayoutAccount.holder == bindparam("p_first"), PayoutAccount.holder == bindparam("p_second")),
+    PayoutAccount.payouts_enabled.is_(True),
+    PayoutAccount.processor_account_id.is_not(None),
+)
+
+
 async def ready_account(session: AsyncSession, user_id: str, agent_id: str | None) -> PayoutAccount | None:
     """The account an award of `agent_id` pays: the agent's own when its payouts are enabled, else the
     owner's own when its payouts are enabled, else none (the payout waits)."""
     holders = [holder_key(user_id, agent_id)] if agent_id else []
     holders.append(holder_key(user_id, None))
-    rows = (
-        await session.scalars(
-            select(PayoutAccount).where(
-                PayoutAccount.holder.in_(holders),
-                PayoutAccount.payouts_enabled.is_(True),
-                PayoutAccount.processor_account_id.is_not(None),
-            )
-        )
-    ).all()
+    rows = (await session.scalars(_READY, {"p_first": holders[0], "p_second": holders[-1]})).all()
     by_holder = {row.holder: row for row in rows}
     return next((by_holder[h] for h in holders if h in by_holder), None)
 
