@@ -21,15 +21,14 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import bindparam, select
+from sqlalchemy import Table, bindparam, insert, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from callboard_core import bus, clock
 from callboard_core.db.lookup import held
-from callboard_core.db.rows import insert_rows
-from callboard_core.documents.events import DocumentsIssued
+from callboard_core.documents.events import DocumentsIssued, IssuedDocument
 from callboard_core.documents.models import (
     CommercialDocument,
     DocumentKind,
@@ -112,46 +111,51 @@ async def _job_title(session: AsyncSession, job_id: str | None) -> str:
     return f'"{title}"' if title else f"job {job_id}"
 
 
-def _document(
-    txn: LedgerTransaction, entry_id: str, draft: _Draft, number: str, user: Any
-) -> CommercialDocument:
-    """One document, numbered; `user` is the owner (None for a ledger-only user id: no counterparty)."""
+def _document(txn: LedgerTransaction, entry_id: str, draft: _Draft, number: str, user: Any) -> dict[str, Any]:
+    """One document's row, numbered; `user` is the owner (None for a ledger-only user id: no counterparty).
+    Column values, not a mapped object: the row is written once and never changed, and building the ORM
+    object of a 30-column row cost more than its INSERT (~0.1 ms each, measured)."""
     assert txn.user_id is not None
     total = sum(int(line["amountCents"]) for line in draft.lines)
     meta = {**draft.meta, "ledgerTransactionKind": txn.kind}
     if user is not None and user.company:
         meta["company"] = user.company
-    return CommercialDocument(
-        id=new_id("doc"),  # now: a receipt names its invoice before either is written
-        number=number,
-        kind=draft.kind,
-        status=DocumentStatus.ISSUED,
-        currency="usd",
-        owner_user_id=txn.user_id,
-        subtotal_cents=total,
-        tax_cents=0,  # no sales tax or VAT is charged yet: explicit, not missing
-        total_cents=total,
-        task_contract_id=None,
-        transaction_id=txn.id,
-        ledger_entry_id=entry_id,
-        source_type=draft.source_type,
-        source_id=draft.source_id,
-        job_id=draft.job_id,
-        job_payment_id=draft.job_payment_id,
-        payout_id=None,
-        settlement_entry_id=None,
-        processor_ref=txn.processor_ref,
-        counterparty_name=(user.name or user.username) if user is not None else None,
-        counterparty_email=user.email if user is not None else None,
-        tax_id=None,  # the user record holds no tax or VAT id yet
-        vat_id=None,
-        payment_status=draft.payment_status,
-        refund_status=draft.refund_status,
-        line_items=draft.lines,
-        meta=meta,
-        issued_at=txn.created_at,
-        created_at=clock.now(),
-    )
+    return {
+        "id": new_id("doc"),  # now: a receipt names its invoice before either is written
+        "number": number,
+        "kind": str(draft.kind),
+        "status": str(DocumentStatus.ISSUED),
+        "currency": "usd",
+        "owner_user_id": txn.user_id,
+        "subtotal_cents": total,
+        "tax_cents": 0,  # no sales tax or VAT is charged yet: explicit, not missing
+        "total_cents": total,
+        "task_contract_id": None,
+        "transaction_id": txn.id,
+        "ledger_entry_id": entry_id,
+        "source_type": draft.source_type,
+        "source_id": draft.source_id,
+        "job_id": draft.job_id,
+        "job_payment_id": draft.job_payment_id,
+        "payout_id": None,
+        "settlement_entry_id": None,
+        "processor_ref": txn.processor_ref,
+        "counterparty_name": (user.name or user.username) if user is not None else None,
+        "counterparty_email": user.email if user is not None else None,
+        "tax_id": None,  # the user record holds no tax or VAT id yet
+        "vat_id": None,
+        "payment_status": draft.payment_status,
+        "refund_status": draft.refund_status,
+        "line_items": draft.lines,
+        "metadata": meta,
+        "issued_at": txn.created_at,
+        "created_at": clock.now(),
+    }
+
+
+_INSERT = insert(
+    cast(Table, CommercialDocument.__table__)
+)  # built once: SQLAlchemy keys and compiles it once
 
 
 # --- what each transaction kind issues -------------------------------------------------------------------
@@ -272,7 +276,7 @@ _COUNTERPARTY = select(User.name, User.username, User.email, User.company).where
 
 async def issue_for(
     session: AsyncSession, txn: LedgerTransaction, written: Written | None = None
-) -> list[CommercialDocument]:
+) -> list[IssuedDocument]:
     """The documents of a new ledger transaction, issued in the caller's database transaction (`written`:
     the entries the posting wrote, when the caller has them). A receipt issued with an invoice in the same
     transaction names it (`metadata.invoiceNumber`)."""
@@ -292,14 +296,26 @@ async def issue_for(
     if not drafts:
         return []
     numbers = await next_numbers(session, [draft.kind for draft in drafts], txn.created_at)
-    issued: list[CommercialDocument] = []
+    rows: list[dict[str, Any]] = []
     for draft, number in zip(drafts, numbers, strict=True):
-        for earlier in issued:
-            if earlier.kind == DocumentKind.INVOICE and draft.kind == DocumentKind.RECEIPT:
-                draft.meta.update(invoiceId=earlier.id, invoiceNumber=earlier.number)
-        issued.append(_document(txn, entry_id, draft, number, user))
-    await insert_rows(session, issued)  # one INSERT for all of them, no unit-of-work flush
-    return issued
+        for earlier in rows:
+            if earlier["kind"] == DocumentKind.INVOICE and draft.kind == DocumentKind.RECEIPT:
+                draft.meta.update(invoiceId=earlier["id"], invoiceNumber=earlier["number"])
+        rows.append(_document(txn, entry_id, draft, number, user))
+    if session.sync_session.new:  # pending rows go first, as `insert_rows` does
+        await session.flush()
+    await session.execute(_INSERT, rows)  # one statement for all of them, no unit of work
+    return [
+        IssuedDocument(
+            id=row["id"],
+            number=row["number"],
+            kind=row["kind"],
+            owner_user_id=row["owner_user_id"],
+            total_cents=row["total_cents"],
+            currency=row["currency"],
+        )
+        for row in rows
+    ]
 
 
 async def on_posted(session: AsyncSession, event: LedgerPosted) -> None:
