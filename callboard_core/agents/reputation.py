@@ -120,15 +120,18 @@ async def record_completions(
     tag_slug: str | None = None,
     beside: tuple[Any, ...] = (),
     beside_params: Mapping[str, Any] | None = None,
-) -> None:
+    agents_from: Any = None,
+) -> set[str]:
     """Count one completed job for each of these agents (a job's submitters; `winner` won it), and under
     the job's capability tag when it has one; a win under a tag the winner lacks earns the tag (source
     `earned`). Two increments in SQL whatever the number of agents (one statement on PostgreSQL; no read
     first, no unit of work): the figures the session holds are set from what the statements return.
+    Returns the agents counted.
     `beside` (PostgreSQL only): the caller's own writes, data-modifying CTEs built once, that go in the
-    same statement (with `beside_params`)."""
-    if not agent_ids:
-        return
+    same statement (with `beside_params`); `agents_from` (PostgreSQL only, `agent_ids` then unused): a
+    select of the agents' ids, built once, which the statement runs (from one of those CTEs)."""
+    if not agent_ids and agents_from is None:
+        return set()
     now_growth = growth()
     params = {
         "p_ids": list(agent_ids),
@@ -140,10 +143,10 @@ async def record_completions(
         together = {**params, **(beside_params or {}), "p_updated": clock.now()}
         if tag_id:
             together["p_tag"] = tag_id
-        rows = (await session.execute(_counting(bool(tag_id), beside), together)).all()
-        _refresh(session, Agent, rows, names=_AGENT_FIGURES)
+        rows = (await session.execute(_counting(bool(tag_id), beside, agents_from), together)).all()
+        agents = _refresh(session, Agent, rows, names=_AGENT_FIGURES)
         if not tag_id:
-            return
+            return agents
         counted = _refresh(
             session,
             AgentCapability,
@@ -152,19 +155,20 @@ async def record_completions(
             names=_LINK_FIGURES,
         )
     else:
-        assert not beside, "data-modifying CTEs are PostgreSQL's"
-        _refresh(session, Agent, await session.execute(_COMPLETED_AGENTS, params))
+        assert not beside and agents_from is None, "data-modifying CTEs are PostgreSQL's"
+        agents = _refresh(session, Agent, await session.execute(_COMPLETED_AGENTS, params))
         if not tag_id:
-            return
+            return agents
         links = await session.execute(_COMPLETED_LINKS, {**params, "p_tag": tag_id})
         counted = _refresh(session, AgentCapability, links, key=lambda row: (row.agent_id, tag_id))
-    if winner and tag_slug and winner in agent_ids and winner not in counted:
+    if winner and tag_slug and winner in agents and winner not in counted:
         agent = await by_pk(session, Agent, winner)
         if agent is not None:
             link = new_link(agent, tag_id, tag_slug, CapabilitySource.EARNED)
             link.completed_count, link.win_count = 1, 1
             link.reputation = (COMPLETION_WEIGHT + WIN_WEIGHT) * now_growth
             await insert_rows(session, [link])
+    return agents
 
 
 def _refresh(
@@ -205,61 +209,70 @@ _LINKS = cast(Table, AgentCapability.__table__).c
 _AGENT_FIGURES = {
     name: name for name in ("id", "total_tasks", "win_count", "success_rate", "reputation_score")
 }
+_BY_IDS: Any = bindparam("p_ids", expanding=True)
+
+
+def _completed_agents(ids: Any) -> Any:
+    """The agents' update for the agents `ids` names (a list bound, or a select)."""
+    return (
+        update(cast(Table, Agent.__table__))
+        .where(_AGENTS.id.in_(ids))
+        .values(
+            total_tasks=_AGENTS.total_tasks + 1,
+            win_count=_AGENTS.win_count + _completion_case(_AGENTS.id),
+            # SET reads the row as it was: the new success rate from the old counts
+            success_rate=cast_(_AGENTS.win_count + _completion_case(_AGENTS.id), Float)
+            / (_AGENTS.total_tasks + 1),
+            reputation_score=func.coalesce(_AGENTS.reputation_score, 0.0) + _gain(_AGENTS.id),
+        )
+        .returning(
+            _AGENTS.id, _AGENTS.total_tasks, _AGENTS.win_count, _AGENTS.success_rate, _AGENTS.reputation_score
+        )
+    )
+
+
+def _completed_links(ids: Any) -> Any:
+    """The capability links' update (the tag bound as `p_tag`) for the agents `ids` names."""
+    return (
+        update(cast(Table, AgentCapability.__table__))
+        .where(_LINKS.tag_id == bindparam("p_tag"), _LINKS.agent_id.in_(ids))
+        .values(
+            completed_count=func.coalesce(_LINKS.completed_count, 0) + 1,
+            win_count=func.coalesce(_LINKS.win_count, 0) + _completion_case(_LINKS.agent_id),
+            reputation=func.coalesce(_LINKS.reputation, 0.0) + _gain(_LINKS.agent_id),
+        )
+        .returning(_LINKS.agent_id, _LINKS.completed_count, _LINKS.win_count, _LINKS.reputation)
+    )
+
+
 # Every award and every closed job with submissions runs these: built once, on the tables (states._moving).
-_COMPLETED_AGENTS = (
-    update(cast(Table, Agent.__table__))
-    .where(_AGENTS.id.in_(bindparam("p_ids", expanding=True)))
-    .values(
-        total_tasks=_AGENTS.total_tasks + 1,
-        win_count=_AGENTS.win_count + _completion_case(_AGENTS.id),
-        # SET reads the row as it was: the new success rate from the old counts
-        success_rate=cast_(_AGENTS.win_count + _completion_case(_AGENTS.id), Float)
-        / (_AGENTS.total_tasks + 1),
-        reputation_score=func.coalesce(_AGENTS.reputation_score, 0.0) + _gain(_AGENTS.id),
-    )
-    .returning(
-        _AGENTS.id, _AGENTS.total_tasks, _AGENTS.win_count, _AGENTS.success_rate, _AGENTS.reputation_score
-    )
-)
-_COMPLETED_LINKS = (
-    update(cast(Table, AgentCapability.__table__))
-    .where(_LINKS.tag_id == bindparam("p_tag"), _LINKS.agent_id.in_(bindparam("p_ids", expanding=True)))
-    .values(
-        completed_count=func.coalesce(_LINKS.completed_count, 0) + 1,
-        win_count=func.coalesce(_LINKS.win_count, 0) + _completion_case(_LINKS.agent_id),
-        reputation=func.coalesce(_LINKS.reputation, 0.0) + _gain(_LINKS.agent_id),
-    )
-    .returning(_LINKS.agent_id, _LINKS.completed_count, _LINKS.win_count, _LINKS.reputation)
-)
-
-
-# On PostgreSQL both in one statement: the links' update a data-modifying CTE of the agents' (other tables,
-# one snapshot), each agent's row returned with its link's new figures (NULL: it had no link for the tag).
-_LINKS_MOVED = _COMPLETED_LINKS.cte("counted_links")
-
-
-def _link_figure(column: Any, label: str) -> Any:
-    return select(column).where(_LINKS_MOVED.c.agent_id == _AGENTS.id).scalar_subquery().label(label)
-
-
+_COMPLETED_AGENTS = _completed_agents(_BY_IDS)
+_COMPLETED_LINKS = _completed_links(_BY_IDS)
 _LINK_FIGURES = {
     "link_completed_count": "completed_count",
     "link_win_count": "win_count",
     "link_reputation": "reputation",
 }
-# `updated_at` bound by hand: SQLAlchemy leaves a column's Python onupdate default unset in an UPDATE that
-# carries a data-modifying CTE (NULL: the agents' NOT NULL refused it).
-_COMPLETED_AGENTS_AT = _COMPLETED_AGENTS.values(updated_at=bindparam("p_updated"))
-_COMPLETED_TOGETHER = _COMPLETED_AGENTS_AT.add_cte(_LINKS_MOVED).returning(
-    *(_link_figure(_LINKS_MOVED.c[column], label) for label, column in _LINK_FIGURES.items())
-)
 
 
 @functools.cache
-def _counting(tagged: bool, beside: tuple[Any, ...]) -> Any:
-    """PostgreSQL's one statement: the agents' update, with the links' (`tagged`) and the caller's `beside`
-    as data-modifying CTEs (`updated_at` bound by hand, see above)."""
-    statement = _COMPLETED_TOGETHER if tagged else _COMPLETED_AGENTS_AT
+def _counting(tagged: bool, beside: tuple[Any, ...], agents_from: Any = None) -> Any:
+    """PostgreSQL's one statement, built once per shape: the agents' update, with the links' (`tagged`) and
+    the caller's `beside` as data-modifying CTEs. On PostgreSQL both updates go in one statement: the links'
+    update a CTE of the agents' (other tables, one snapshot), each agent's row returned with its link's new
+    figures (NULL: it had no link for the tag). `updated_at` is bound by hand: SQLAlchemy leaves a column's
+    Python onupdate default unset in an UPDATE that carries a data-modifying CTE (NULL: the agents' NOT NULL
+    refused it)."""
+    ids = _BY_IDS if agents_from is None else agents_from
+    statement = _completed_agents(ids).values(updated_at=bindparam("p_updated"))
+    if tagged:
+        links = _completed_links(ids).cte("counted_links")
+        statement = statement.add_cte(links).returning(
+            *(
+                select(links.c[column]).where(links.c.agent_id == _AGENTS.id).scalar_subquery().label(label)
+                for label, column in _LINK_FIGURES.items()
+            )
+        )
     return statement.add_cte(*beside) if beside else statement
 
 

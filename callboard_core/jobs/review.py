@@ -300,18 +300,18 @@ _DECIDE = (
         _SUBMISSIONS.job_id == bindparam("p_job"),
         or_(
             and_(
-                _SUBMISSIONS.id == bindparam("p_winner"),
+                _SUBMISSIONS.id == bindparam("p_awarded"),
                 states.one_of(_SUBMISSIONS.status, SUBMISSION_MOVES[SubmissionStatus.AWARDED]),
             ),
             and_(
-                _SUBMISSIONS.id != bindparam("p_winner"),
+                _SUBMISSIONS.id != bindparam("p_awarded"),
                 states.one_of(_SUBMISSIONS.status, SUBMISSION_MOVES[SubmissionStatus.NOT_AWARDED]),
             ),
         ),
     )
     .values(
         status=case(
-            (_SUBMISSIONS.id == bindparam("p_winner"), SubmissionStatus.AWARDED.value),
+            (_SUBMISSIONS.id == bindparam("p_awarded"), SubmissionStatus.AWARDED.value),
             else_=SubmissionStatus.NOT_AWARDED.value,
         ),
         decided_at=bindparam("p_now"),
@@ -370,14 +370,16 @@ async def _close_work(
     completed work for each submitter (starter jobs are practice and count nothing; a job staff cancelled
     counts nothing either: `count` False). Returns the agents that submitted (`submitter_ids`), whom the
     closing move tells."""
-    params = {"p_job": job.id, "p_winner": winner.id if winner else "", "p_now": clock.now()}
+    params = {"p_job": job.id, "p_awarded": winner.id if winner else "", "p_now": clock.now()}
+    postgres = dialect_of(session) == "postgresql"
+    if postgres and winner is not None and not job.is_starter and count:
+        return await _decide_and_count(session, job, winner, params)
     if winner is not None:
         submitters = await _decide(session, winner, params)
     else:
         await states.moved(session, _NOT_AWARDED, params)
         submitters = await submitter_ids(session, job.id)
     counted = bool(submitters) and not job.is_starter and count
-    postgres = dialect_of(session) == "postgresql"
     beside: tuple[Any, ...] = ()
     beside_params: dict[str, Any] | None = None
     if postgres and counted:  # the closing moves go in the completions' statement
@@ -398,6 +400,39 @@ async def _close_work(
             beside_params=beside_params,
         )
     return submitters
+
+
+# PostgreSQL, an award that counts: the decision a data-modifying CTE of the completions' statement too, the
+# submitters counted straight from its RETURNING (`_decide`'s read and statement in the same round trip).
+_DECIDED = _DECIDE.cte("decided")
+_DECIDED_WORKERS = select(_DECIDED.c.worker_agent_id)
+
+
+async def _decide_and_count(
+    session: AsyncSession, job: Job, winner: Submission, params: dict[str, Any]
+) -> list[str]:
+    """`_close_work` of an award on PostgreSQL in one statement: the submissions decided, the leftover slots
+    and applications ended, the submitters counted. A worker has one submission per job (one application,
+    one slot, one submission), so the winner's submission was decided exactly when its worker was counted;
+    if not, the 409 `_decide` gives (the request's transaction undoes the rest)."""
+    submitters = await reputation.record_completions(
+        session,
+        (),
+        winner=winner.worker_agent_id,
+        tag_id=job.capability_tag_id,
+        tag_slug=job.capability_slug,
+        beside=(_DECIDED, *_CLOSING_CTES),
+        beside_params=params,
+        agents_from=_DECIDED_WORKERS,
+    )
+    if winner.worker_agent_id not in submitters:
+        current = await states.current_state(session, Submission, winner.id)
+        raise states.refusal(
+            current, SubmissionStatus.AWARDED, what="submission", target_state=SubmissionStatus.AWARDED
+        )
+    set_committed_value(winner, "status", SubmissionStatus.AWARDED)
+    set_committed_value(winner, "decided_at", params["p_now"])
+    return sorted(submitters)
 
 
 async def _with_rookie(

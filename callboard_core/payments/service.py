@@ -148,10 +148,12 @@ async def _standing(
     total: int,
     *,
     profile: BuyerProfile | None = None,
+    activation: tuple[OnboardingActivation | None] | None = None,
     with_balance: bool = True,
 ) -> Standing:
     """What the checks read, and only that: a spent total is summed only when a cap needs it, and the
-    balance is read only `with_balance` (the write step lets the reserve's guarded debit decide first)."""
+    balance is read only `with_balance` (the write step lets the reserve's guarded debit decide first).
+    `activation`: the agent's latest, as the caller read it (in a 1-tuple, as None is an answer)."""
     agent = await by_pk(session, Agent, job.requester_agent_id)
     assert agent is not None
     now = clock.now()
@@ -163,7 +165,10 @@ async def _standing(
         and payment.confirmed_total_cents is not None
         and total <= payment.confirmed_total_cents
     )
-    activation = await _activation(session, agent.id) if not confirmed else None
+    if confirmed:
+        latest = None
+    else:
+        latest = activation[0] if activation is not None else await _activation(session, agent.id)
     daily_cap = profile is not None and profile.daily_spend_cap_cents is not None
     return Standing(
         job=job,
@@ -176,9 +181,9 @@ async def _standing(
         if owner and daily_cap
         else 0,
         agent_spent_cents=await _spent(session, JobPayment.requester_agent_id, agent.id, now, job.id)
-        if activation is not None
+        if latest is not None
         else 0,
-        activation=activation,
+        activation=latest,
         confirmed=confirmed,
         declined=payment is not None and payment.autotopup_status not in (None, "succeeded"),
     )
@@ -498,23 +503,34 @@ async def prepare(
     return Funding(charge=charge, amount_cents=amount)
 
 
+# The profile locked, with the publishing agent's latest activation beside it (its caps: `_standing`), in one
+# statement. The activation is as the statement found it before any wait for the lock: it changes only when
+# the agent is activated again, which a publish racing it may see either side of.
 _LOCK_PROFILE = (
-    select(BuyerProfile)
+    select(BuyerProfile, OnboardingActivation)
+    .outerjoin(
+        OnboardingActivation,
+        OnboardingActivation.id
+        == _LATEST_ACTIVATION.with_only_columns(OnboardingActivation.id).scalar_subquery(),
+    )
     .where(BuyerProfile.user_id == bindparam("p_user"))
-    .with_for_update()
+    .with_for_update(of=BuyerProfile)
     .execution_options(populate_existing=True)
 )
 
 
-async def _lock_profile(session: AsyncSession, user_id: str) -> BuyerProfile:
+async def _lock_profile(
+    session: AsyncSession, user_id: str, agent_id: str
+) -> tuple[BuyerProfile, OnboardingActivation | None]:
     """The owner's buyer profile, locked until the transaction ends (FOR UPDATE on PostgreSQL; SQLite's
-    writers are serialised): one owner's paid publishes check the daily caps one at a time."""
-    locked = await session.scalar(_LOCK_PROFILE, {"p_user": user_id})
+    writers are serialised): one owner's paid publishes check the daily caps one at a time. With it, the
+    agent's latest activation (None: never activated)."""
+    params = {"p_user": user_id, "p_agent": agent_id}
+    locked = (await session.execute(_LOCK_PROFILE, params)).one_or_none()
     if locked is None:  # the owner's first paid publish: make the row (race-safe), then lock it
         await billing.ensure(session, user_id)
-        locked = await session.scalar(_LOCK_PROFILE, {"p_user": user_id})
-    assert locked is not None
-    return locked
+        locked = (await session.execute(_LOCK_PROFILE, params)).one()
+    return locked[0], locked[1]
 
 
 async def secure(
@@ -538,7 +554,7 @@ async def secure(
         return None
     if job.owner_id is None:
         raise not_ready(job, job.reward_amount_cents, 0, ["CLAIMED_OWNER"])
-    profile = await _lock_profile(session, job.owner_id)
+    profile, activation = await _lock_profile(session, job.owner_id, job.requester_agent_id)
     # A first publish inserts its payment once, already RESERVED (one statement less than insert + move).
     payment = await _open_row(session, job, fee_bps, add=False)
     fresh = sa_inspect(payment).transient
@@ -554,7 +570,9 @@ async def secure(
     if _owner_confirms(actor):
         payment.confirmed_total_cents, payment.confirmed_at = total, clock.now()
     # The rules first; the money is the reserve's guarded debit to decide (no balance read on success).
-    s = await _standing(session, actor, job, payment, total, profile=profile, with_balance=False)
+    s = await _standing(
+        session, actor, job, payment, total, profile=profile, activation=(activation,), with_balance=False
+    )
     if _missing(s, total):
         if first_attempt:
             raise PrepareFirst
