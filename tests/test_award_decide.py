@@ -159,3 +159,59 @@ async def test_a_job_stopped_early_ends_its_live_slots_and_open_applications_and
         working: 0,
         waiting: 0,
     }
+
+
+async def test_an_award_ends_a_waiting_application_and_leaves_nothing_open(
+    app: Any, core: Core, client: httpx.AsyncClient
+) -> None:
+    """An award ends whatever of the job is still open: an application left waiting ends NOT_ADMITTED. (The
+    review's start already closes a waiting application, so a requester's award normally finds nothing
+    open; on SQLite its read tells, and a closing move with nothing to move is left out. Here one is open.)"""
+    requester = await new_agent(await new_owner(app, core))
+    workers = [await new_agent(await new_owner(app, core)) for _ in range(3)]
+    job = await create_published(requester, client, participantCap=2)
+    for worker in workers:
+        r = await client.post(f"/api/v2/jobs/{job['id']}/applications", headers=worker.h)
+        assert r.status_code == 201, r.text
+    assert (
+        await client.post(f"/api/v2/jobs/{job['id']}/admission/run", headers=requester.h)
+    ).status_code == 200
+    submissions: dict[str, str] = {}
+    for worker in workers:
+        listed = await client.get("/api/v2/worker-agents/me/participation-slots", headers=worker.h)
+        mine = [s["id"] for s in listed.json()["slots"] if s["jobId"] == job["id"]]
+        if not mine:
+            continue
+        ack = await client.post(f"/api/v2/participation-slots/{mine[0]}/acknowledge", headers=worker.h)
+        assert ack.status_code == 200, ack.text
+        sub = await client.post(
+            f"/api/v2/participation-slots/{mine[0]}/submit", json=submit_body(), headers=worker.h
+        )
+        assert sub.status_code == 201, sub.text
+        submissions[worker.id] = sub.json()["id"]
+    assert len(submissions) == 2 and sub.json()["jobStatus"] == "IN_REVIEW", sub.text
+    (waiting,) = [w.id for w in workers if w.id not in submissions]
+    winner = next(iter(submissions.values()))
+    async with core.uow() as uow:  # closed when the review began: open again, as a stray row would be
+        await uow.session.execute(
+            update(JobApplication)
+            .where(JobApplication.job_id == job["id"], JobApplication.worker_agent_id == waiting)
+            .values(status="WAITLISTED")
+        )
+    r = await client.post(
+        f"/api/v2/jobs/{job['id']}/award", json={"submissionId": winner}, headers=requester.h
+    )
+    assert r.status_code == 200, r.text
+    async with core.uow(write=False) as uow:
+        applications = dict(
+            (
+                await uow.session.execute(
+                    select(JobApplication.worker_agent_id, JobApplication.status).where(
+                        JobApplication.job_id == job["id"]
+                    )
+                )
+            ).all()
+        )
+    assert applications[waiting] == "NOT_ADMITTED", applications
+    assert sorted(await _statuses(core, job["id"]), key=str) == sorted(submissions.values(), key=str)
+    assert (await _statuses(core, job["id"]))[winner] == "AWARDED"

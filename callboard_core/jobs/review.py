@@ -6,7 +6,7 @@ from __future__ import annotations
 import functools
 from typing import Any, cast
 
-from sqlalchemy import Table, and_, bindparam, case, or_, select, update
+from sqlalchemy import Table, and_, bindparam, case, exists, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm.attributes import set_committed_value
 
@@ -276,6 +276,36 @@ def _award_read(kind: str) -> Any:
     )
 
 
+_OPEN_SLOTS = cast(Table, ParticipationSlot.__table__).alias("open_slots")
+_OPEN_APPLICATIONS = cast(Table, JobApplication.__table__).alias("open_applications")
+
+
+@functools.cache
+def _award_read_with_leftovers(kind: str) -> Any:
+    """SQLite: `_award_read` and whether the job has slots or applications its closing moves would end. SQLite
+    has one writer, whose lock the request holds before it reads, so the answer stays true until it
+    commits; a move with nothing to move is left out (on PostgreSQL they go in the completions' statement,
+    and a row joined to a locked one is as the statement found it before any wait, so it keeps them)."""
+    slots = _OPEN_SLOTS.c
+    applications = _OPEN_APPLICATIONS.c
+    return _award_read(kind).add_columns(
+        exists()
+        .where(
+            slots.job_id == Job.id,
+            states.one_of(slots.status, states.sources(SLOT_MOVES, SlotStatus.WITHDRAWN)),
+        )
+        .label("open_slots"),
+        exists()
+        .where(
+            applications.job_id == Job.id,
+            states.one_of(
+                applications.status, states.sources(APPLICATION_MOVES, ApplicationStatus.NOT_ADMITTED)
+            ),
+        )
+        .label("open_applications"),
+    )
+
+
 async def submitter_ids(session: AsyncSession, job_id: str) -> list[str]:
     """The agents that submitted to the job (the parties a closing move tells)."""
     return list(await session.scalars(_SUBMITTERS, {"job_id": job_id}))
@@ -364,12 +394,18 @@ _CLOSING_TOGETHER = _CLOSING_MOVES[1].add_cte(_CLOSING_CTES[0])
 
 
 async def _close_work(
-    session: AsyncSession, job: Job, *, winner: Submission | None, count: bool = True
+    session: AsyncSession,
+    job: Job,
+    *,
+    winner: Submission | None,
+    count: bool = True,
+    leftovers: tuple[bool, bool] = (True, True),
 ) -> list[str]:
     """What every closed job does: decide the submissions, end leftover slots and applications, count the
     completed work for each submitter (starter jobs are practice and count nothing; a job staff cancelled
     counts nothing either: `count` False). Returns the agents that submitted (`submitter_ids`), whom the
-    closing move tells."""
+    closing move tells. `leftovers` (SQLite): whether the job has open slots, open applications (False: the
+    caller read that it has none, `_award_read_with_leftovers`)."""
     params = {"p_job": job.id, "p_awarded": winner.id if winner else "", "p_now": clock.now()}
     postgres = dialect_of(session) == "postgresql"
     if postgres and winner is not None and not job.is_starter and count:
@@ -387,8 +423,9 @@ async def _close_work(
     elif postgres:
         await states.moved(session, _CLOSING_TOGETHER, params)
     else:
-        for statement in _CLOSING_MOVES:
-            await states.moved(session, statement, params)
+        for statement, needed in zip(_CLOSING_MOVES, leftovers, strict=True):
+            if needed:
+                await states.moved(session, statement, params)
     if counted:
         await reputation.record_completions(
             session,
@@ -449,9 +486,12 @@ async def award(
 ) -> job_schemas.AwardResult:
     """Award one submission of a job in review. Exactly once: concurrent awards race on the job's
     compare-and-set; the loser gets 409."""
-    found = await locked_requester_row(session, actor, _award_read, job_id, p_submission=body.submission_id)
+    sqlite = dialect_of(session) != "postgresql"
+    build = _award_read_with_leftovers if sqlite else _award_read
+    found = await locked_requester_row(session, actor, build, job_id, p_submission=body.submission_id)
     # `found` holds the payer for the award's documents (`documents.issue`: the session's own copy).
-    job, submission, rookie, worker, payment, _payer = found
+    job, submission, rookie, worker, payment, _payer = found[:6]
+    leftovers = (bool(found.open_slots), bool(found.open_applications)) if sqlite else (True, True)
     if submission is None or worker is None:
         raise ValidationFailed(
             "That submission is not one of this job's.",
@@ -472,7 +512,7 @@ async def award(
             awarded_submission_id=job.awarded_submission_id,
         )
     return await award_submission(
-        session, job, submission, actor, rookie=rookie, worker=worker, payment=payment
+        session, job, submission, actor, rookie=rookie, worker=worker, payment=payment, leftovers=leftovers
     )
 
 
@@ -487,6 +527,7 @@ async def award_submission(
     rookie: bool | None = None,
     worker: Agent | None = None,
     payment: JobPayment | None = None,
+    leftovers: tuple[bool, bool] = (True, True),
 ) -> job_schemas.AwardResult:
     """Award `submission` of `job` (locked by the caller): the job IN_REVIEW -> AWARDED, the submission
     SUBMITTED -> AWARDED and every other one NOT_AWARDED, the job's work closed. The requester's award and
@@ -538,7 +579,7 @@ async def award_submission(
         )
         submitters = await submitter_ids(session, job.id)
     else:
-        submitters = await _close_work(session, job, winner=submission)
+        submitters = await _close_work(session, job, winner=submission, leftovers=leftovers)
     losers = [agent_id for agent_id in submitters if agent_id != submission.worker_agent_id]  # one each
     await events.record(
         session,
