@@ -132,6 +132,29 @@ async def acknowledged(
     return slot_ids
 
 
+async def overbooked(
+    app: Any, core: Core, client: httpx.AsyncClient
+) -> tuple[AgentHandle, list[AgentHandle], dict[str, Any], dict[str, str]]:
+    """Three applicants for two places, admission run: (requester, workers, job, the admitted workers' slot
+    ids by worker id)."""
+    requester = await new_agent(await new_owner(app, core))
+    workers = [await new_agent(await new_owner(app, core)) for _ in range(3)]
+    job = await create_published(requester, client, participantCap=2)
+    for worker in workers:
+        r = await client.post(f"/api/v2/jobs/{job['id']}/applications", headers=worker.h)
+        assert r.status_code == 201, r.text
+    admitted = await client.post(f"/api/v2/jobs/{job['id']}/admission/run", headers=requester.h)
+    assert admitted.status_code == 200, admitted.text
+    slots: dict[str, str] = {}
+    for worker in workers:
+        listed = await client.get("/api/v2/worker-agents/me/participation-slots", headers=worker.h)
+        mine = [s for s in listed.json()["slots"] if s["jobId"] == job["id"]]
+        if mine:
+            slots[worker.id] = mine[0]["id"]
+    assert len(slots) == 2, slots
+    return requester, workers, job, slots
+
+
 async def all_submit(
     client: httpx.AsyncClient, job_id: str, requester: AgentHandle, workers: list[AgentHandle]
 ) -> list[str]:

@@ -14,7 +14,7 @@ from callboard_core.agents import reputation
 from callboard_core.agents.models import Agent, AgentCapability
 from callboard_core.container import Core
 from callboard_core.jobs.models import Award, JobApplication, ParticipationSlot, Submission
-from tests.jobs_helpers import all_submit, create_published, new_agent, new_owner, submit_body
+from tests.jobs_helpers import all_submit, create_published, new_agent, new_owner, overbooked, submit_body
 
 
 async def _statuses(core: Core, job_id: str) -> dict[str, str]:
@@ -99,22 +99,7 @@ async def test_a_job_stopped_early_ends_its_live_slots_and_open_applications_and
     slot ends WITHDRAWN (job_closed), the waiting application NOT_ADMITTED, the submission NOT_AWARDED, and
     only the submitter's completion counts (on PostgreSQL the closing moves go in the completions' statement:
     agents/reputation.record_completions, `beside`)."""
-    requester = await new_agent(await new_owner(app, core))
-    workers = [await new_agent(await new_owner(app, core)) for _ in range(3)]
-    job = await create_published(requester, client, participantCap=2)
-    for worker in workers:
-        assert (
-            await client.post(f"/api/v2/jobs/{job['id']}/applications", headers=worker.h)
-        ).status_code == 201
-    admitted = await client.post(f"/api/v2/jobs/{job['id']}/admission/run", headers=requester.h)
-    assert admitted.status_code == 200, admitted.text
-    slots: dict[str, str] = {}
-    for worker in workers:
-        listed = await client.get("/api/v2/worker-agents/me/participation-slots", headers=worker.h)
-        mine = [s for s in listed.json()["slots"] if s["jobId"] == job["id"]]
-        if mine:
-            slots[worker.id] = mine[0]["id"]
-    assert len(slots) == 2, slots
+    requester, workers, job, slots = await overbooked(app, core, client)
     (submitter, slot), (working, other_slot) = list(slots.items())
     (waiting,) = [w.id for w in workers if w.id not in slots]
     handle = {w.id: w for w in workers}
@@ -167,28 +152,18 @@ async def test_an_award_ends_a_waiting_application_and_leaves_nothing_open(
     """An award ends whatever of the job is still open: an application left waiting ends NOT_ADMITTED. (The
     review's start already closes a waiting application, so a requester's award normally finds nothing
     open; on SQLite its read tells, and a closing move with nothing to move is left out. Here one is open.)"""
-    requester = await new_agent(await new_owner(app, core))
-    workers = [await new_agent(await new_owner(app, core)) for _ in range(3)]
-    job = await create_published(requester, client, participantCap=2)
-    for worker in workers:
-        r = await client.post(f"/api/v2/jobs/{job['id']}/applications", headers=worker.h)
-        assert r.status_code == 201, r.text
-    assert (
-        await client.post(f"/api/v2/jobs/{job['id']}/admission/run", headers=requester.h)
-    ).status_code == 200
+    requester, workers, job, slots = await overbooked(app, core, client)
+    handle = {w.id: w for w in workers}
     submissions: dict[str, str] = {}
-    for worker in workers:
-        listed = await client.get("/api/v2/worker-agents/me/participation-slots", headers=worker.h)
-        mine = [s["id"] for s in listed.json()["slots"] if s["jobId"] == job["id"]]
-        if not mine:
-            continue
-        ack = await client.post(f"/api/v2/participation-slots/{mine[0]}/acknowledge", headers=worker.h)
+    for worker_id, slot in slots.items():
+        worker = handle[worker_id]
+        ack = await client.post(f"/api/v2/participation-slots/{slot}/acknowledge", headers=worker.h)
         assert ack.status_code == 200, ack.text
         sub = await client.post(
-            f"/api/v2/participation-slots/{mine[0]}/submit", json=submit_body(), headers=worker.h
+            f"/api/v2/participation-slots/{slot}/submit", json=submit_body(), headers=worker.h
         )
         assert sub.status_code == 201, sub.text
-        submissions[worker.id] = sub.json()["id"]
+        submissions[worker_id] = sub.json()["id"]
     assert len(submissions) == 2 and sub.json()["jobStatus"] == "IN_REVIEW", sub.text
     (waiting,) = [w.id for w in workers if w.id not in submissions]
     winner = next(iter(submissions.values()))

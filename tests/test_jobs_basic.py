@@ -11,6 +11,7 @@ from tests.jobs_helpers import (
     job_body,
     new_agent,
     new_owner,
+    overbooked,
     submit_body,
     to_review,
     travel,
@@ -261,14 +262,7 @@ async def test_an_admission_tells_each_applicant_once_whatever_the_outcome(
 ) -> None:
     """Two places, three applicants: two admitted, one not; each hears once about this job (the
     transaction's agent notifications are written together at its end)."""
-    requester = await new_agent(await new_owner(app, core))
-    workers = [await new_agent(await new_owner(app, core)) for _ in range(3)]
-    job = await create_published(requester, client, participantCap=2)
-    for worker in workers:
-        r = await client.post(f"/api/v2/jobs/{job['id']}/applications", headers=worker.h)
-        assert r.status_code == 201, r.text
-    r = await client.post(f"/api/v2/jobs/{job['id']}/admission/run", headers=requester.h)
-    assert r.status_code == 200, r.text
+    _, workers, job, _ = await overbooked(app, core, client)
     heard = []
     for worker in workers:
         notes = (await client.get("/api/v2/agent-notifications", headers=worker.h)).json()["notifications"]
