@@ -138,6 +138,8 @@ _ENTRY_COLUMNS = (
     "balance_after_cents",
     "created_at",
 )
+# `_posted_together` names each column: a column added to the entries must be added there too.
+assert set(_ENTRY_COLUMNS) == {c.key for c in _entries.c}, "ledger_entries changed: see _posted_together"
 
 
 @functools.lru_cache(maxsize=8)
@@ -256,7 +258,6 @@ async def _apply(session: AsyncSession, legs: Sequence[Leg]) -> list[tuple[int, 
     if len(moved) == len(legs):
         return [moved[account.id] for account, _ in legs]
     await _refused(session, legs, moved)
-    raise AssertionError("unreachable")
 
 
 async def _refused(session: AsyncSession, legs: Sequence[Leg], moved: Mapping[str, Any]) -> NoReturn:
