@@ -677,17 +677,30 @@ class Load:
     connections: int
 
 
+def _process_cpu_clock(pid: int) -> int:
+    """Linux's CPU-time clock of another process (all its threads, nanoseconds): MAKE_PROCESS_CPUCLOCK(pid,
+    CPUCLOCK_SCHED), the id `clock_getcpuclockid(3)` returns, which Python does not wrap."""
+    return ((~pid) << 3) | 2
+
+
 def cpu_seconds(pids: list[int]) -> float:
-    """User plus system CPU of these processes (all their threads) so far, from /proc."""
-    ticks = 0
+    """User plus system CPU of these processes (all their threads) so far: from each process's CPU-time
+    clock (nanoseconds), else from /proc in clock ticks (10 ms: a batch of a hundred 1 ms requests read so
+    is off by up to a fifth)."""
+    total = 0.0
     for pid in pids:
+        try:
+            total += time.clock_gettime(_process_cpu_clock(pid))
+            continue
+        except OSError:
+            pass
         try:
             with open(f"/proc/{pid}/stat") as stat:
                 fields = stat.read().rsplit(")", 1)[1].split()
-            ticks += int(fields[11]) + int(fields[12])
+            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
         except (OSError, IndexError, ValueError):
             continue
-    return ticks / os.sysconf("SC_CLK_TCK")
+    return total
 
 
 class Meter:
