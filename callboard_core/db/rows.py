@@ -2,10 +2,11 @@
 
 A flush of a few new objects costs ~0.5 ms of CPU on this machine (the unit of work sorts mappers, tracks
 each object's state, fetches what the database returns), several times what the INSERT itself costs. Rows
-that are written once and never changed by their transaction (ledger transactions and entries, documents,
-payouts, outbox mails, job events, a paid publish's new payment) gain nothing from that bookkeeping.
-`insert_rows` sends them as one statement, compiled once per class; the objects stay transient: their
-attributes are read as usual, and any later query finds the rows.
+that are written once and never changed by their transaction (ledger transactions and entries, payouts,
+outbox mails, job events, a paid publish's new payment) gain nothing from that bookkeeping. `insert_rows`
+sends them as one statement, compiled once per class; the objects stay transient: their attributes are
+read as usual, and any later query finds the rows. (Documents skip the object too: `documents.issue` builds
+their column values, a wide row's ORM object costing more than its insert.)
 
 Rows nobody reads in their own transaction (a job's events, agents' notifications, the outbox's mails, a
 new draft, an award's payout) are written as the transaction's very last work (`insert_at_commit`, after
