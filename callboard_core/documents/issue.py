@@ -23,11 +23,12 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-from sqlalchemy import Table, bindparam, insert, select
+from sqlalchemy import Table, bindparam, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from callboard_core import bus, clock
 from callboard_core.db.lookup import held
+from callboard_core.db.rows import insert_dicts
 from callboard_core.documents.events import DocumentsIssued, IssuedDocument
 from callboard_core.documents.models import (
     CommercialDocument,
@@ -151,11 +152,6 @@ def _document(txn: LedgerTransaction, entry_id: str, draft: _Draft, number: str,
         "issued_at": txn.created_at,
         "created_at": clock.now(),
     }
-
-
-_INSERT = insert(
-    cast(Table, CommercialDocument.__table__)
-)  # built once: SQLAlchemy keys and compiles it once
 
 
 # --- what each transaction kind issues -------------------------------------------------------------------
@@ -302,9 +298,8 @@ async def issue_for(
             if earlier["kind"] == DocumentKind.INVOICE and draft.kind == DocumentKind.RECEIPT:
                 draft.meta.update(invoiceId=earlier["id"], invoiceNumber=earlier["number"])
         rows.append(_document(txn, entry_id, draft, number, user))
-    if session.sync_session.new:  # pending rows go first, as `insert_rows` does
-        await session.flush()
-    await session.execute(_INSERT, rows)  # one statement for all of them, no unit of work
+    # One statement for all of them, no unit of work.
+    await insert_dicts(session, cast(Table, CommercialDocument.__table__), rows)
     return [
         IssuedDocument(
             id=row["id"],
