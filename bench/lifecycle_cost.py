@@ -91,7 +91,7 @@ async def main(args: argparse.Namespace) -> None:
             seen: list[str] = []
 
             def record(conn: Any, cursor: Any, statement: str, *rest: Any) -> None:
-                seen.append(" ".join(statement.split())[:160])
+                seen.append(" ".join(statement.split())[: int(os.environ.get("LC_WIDTH", "160"))])
 
             engines = {core.db.write_engine.sync_engine, core.db.read_engine.sync_engine}
             if not args.warm:

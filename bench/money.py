@@ -12,9 +12,11 @@ For each database:
      balance funded by a top-up posted as a completed checkout would post it;
   2. `callboard serve --no-migrate` with the sandbox processor (sweeper and rate limits off);
   3. publish: --jobs free and --jobs paid drafts made over HTTP, then published by --concurrency clients
-     in interleaved batches (free, paid, free, paid, ...), so a busy moment of the machine hits both;
+     in --batches rounds, each a batch of drafts, a batch of free publishes and one of paid publishes back
+     to back, so a busy moment of the machine hits both sides of a ratio;
   4. award: --jobs free and --jobs paid jobs brought to review over HTTP (apply, admission, acknowledge,
-     submit), then awarded the same way;
+     submit; apply, acknowledge and submit of the free jobs measured in rounds, each after as many
+     drafts), then awarded in rounds as published;
   5. contention: another owner funded for exactly half of --race paid jobs publishes all --race drafts at
      once: exactly half must publish and half be refused with 409 payment_not_ready (BALANCE), nothing else,
      no deadlock (every request answered within --race-timeout), and the books verify afterwards.
@@ -24,8 +26,9 @@ it reports latency (p50, p99), throughput, and the server's CPU per operation (t
 PostgreSQL, the backends serving it: less sensitive to a busy machine than latency). Targets (issues 11
 and 28), judged on server CPU per operation: a paid publish and a paid award each cost at most 1.5x their
 free counterpart; a paid award at most 5 ms on PostgreSQL; publish, apply, submit and award each at most 3x
-a draft; the contention run is exact and finishes (latency, p99 above all, moves with whatever else the
-machine runs and with SQLite's single writer queueing 8 clients: it is reported, not judged). The report
+a draft, each the median of the rounds' ratios (as bench/run.py judges its own); the contention run is
+exact and finishes (latency, p99 above all, moves with whatever else the machine runs and with SQLite's
+single writer queueing 8 clients: it is reported, not judged). The report
 goes to bench/money_results.md, its verdicts to bench/money_results.json (read by bench/summary.py).
 Exit code 0 whether targets pass or fail; non-zero only when the benchmark could not run.
 """
@@ -35,6 +38,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import secrets
+import statistics
 import sys
 import tempfile
 import time
@@ -91,11 +95,13 @@ class OpStats:
     latencies_ms: list[float] = field(default_factory=list)
     seconds: float = 0.0  # wall time of the timed batches
     cpu_s: float = 0.0  # server CPU over the timed batches
+    batch_cpu_ms: list[float] = field(default_factory=list)  # server CPU per operation, each batch
 
     def add(self, latencies: list[float], seconds: float, cpu_s: float) -> None:
         self.latencies_ms += latencies
         self.seconds += seconds
         self.cpu_s += cpu_s
+        self.batch_cpu_ms.append(cpu_s * 1000 / max(len(latencies), 1))
 
     @property
     def count(self) -> int:
@@ -250,13 +256,46 @@ async def gather_limited(concurrency: int, work: list[Callable[[], Awaitable[Any
     return await asyncio.gather(*(one(fn) for fn in work))
 
 
+@dataclass
+class Paired:
+    """A ratio judged as run.py judges its own: the median of the rounds' ratios, each round measuring its two
+    sides back to back (a slow spell of the shared machine weighs on both sides of one round)."""
+
+    rounds: list[tuple[float, float]] = field(default_factory=list)  # (measured, reference) ms per op
+
+    def add(self, measured: OpStats, reference: OpStats) -> None:
+        self.rounds.append((measured.batch_cpu_ms[-1], reference.batch_cpu_ms[-1]))
+
+    @property
+    def ratios(self) -> list[float]:
+        return [m / r if r else float("inf") for m, r in self.rounds]
+
+    @property
+    def ratio(self) -> float:
+        return statistics.median(self.ratios)
+
+    def text(self) -> str:
+        measured = statistics.median(m for m, _ in self.rounds)
+        reference = statistics.median(r for _, r in self.rounds)
+        rounds = ", ".join(f"{x:.2f}" for x in self.ratios)
+        return f"{self.ratio:.2f}x (rounds {rounds}; medians {measured:.2f} / {reference:.2f} ms)"
+
+
 class Meter:
-    """Runs work with `concurrency` clients; named work is timed and its server CPU added to stats[name]."""
+    """Runs work with `concurrency` clients; named work is timed and its server CPU added to stats[name].
+    A step judged against a draft runs in `batches` rounds, each right after as many drafts (`draft`, one
+    draft request), and each round's two figures go to pairs[...]."""
 
     def __init__(
-        self, server_cpu: Callable[[], Awaitable[float]], concurrency: int, stats: dict[str, OpStats]
+        self,
+        server_cpu: Callable[[], Awaitable[float]],
+        concurrency: int,
+        stats: dict[str, OpStats],
+        batches: int,
     ) -> None:
-        self.server_cpu, self.concurrency, self.stats = server_cpu, concurrency, stats
+        self.server_cpu, self.concurrency, self.stats, self.batches = server_cpu, concurrency, stats, batches
+        self.pairs: dict[str, Paired] = {}
+        self.draft: Callable[[], Awaitable[Any]] | None = None
 
     async def run(self, name: str | None, work: list[Callable[[], Awaitable[Any]]]) -> list[Any]:
         if name is None:
@@ -274,6 +313,32 @@ class Meter:
         seconds = time.perf_counter() - t0
         self.stats.setdefault(name, OpStats(name)).add(latencies, seconds, await self.server_cpu() - cpu0)
         return results
+
+    def pair(self, key: str, measured: str, reference: str) -> None:
+        self.pairs.setdefault(key, Paired()).add(self.stats[measured], self.stats[reference])
+
+    async def beside_drafts(self, name: str, work: list[Callable[[], Awaitable[Any]]]) -> list[Any]:
+        """`work` measured right after as many drafts: one round of `name` against a draft."""
+        if self.draft is None:
+            raise BenchError("no draft request to measure beside")
+        await self.run("draft", [self.draft] * len(work))
+        results = await self.run(name, work)
+        self.pair(f"{name} vs draft", name, "draft")
+        return results
+
+    async def in_rounds(self, name: str, work: list[Callable[[], Awaitable[Any]]]) -> list[Any]:
+        results: list[Any] = []
+        for part in batched(work, self.batches):
+            results += await self.beside_drafts(name, part)
+        return results
+
+
+def batched(work: list[Any], batches: int) -> list[list[Any]]:
+    """`work` in `batches` consecutive parts of (nearly) equal size."""
+    if len(work) < batches:
+        raise BenchError(f"{len(work)} operations cannot fill {batches} batches")
+    edges = [len(work) * b // batches for b in range(batches + 1)]
+    return [work[edges[b] : edges[b + 1]] for b in range(batches)]
 
 
 async def drafts(
@@ -293,29 +358,27 @@ async def in_review(
     Step by step over all the jobs, so with `measure` each step's server CPU is its own."""
     worker = {job_id: fx.workers[i % len(fx.workers)] for i, job_id in enumerate(job_ids)}
 
-    def step(name: str) -> str | None:
-        return name if measure else None
+    async def step(name: str, work: list[Callable[[], Awaitable[Any]]]) -> list[Any]:
+        return await (meter.in_rounds(name, work) if measure else meter.run(None, work))
 
     def post(path: str, agent: Agent, body: Any = None, expect: int = 200) -> Callable[[], Awaitable[Any]]:
         return lambda: call(client, "POST", path, agent, body, expect)
 
     # Publishing is measured on its own, interleaved free and paid (bench_one).
     await meter.run(None, [post(f"/api/v2/jobs/{j}/publish", fx.requester) for j in job_ids])
-    await meter.run(
-        step("apply"), [post(f"/api/v2/jobs/{j}/applications", worker[j], expect=201) for j in job_ids]
-    )
+    await step("apply", [post(f"/api/v2/jobs/{j}/applications", worker[j], expect=201) for j in job_ids])
     await meter.run(None, [post(f"/api/v2/jobs/{j}/admission/run", fx.requester) for j in job_ids])
     slot_of: dict[str, str] = {}
     for agent in fx.workers:
         slots = await call(client, "GET", "/api/v2/worker-agents/me/participation-slots", agent)
         slot_of.update({s["jobId"]: s["id"] for s in slots["slots"]})
-    await meter.run(
-        step("acknowledge"),
+    await step(
+        "acknowledge",
         [post(f"/api/v2/participation-slots/{slot_of[j]}/acknowledge", worker[j]) for j in job_ids],
     )
     answer = {"artifactType": "text", "structuredPayloadJson": {"summary": "Done", "answer": "The answer."}}
-    subs = await meter.run(
-        step("submit"),
+    subs = await step(
+        "submit",
         [post(f"/api/v2/participation-slots/{slot_of[j]}/submit", worker[j], answer, 201) for j in job_ids],
     )
     return [(j, sub["id"]) for j, sub in zip(job_ids, subs, strict=True)]
@@ -323,17 +386,16 @@ async def in_review(
 
 async def interleaved(
     meter: Meter,
-    batches: int,
-    free: tuple[str, list[Callable[[], Awaitable[Any]]]],
-    paid: tuple[str, list[Callable[[], Awaitable[Any]]]],
+    op: str,
+    free: list[Callable[[], Awaitable[Any]]],
+    paid: list[Callable[[], Awaitable[Any]]],
 ) -> None:
-    for name, work in (free, paid):
-        if len(work) < batches:
-            raise BenchError(f"{name}: fewer operations than batches")
-    size = len(free[1]) // batches
-    for b in range(batches):
-        for name, work in (free, paid):
-            await meter.run(name, work[b * size : (b + 1) * size])
+    """Rounds of drafts, free `op`s and paid `op`s, back to back: each round is one ratio of the free `op` to
+    a draft and one of the paid `op` to the free."""
+    for free_part, paid_part in zip(batched(free, meter.batches), batched(paid, meter.batches), strict=True):
+        await meter.beside_drafts(f"free {op}", free_part)
+        await meter.run(f"paid {op}", paid_part)
+        meter.pair(f"paid {op} vs free", f"paid {op}", f"free {op}")
 
 
 async def bench_one(args: argparse.Namespace, label: str, database_url: str, tmp: Path) -> dict[str, Any]:
@@ -349,13 +411,15 @@ async def bench_one(args: argparse.Namespace, label: str, database_url: str, tmp
         return job_bench.cpu_seconds([server.proc.pid, *pids])
 
     stats: dict[str, OpStats] = {}
-    meter = Meter(server_cpu, args.concurrency, stats)
+    meter = Meter(server_cpu, args.concurrency, stats, args.batches)
     try:
         limits = httpx.Limits(max_connections=args.concurrency * 2)
         async with httpx.AsyncClient(base_url=server.base, timeout=30.0, limits=limits) as client:
             print(f"[{label}] publish: {args.jobs} free and {args.jobs} paid drafts", flush=True)
+            # The draft each measured step is paired with (Meter.beside_drafts); these jobs go no further.
+            meter.draft = lambda: call(client, "POST", "/api/v2/jobs", fx.requester, job_body(False), 201)
             await drafts(meter, client, fx.requester, 2, False)  # warm-up
-            free = await drafts(meter, client, fx.requester, args.jobs, False, "draft")
+            free = await drafts(meter, client, fx.requester, args.jobs, False)
             paid = await drafts(meter, client, fx.requester, args.jobs, True)
             # Warm the paths once (connections, statement caches) outside the measurement.
             for job_id in (free.pop(), paid.pop()):
@@ -364,12 +428,7 @@ async def bench_one(args: argparse.Namespace, label: str, database_url: str, tmp
             def publish(job_id: str) -> Callable[[], Awaitable[Any]]:
                 return lambda: call(client, "POST", f"/api/v2/jobs/{job_id}/publish", fx.requester)
 
-            await interleaved(
-                meter,
-                args.batches,
-                ("free publish", [publish(j) for j in free]),
-                ("paid publish", [publish(j) for j in paid]),
-            )
+            await interleaved(meter, "publish", [publish(j) for j in free], [publish(j) for j in paid])
 
             print(
                 f"[{label}] award: bringing {args.jobs} free and {args.jobs} paid jobs to review", flush=True
@@ -393,17 +452,14 @@ async def bench_one(args: argparse.Namespace, label: str, database_url: str, tmp
             for pairs in (free_review, paid_review):  # warm-up
                 await award(pairs.pop())()
             await interleaved(
-                meter,
-                args.batches,
-                ("free award", [award(p) for p in free_review]),
-                ("paid award", [award(p) for p in paid_review]),
+                meter, "award", [award(p) for p in free_review], [award(p) for p in paid_review]
             )
 
             print(f"[{label}] contention: {args.race} paid publishes against one balance", flush=True)
             race = await contention(args, settings, meter, client, fx)
     finally:
         job_bench.stop_server(server)
-    return {"stats": stats, "race": race}
+    return {"stats": stats, "pairs": meter.pairs, "race": race}
 
 
 async def contention(
@@ -459,38 +515,36 @@ def verdicts(results: dict[str, dict[str, Any]]) -> list[Verdict]:
     out: list[Verdict] = []
     for label, result in results.items():
         st: dict[str, OpStats] = result["stats"]
+        pairs: dict[str, Paired] = result["pairs"]
         for op in ("publish", "award"):
-            free, paid = st[f"free {op}"], st[f"paid {op}"]
-            cpu = paid.cpu_ms / free.cpu_ms if free.cpu_ms else float("inf")
+            paired = pairs[f"paid {op} vs free"]
+            p99 = st[f"paid {op}"].pct(0.99) / st[f"free {op}"].pct(0.99)
             out.append(
                 Verdict(
                     f"paid {op} costs <= {COST_FACTOR:g}x free (server CPU/op)",
                     label,
-                    f"{cpu:.2f}x ({paid.cpu_ms:.2f} / {free.cpu_ms:.2f} ms; p99 {paid.pct(0.99) / free.pct(0.99):.2f}x)",
-                    cpu <= COST_FACTOR,
+                    f"{paired.text()}; p99 {p99:.2f}x",
+                    paired.ratio <= COST_FACTOR,
                 )
             )
-        award = st["paid award"].cpu_ms
+        award = statistics.median(st["paid award"].batch_cpu_ms)
+        rounds = ", ".join(f"{x:.2f}" for x in st["paid award"].batch_cpu_ms)
         out.append(
             Verdict(
                 f"server CPU per paid award <= {PAID_AWARD_CPU_MS:g} ms on PostgreSQL",
                 label,
-                f"{award:.2f} ms",
+                f"{award:.2f} ms (rounds {rounds})",
                 award <= PAID_AWARD_CPU_MS if label == "postgres" else None,
             )
         )
-        draft = st["draft"].cpu_ms
         for step in STEPS:
-            cost = st[
-                "free publish" if step == "publish" else "free award" if step == "award" else step
-            ].cpu_ms
-            factor = cost / draft if draft else float("inf")
+            paired = pairs[f"{'free ' if step in ('publish', 'award') else ''}{step} vs draft"]
             out.append(
                 Verdict(
                     f"{step} costs <= {STEP_FACTOR:g}x a draft (server CPU/op)",
                     label,
-                    f"{factor:.2f}x ({cost:.2f} / {draft:.2f} ms)",
-                    factor <= STEP_FACTOR,
+                    paired.text(),
+                    paired.ratio <= STEP_FACTOR,
                 )
             )
         race: Race = result["race"]
@@ -515,22 +569,31 @@ def verdicts(results: dict[str, dict[str, Any]]) -> list[Verdict]:
     return out
 
 
+def rounds_text(values: list[float], shown: int) -> str:
+    if len(values) <= shown:
+        return ", ".join(f"{x:.2f}" for x in values)
+    return f"{len(values)} rounds, {min(values):.2f} to {max(values):.2f}"
+
+
 def report(args: argparse.Namespace, results: dict[str, dict[str, Any]], judged: list[Verdict]) -> str:
     lines = [
         "# Money benchmark (bench/money.py)",
         "",
         f"Run {datetime.now(UTC).strftime('%Y-%m-%d %H:%M UTC')}; {args.jobs} jobs per operation, "
-        f"{args.concurrency} concurrent clients, {args.batches} interleaved batches; contention: {args.race} "
+        f"{args.concurrency} concurrent clients, {args.batches} rounds; contention: {args.race} "
         "paid publishes at once against a balance funded for half of them. Server CPU: the server process "
-        "(all threads) and, on PostgreSQL, the backends serving it, per operation.",
+        "(all threads) and, on PostgreSQL, the backends serving it, per operation: the median of the rounds. "
+        "Each round measures its two sides back to back (as many drafts, then the step; the free operation, "
+        "then the paid one) and a ratio is the median of the rounds' ratios.",
         "",
-        "| Database | Operation | ops/s | p50 ms | p99 ms | server CPU ms/op |",
+        "| Database | Operation | ops/s | p50 ms | p99 ms | server CPU ms/op (rounds) |",
         "|---|---|---:|---:|---:|---:|",
     ]
     for label, result in results.items():
         for s in result["stats"].values():
             lines.append(
-                f"| {label} | {s.name} | {s.per_second:,.0f} | {s.pct(0.5):.2f} | {s.pct(0.99):.2f} | {s.cpu_ms:.2f} |"
+                f"| {label} | {s.name} | {s.per_second:,.0f} | {s.pct(0.5):.2f} | {s.pct(0.99):.2f} | "
+                f"{statistics.median(s.batch_cpu_ms):.2f} ({rounds_text(s.batch_cpu_ms, args.batches)}) |"
             )
     lines += ["", "| Target | Database | Measured | Pass |", "|---|---|---|---|"]
     lines += [f"| {v.target} | {v.database} | {v.measured} | {v.word} |" for v in judged]
@@ -544,7 +607,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--postgres-url", default=DEFAULT_POSTGRES_URL)
     parser.add_argument("--jobs", type=int, default=200, help="jobs per operation and kind (default 200)")
     parser.add_argument("--concurrency", type=int, default=8, help="concurrent clients (default 8)")
-    parser.add_argument("--batches", type=int, default=4, help="interleaved batches (default 4)")
+    parser.add_argument(
+        "--batches", type=int, default=5, help="measured rounds of each operation (default 5)"
+    )
     parser.add_argument("--race", type=int, default=200, help="concurrent paid publishes (default 200)")
     parser.add_argument(
         "--race-timeout", type=float, default=30.0, help="seconds a racer may wait (default 30)"
