@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import threading
+from collections import Counter
 
 import pytest
 from sqlalchemy import text
@@ -77,6 +78,45 @@ async def test_statements_run_on_the_loop_thread_once_a_writer_holds_the_lock(tm
         await db.dispose()
     assert seen["read"] == threading.get_ident()  # no trip through a queue and the loop's self-pipe
     assert seen["write"] == threading.get_ident()
+
+
+async def test_a_statement_needs_no_coroutine_of_the_driver_once_it_runs_inline(tmp_path, monkeypatch):
+    """SQLAlchemy's adapter hands each driver coroutine to the event loop and back (a greenlet switch each):
+    while the connection runs inline, executing a statement, a writer's BEGIN IMMEDIATE (no other process
+    holding the lock), COMMIT and ROLLBACK call sqlite3 directly (sqlite_driver.AdaptedCursor). (A cursor's
+    close may still be awaited, from the async side, where it costs no switch.)"""
+    calls: Counter[str] = Counter()
+    for owner, names in (
+        (sqlite_driver.Cursor, ("execute", "executemany")),
+        (sqlite_driver.Connection, ("commit", "rollback", "begin_immediate")),
+    ):
+        for name in names:
+            original = getattr(owner, name)
+
+            async def counted(self, *args, _original=original, _name=name, **kwargs):
+                calls[_name] += 1
+                return await _original(self, *args, **kwargs)
+
+            monkeypatch.setattr(owner, name, counted)
+    db = Database(f"sqlite+aiosqlite:///{tmp_path / 'x.db'}")
+    try:
+        for write in (True, False):  # connected (the connection's settings are not statements of a session)
+            async with db.session(write=write) as session:
+                await session.execute(text("SELECT 1"))
+        calls.clear()
+        async with db.session(write=True) as session:
+            await session.execute(text("CREATE TABLE t (n INTEGER)"))
+            await session.execute(text("INSERT INTO t VALUES (:n)"), [{"n": 1}, {"n": 2}])
+            assert (await session.execute(text("SELECT sum(n) FROM t"))).scalar_one() == 3
+            await session.commit()
+        async with db.session(write=False) as session:
+            assert (await session.execute(text("SELECT count(*) FROM t"))).scalar_one() == 2
+        assert calls == Counter()
+        # SQLAlchemy's AsyncConnection.execute requires one switch a call (AwaitRequired): opening the cursor.
+        async with db.write_engine.connect() as conn:
+            assert (await conn.execute(text("SELECT count(*) FROM t"))).scalar_one() == 2
+    finally:
+        await db.dispose()
 
 
 async def test_a_read_session_cannot_write(tmp_path):

@@ -141,6 +141,7 @@ def _sqlite_engine(
         kwargs["async_creator"] = sqlite_driver.connector(
             parsed.database, timeout=busy_timeout_ms / 1000, inline=not immediate
         )
+        kwargs["module"] = sqlite_driver.dbapi()
         if immediate:
             # One writer at a time holds the gate; a few more connections only let the next ones wait at
             # the gate instead of in the pool's queue (both first come first served). Fewer connections,
