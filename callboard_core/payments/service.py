@@ -331,12 +331,20 @@ async def find(session: AsyncSession, job_id: str) -> JobPayment | None:
     return await session.scalar(_BY_JOB, {"job_id": job_id})
 
 
-async def _open_row(session: AsyncSession, job: Job, fee_bps: int, *, add: bool = True) -> JobPayment:
+async def _open_row(
+    session: AsyncSession,
+    job: Job,
+    fee_bps: int,
+    *,
+    add: bool = True,
+    found: tuple[JobPayment | None] | None = None,
+) -> JobPayment:
     """The job's payment, created or reopened (VOID -> REQUIRES_ACTION) for a publish attempt, with the
     job's current pay and fee. The job row is locked by the caller (or the transaction is SQLite's only
     writer), so no two create it. `add=False`: a new row is left out of the session (with its id), for
-    the caller to insert once in its final state."""
-    payment = await find(session, job.id)
+    the caller to insert once in its final state. `found`: the job's payment (None: it has none), when the
+    caller read it (a 1-tuple: None is an answer)."""
+    payment = found[0] if found is not None else await find(session, job.id)
     pay = job.reward_amount_cents
     if payment is None:
         assert job.owner_id is not None
@@ -503,16 +511,19 @@ async def prepare(
     return Funding(charge=charge, amount_cents=amount)
 
 
-# The profile locked, with the publishing agent's latest activation beside it (its caps: `_standing`), in one
-# statement. The activation is as the statement found it before any wait for the lock: it changes only when
-# the agent is activated again, which a publish racing it may see either side of.
+# The profile locked, with the publishing agent's latest activation beside it (its caps: `_standing`) and the
+# job's payment (`_open_row`), in one statement. The activation is as the statement found it before any wait
+# for the lock: it changes only when the agent is activated again, which a publish racing it may see either
+# side of. The payment's writers all hold the job's lock, which the publish holds.
 _LOCK_PROFILE = (
-    select(BuyerProfile, OnboardingActivation)
+    select(BuyerProfile, OnboardingActivation, JobPayment)
+    .select_from(BuyerProfile)
     .outerjoin(
         OnboardingActivation,
         OnboardingActivation.id
         == _LATEST_ACTIVATION.with_only_columns(OnboardingActivation.id).scalar_subquery(),
     )
+    .outerjoin(JobPayment, JobPayment.job_id == bindparam("p_job"))
     .where(BuyerProfile.user_id == bindparam("p_user"))
     .with_for_update(of=BuyerProfile)
     .execution_options(populate_existing=True)
@@ -520,17 +531,17 @@ _LOCK_PROFILE = (
 
 
 async def _lock_profile(
-    session: AsyncSession, user_id: str, agent_id: str
-) -> tuple[BuyerProfile, OnboardingActivation | None]:
+    session: AsyncSession, job: Job, user_id: str
+) -> tuple[BuyerProfile, OnboardingActivation | None, JobPayment | None]:
     """The owner's buyer profile, locked until the transaction ends (FOR UPDATE on PostgreSQL; SQLite's
     writers are serialised): one owner's paid publishes check the daily caps one at a time. With it, the
-    agent's latest activation (None: never activated)."""
-    params = {"p_user": user_id, "p_agent": agent_id}
+    publishing agent's latest activation (None: never activated) and the job's payment (None: none yet)."""
+    params = {"p_user": user_id, "p_agent": job.requester_agent_id, "p_job": job.id}
     locked = (await session.execute(_LOCK_PROFILE, params)).one_or_none()
     if locked is None:  # the owner's first paid publish: make the row (race-safe), then lock it
         await billing.ensure(session, user_id)
         locked = (await session.execute(_LOCK_PROFILE, params)).one()
-    return locked[0], locked[1]
+    return locked[0], locked[1], locked[2]
 
 
 async def secure(
@@ -554,9 +565,9 @@ async def secure(
         return None
     if job.owner_id is None:
         raise not_ready(job, job.reward_amount_cents, 0, ["CLAIMED_OWNER"])
-    profile, activation = await _lock_profile(session, job.owner_id, job.requester_agent_id)
+    profile, activation, found = await _lock_profile(session, job, job.owner_id)
     # A first publish inserts its payment once, already RESERVED (one statement less than insert + move).
-    payment = await _open_row(session, job, fee_bps, add=False)
+    payment = await _open_row(session, job, fee_bps, add=False, found=(found,))
     fresh = sa_inspect(payment).transient
     total = payment.pay_cents + payment.fee_cents
     if funding is not None and funding.charge is not None and funding.charge.status == "succeeded":
