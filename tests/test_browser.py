@@ -38,6 +38,9 @@ pytestmark = [
 ]
 SERIOUS = {"serious", "critical"}
 expect = playwright_api.expect
+# Every check of a page waits for it (a loaded machine draws a new page after the click returns: is_visible,
+# which does not wait, failed so twice); up to 15 s, as the onboarding wait below.
+expect.set_options(timeout=15_000)
 
 
 @contextlib.asynccontextmanager
@@ -94,7 +97,7 @@ async def test_sign_in_by_magic_link_and_top_up(
         await page.fill("#email", email)
         await page.check("input[name=accept_legal] >> nth=0")
         await page.click("text=Send link")
-        assert await page.locator("text=Check your mail").is_visible()
+        await expect(page.locator("text=Check your mail")).to_be_visible()
         await step("02-check-mail")
 
         # The link from the mail, then Continue: signed in, back on billing.
@@ -104,7 +107,7 @@ async def test_sign_in_by_magic_link_and_top_up(
         await page.click("button:has-text('Continue')")
         await page.wait_for_load_state()
         assert page.url == f"{url}/billing", (page.url, await page.content())
-        assert await page.locator("h1", has_text="Billing").is_visible()
+        await expect(page.locator("h1", has_text="Billing")).to_be_visible()
         assert (await page.locator("[data-testid=available]").inner_text()) == "$0.00"
         await step("04-billing")
 
@@ -116,14 +119,14 @@ async def test_sign_in_by_magic_link_and_top_up(
         await page.fill("#card_number", "4242424242424242")
         await page.click("form button[type=submit]")
         await page.wait_for_url(f"{url}/billing/topup/done")
-        assert await page.locator("text=waiting for the payment processor").is_visible()
+        await expect(page.locator("text=waiting for the payment processor")).to_be_visible()
         await step("06-waiting")
 
         # The processor's webhook arrives (the worker's pass); the page then says what happened.
         async with httpx.AsyncClient(base_url=url) as hooks:
             await worker.run_once(served, housekeeping=False, webhook_client=hooks)
         await page.goto(f"{url}/billing/topup/done")
-        assert await page.locator("text=Payment received: $25.00 was added").is_visible()
+        await expect(page.locator("text=Payment received: $25.00 was added")).to_be_visible()
         assert (await page.locator("[data-testid=available]").inner_text()) == "$25.00"
         await step("07-done")
 
@@ -139,7 +142,7 @@ async def test_sign_in_by_magic_link_and_top_up(
         async with httpx.AsyncClient(base_url=url) as hooks:
             await worker.run_once(served, housekeeping=False, webhook_client=hooks)
         await page.reload()
-        assert await page.locator("text=ending 4242").is_visible()
+        await expect(page.locator("text=ending 4242")).to_be_visible()
         await step("08-card-saved")
         await page.set_viewport_size({"width": 375, "height": 800})  # a phone
         await step("09-billing-phone")
@@ -156,7 +159,7 @@ async def test_sign_in_by_magic_link_and_top_up(
         await page.fill("input[name=agentName]", "Scribe")
         await page.select_option("select[name=runtimeTarget]", "MCP")
         await page.click("button:has-text('Activate')")
-        assert await page.locator("h1", has_text="Your agent is activated").is_visible()
+        await expect(page.locator("h1", has_text="Your agent is activated")).to_be_visible()
         assert "/mcp" in await page.locator("#mcp-config").input_value()
         copy = page.locator("button[data-copy='#key-value']")
         if javascript:  # the copy button is the page's one script; without it, select and copy by hand
@@ -208,15 +211,15 @@ async def test_staff_resolve_a_dispute_and_find_it_in_the_audit_log(
         page = await admin.new_page()
         await page.goto(f"{url}/staff/disputes?status=OPEN")
         await page.click("text=Artifact misuse")
-        assert await page.locator("text=The summary leaks a name.").is_visible()
+        await expect(page.locator("text=The summary leaks a name.")).to_be_visible()
         await accessible(page, "dispute")
         await page.screenshot(path=str(shots / "01-dispute.png"), full_page=True)
         await page.select_option("#resolution", "REFUND_REQUESTER")
         await page.fill("#resolutionNotes", "A name was leaked: the requester is refunded.")
         await page.click("text=Resolve the dispute")
-        assert await page.locator("text=Resolved: refund requester").is_visible()
+        await expect(page.locator("text=Resolved: refund requester")).to_be_visible()
         await page.goto(f"{url}/staff/audit")
-        assert await page.locator("td", has_text="dispute.resolved").first.is_visible()
+        await expect(page.locator("td", has_text="dispute.resolved").first).to_be_visible()
         await accessible(page, "audit")
         await page.screenshot(path=str(shots / "02-audit.png"), full_page=True)
 
@@ -224,11 +227,11 @@ async def test_staff_resolve_a_dispute_and_find_it_in_the_audit_log(
         await signed_in(support, served, url, "SUPPORT")
         page = await support.new_page()
         await page.goto(f"{url}/staff")
-        assert await page.locator("a", has_text="Tasks").first.is_visible()
+        await expect(page.locator("a", has_text="Tasks").first).to_be_visible()
         assert await page.locator("a", has_text="Payments").count() == 0
         response = await page.goto(f"{url}/staff/payments")
         assert response is not None and response.status == 403
-        assert await page.locator("text=Your role does not allow this action.").is_visible()
+        await expect(page.locator("text=Your role does not allow this action.")).to_be_visible()
         await page.screenshot(path=str(shots / "03-support-refused.png"), full_page=True)
         await browser.close()
 
@@ -272,10 +275,10 @@ async def test_claim_post_a_paid_job_award_it_open_the_receipt_and_the_workers_p
             assert registered.status_code == 201, registered.text
             claim_url, key = registered.json()["claimUrl"], registered.json()["apiKey"]
             await page.goto(claim_url)
-            assert await page.locator("text=Ledger Scribe").first.is_visible()
+            await expect(page.locator("text=Ledger Scribe").first).to_be_visible()
             await step(page, "claim")
             await page.click("button:has-text('Claim')")
-            assert await page.locator("text=Ledger Scribe").first.is_visible()
+            await expect(page.locator("text=Ledger Scribe").first).to_be_visible()
             await page.goto(f"{url}/my/agents")
             await page.click("text=Ledger Scribe")
             agent_id = page.url.rsplit("/", 1)[1]
@@ -290,9 +293,9 @@ async def test_claim_post_a_paid_job_award_it_open_the_receipt_and_the_workers_p
             await page.fill("#reward", "12")
             await step(page, "post-a-job")
             await page.click("button:has-text('Save the draft')")
-            assert await page.locator("h1", has_text="Reconcile the March invoices").is_visible()
+            await expect(page.locator("h1", has_text="Reconcile the March invoices")).to_be_visible()
             await page.click("button:has-text('Publish the job')")
-            assert await page.locator("text=Admission open").first.is_visible()
+            await expect(page.locator("text=Admission open").first).to_be_visible()
             await step(page, "published")
             job_id = page.url.rsplit("/", 1)[1]
 
@@ -306,15 +309,15 @@ async def test_claim_post_a_paid_job_award_it_open_the_receipt_and_the_workers_p
         await page.reload()
         await step(page, "review")
         await page.click("button:has-text('Award this submission')")
-        assert await page.locator(".badge", has_text="Awarded").first.is_visible()
+        await expect(page.locator(".badge", has_text="Awarded").first).to_be_visible()
 
         # The receipt, printable, with the issuer from settings.
         await page.goto(f"{url}/billing/documents")
         await page.click("tr:has-text('Reconcile the March invoices') >> a:has-text('Receipt')")
-        assert await page.locator("h1", has_text="Receipt").is_visible()
-        assert await page.locator("text=Reconcile the March invoices").first.is_visible()
-        assert await page.locator("text=Callboard Test Ltd").is_visible()
-        assert await page.locator("text=1 Ledger Lane").is_visible()
+        await expect(page.locator("h1", has_text="Receipt")).to_be_visible()
+        await expect(page.locator("text=Reconcile the March invoices").first).to_be_visible()
+        await expect(page.locator("text=Callboard Test Ltd")).to_be_visible()
+        await expect(page.locator("text=1 Ledger Lane")).to_be_visible()
         await step(page, "receipt")
 
         # A notification preference changed and kept.
@@ -323,7 +326,7 @@ async def test_claim_post_a_paid_job_award_it_open_the_receipt_and_the_workers_p
         assert await box.is_checked()
         await box.uncheck()
         await page.click("button:has-text('Save preferences')")
-        assert await page.locator("text=Your preferences are saved").is_visible()
+        await expect(page.locator("text=Your preferences are saved")).to_be_visible()
         assert not await page.locator("#email-RECEIPT_READY").is_checked()
         await step(page, "preferences")
 
@@ -334,7 +337,7 @@ async def test_claim_post_a_paid_job_award_it_open_the_receipt_and_the_workers_p
         await worker_ctx.add_cookies([{"name": cookie, "value": token, "url": url}])
         wpage = await worker_ctx.new_page()
         await wpage.goto(f"{url}/payouts")
-        assert await wpage.locator("td", has_text="Waiting for account").is_visible()
+        await expect(wpage.locator("td", has_text="Waiting for account")).to_be_visible()
         await step(wpage, "payout-waiting")
         await wpage.click("button:has-text('Set up payouts')")
         assert "/sandbox/" in wpage.url, wpage.url
@@ -345,8 +348,8 @@ async def test_claim_post_a_paid_job_award_it_open_the_receipt_and_the_workers_p
             await worker.run_once(served, housekeeping=False, webhook_client=hooks)
             await worker.run_once(served, housekeeping=False, webhook_client=hooks)
         await wpage.goto(f"{url}/payouts")
-        assert await wpage.locator(".badge", has_text="Ready").is_visible()
-        assert await wpage.locator("td", has_text="Paid").first.is_visible()
-        assert await wpage.locator("td", has_text="$12.00").first.is_visible()
+        await expect(wpage.locator(".badge", has_text="Ready")).to_be_visible()
+        await expect(wpage.locator("td", has_text="Paid").first).to_be_visible()
+        await expect(wpage.locator("td", has_text="$12.00").first).to_be_visible()
         await step(wpage, "payout-paid")
         await browser.close()

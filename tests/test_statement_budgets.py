@@ -24,8 +24,8 @@ from sqlalchemy import event
 from sqlalchemy.engine.interfaces import CacheStats
 
 from callboard_core.container import Core
-from tests.jobs_helpers import AgentHandle, job_body, new_agent, new_owner, submit_body
-from tests.payments_helpers import buyer
+from tests.jobs_helpers import AgentHandle, job_body, new_agent, new_owner, submit_body, to_review
+from tests.payments_helpers import buyer, draft, money
 
 BUDGETS_FILE = Path(__file__).resolve().parent.parent / "bench" / "statement_budgets.json"
 BUDGETS: dict[str, dict[str, int]] = json.loads(BUDGETS_FILE.read_text())["budgets"]
@@ -148,6 +148,35 @@ async def test_each_write_sends_the_statements_its_budget_says_each_compiled_onc
         for name, (n, budget, statements) in wrong.items()
     )
     assert not wrong, f"update bench/statement_budgets.json ({kind}) if the change is meant:\n{report}"
+
+
+async def test_a_paid_award_reads_the_accounts_it_moves_with_its_job(
+    app: Any, core: Core, client: httpx.AsyncClient, books_balance: None
+) -> None:
+    """The capture's accounts come with the award's job read (`ledger.accounts.joined`) once they all exist:
+    a requester's second award to a worker of the same owner sends no read of ledger accounts of its own;
+    the first (the worker's owner has no payable account yet) reads and makes them as before. The money
+    lands in both cases."""
+    b = await buyer(app, core)
+    worker_owner = await new_owner(app, core)
+    worker = await new_agent(worker_owner)
+    await _warm(client, b.agent, worker)
+    counter = Counter(core)
+    own_reads = []
+    for _ in range(2):
+        job_id = await draft(client, b, 1_000)
+        assert (await client.post(f"/api/v2/jobs/{job_id}/publish", headers=b.agent.h)).status_code == 200
+        submission = await to_review(client, job_id, b.agent, worker)
+        award = {"submissionId": submission}
+        seen = await counter.measure(
+            lambda path=f"/api/v2/jobs/{job_id}/award", body=award: client.post(
+                path, json=body, headers=b.agent.h
+            ),
+            200,
+        )
+        own_reads.append([line for line in seen if line.startswith("SELECT ledger_accounts.")])
+    assert own_reads[0] and not own_reads[1], own_reads
+    assert (await money(core, worker_owner.user_id))[2] == 2 * 1_000
 
 
 @pytest.mark.parametrize("name", sorted(BUDGETS))

@@ -52,6 +52,9 @@ from callboard_core.jobs.states import (
     SlotStatus,
     SubmissionStatus,
 )
+from callboard_core.ledger import accounts as ledger_accounts
+from callboard_core.ledger import service as ledger
+from callboard_core.ledger.models import LedgerAccount
 from callboard_core.payments import service as payments
 from callboard_core.payments.models import JobPayment
 from callboard_core.principals import SYSTEM, Actor
@@ -261,19 +264,29 @@ _WITH_ROOKIE = (
 def _award_read(kind: str) -> Any:
     """The job, locked for its requester only (`REQUESTED_BY`, by the actor's kind), with the named submission
     if it is one of the job's, whether its worker applied as a rookie, the worker's agent (`_WITH_ROOKIE`),
-    and a paid job's payment and its payer (the account its documents name): an award's check, lock and
-    reads in one statement. The other rows are read as the statement found them: whoever changes a job's
-    submissions or payment holds the job's lock, and the compare-and-sets that follow decide."""
-    return requester_locked(
-        select(Job, Submission, JobApplication.rookie, Agent, JobPayment, User)
+    and a paid job's payment, its payer (the account its documents name) and the ledger accounts its capture
+    moves: an award's check, lock and reads in one statement. The other rows are read as the statement found
+    them: whoever changes a job's submissions or payment holds the job's lock, the compare-and-sets that
+    follow decide, and the capture's guarded update moves the balances (its read gives the accounts)."""
+    paid = JobPayment.id.is_not(None)
+    holders = (JobPayment.user_id, Agent.owner_id, None)  # as ledger.CAPTURE_ACCOUNTS
+    escrow = [
+        ledger_accounts.joined(k, h, paid) for k, h in zip(ledger.CAPTURE_ACCOUNTS, holders, strict=True)
+    ]
+    statement = (
+        select(
+            Job, Submission, JobApplication.rookie, Agent, JobPayment, User, *(alias for alias, _ in escrow)
+        )
         .outerjoin(Submission, and_(Submission.id == bindparam("p_submission"), Submission.job_id == Job.id))
         .outerjoin(ParticipationSlot, ParticipationSlot.id == Submission.slot_id)
         .outerjoin(JobApplication, JobApplication.id == ParticipationSlot.application_id)
         .outerjoin(Agent, Agent.id == Submission.worker_agent_id)
         .outerjoin(JobPayment, JobPayment.job_id == Job.id)
-        .outerjoin(User, User.id == JobPayment.user_id),
-        kind,
+        .outerjoin(User, User.id == JobPayment.user_id)
     )
+    for alias, onclause in escrow:
+        statement = statement.outerjoin(alias, onclause)
+    return requester_locked(statement, kind)
 
 
 _OPEN_SLOTS = cast(Table, ParticipationSlot.__table__).alias("open_slots")
@@ -491,6 +504,7 @@ async def award(
     found = await locked_requester_row(session, actor, build, job_id, p_submission=body.submission_id)
     # `found` holds the payer for the award's documents (`documents.issue`: the session's own copy).
     job, submission, rookie, worker, payment, _payer = found[:6]
+    escrow = tuple(found[6:9])
     leftovers = (bool(found.open_slots), bool(found.open_applications)) if sqlite else (True, True)
     if submission is None or worker is None:
         raise ValidationFailed(
@@ -512,7 +526,15 @@ async def award(
             awarded_submission_id=job.awarded_submission_id,
         )
     return await award_submission(
-        session, job, submission, actor, rookie=rookie, worker=worker, payment=payment, leftovers=leftovers
+        session,
+        job,
+        submission,
+        actor,
+        rookie=rookie,
+        worker=worker,
+        payment=payment,
+        leftovers=leftovers,
+        escrow=escrow,
     )
 
 
@@ -528,6 +550,7 @@ async def award_submission(
     worker: Agent | None = None,
     payment: JobPayment | None = None,
     leftovers: tuple[bool, bool] = (True, True),
+    escrow: tuple[LedgerAccount | None, ...] = (),
 ) -> job_schemas.AwardResult:
     """Award `submission` of `job` (locked by the caller): the job IN_REVIEW -> AWARDED, the submission
     SUBMITTED -> AWARDED and every other one NOT_AWARDED, the job's work closed. The requester's award and
@@ -535,7 +558,8 @@ async def award_submission(
     transaction. `by_staff` (an award override, a dispute's FORCE_AWARD) also awards a job still in progress
     or closed with no award (its escrow taken again from the requester's balance, `held_cents` of it
     already held by the dispute). `rookie` and `worker`: whether the winner's application was a rookie's and
-    the winner's agent, when the caller read them with the submission; `payment`, the job's, when it did."""
+    the winner's agent, when the caller read them with the submission; `payment`, the job's, and `escrow`,
+    the accounts its capture moves (`ledger.CAPTURE_ACCOUNTS`), when it did."""
     now = clock.now()
     reopened = job.status == JobStatus.NO_AWARD
     job = await move(
@@ -554,7 +578,7 @@ async def award_submission(
     if reopened:
         await payments.capture_released(session, job.id, worker, held_cents=held_cents, key=f"award:{job.id}")
     elif job.reward_amount_cents > 0:  # a free job's publish reserved nothing (secure): no escrow to read
-        await payments.capture(session, job.id, worker, payment=payment)
+        await payments.capture(session, job.id, worker, payment=payment, accounts_read=escrow)
     record = Award(
         job_id=job.id,
         submission_id=submission.id,

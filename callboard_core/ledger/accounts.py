@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import functools
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, cast
 
-from sqlalchemy import and_, bindparam, or_, select
+from sqlalchemy import ColumnElement, and_, bindparam, literal, or_, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.orm import aliased
 
 from callboard_core.errors import ValidationFailed
 from callboard_core.ledger.models import (
@@ -105,10 +107,31 @@ def _several(n: int) -> Any:
     )
 
 
-async def several(session: AsyncSession, *wanted: tuple[AccountKind, str | None]) -> list[LedgerAccount]:
+def joined(kind: AccountKind, holder: Any, when: ColumnElement[bool]) -> tuple[Any, Any]:
+    """For a caller's own read of what a posting will move: an alias of LedgerAccount and the ON clause that
+    finds `kind`'s account of the user in column `holder` (None: the platform's), when `when` holds. Pass the
+    rows found (None where missing) to the flow (`capture(accounts_read=...)`), which checks each and makes
+    a missing one."""
+    alias = aliased(LedgerAccount, name=f"joined_{kind.value}")
+    holder_id = literal(PLATFORM_HOLDER) if holder is None else holder
+    return alias, and_(when, alias.kind == kind, alias.holder_id == holder_id, alias.currency == Currency.USD)
+
+
+async def several(
+    session: AsyncSession,
+    *wanted: tuple[AccountKind, str | None],
+    read: Sequence[LedgerAccount | None] = (),
+) -> list[LedgerAccount]:
     """The accounts (kind, user id; None for a platform account), in one statement, each created at zero if
-    missing: a posting that moves three accounts reads them once, not three times."""
+    missing: a posting that moves three accounts reads them once, not three times. `read`: the caller's own
+    read of them (`joined`), in the same order; used when it holds every one, as asked (no statement)."""
     keys = [(AccountKind(kind), _holder(AccountKind(kind), user_id)) for kind, user_id in wanted]
+    if len(read) >= len(keys) and all(
+        account is not None
+        and (account.kind, account.holder_id, account.currency) == (kind, holder, Currency.USD)
+        for account, (kind, holder) in zip(read, keys, strict=False)
+    ):
+        return [cast(LedgerAccount, account) for account in read[: len(keys)]]
     params = {}
     for i, (kind, holder) in enumerate(keys):
         params[f"k{i}"], params[f"h{i}"] = str(kind), holder

@@ -519,6 +519,11 @@ async def release(
     )
 
 
+# What a capture moves, in `_award_legs`' order: for a caller reading them with its own statement
+# (`accounts.joined`), the requester's (the payer's) account and the worker's owner's, then the platform's.
+CAPTURE_ACCOUNTS = (AccountKind.OWNER_RESERVED, AccountKind.OWNER_PAYABLE, AccountKind.PLATFORM_FEES)
+
+
 async def _award_legs(
     session: AsyncSession,
     requester: tuple[AccountKind, str],
@@ -526,16 +531,18 @@ async def _award_legs(
     pay: int,
     fee: int,
     sign: int,
+    joined: Sequence[LedgerAccount | None] = (),
 ) -> list[Leg]:
     """An award's three legs (sign 1) or their reversal (sign -1): the requester's account gives pay + fee,
-    the worker's owner gets the pay, the platform the fee (no fee leg for a zero fee)."""
+    the worker's owner gets the pay, the platform the fee (no fee leg for a zero fee). `joined`: the
+    caller's read of those accounts (`CAPTURE_ACCOUNTS`)."""
     wanted: list[tuple[AccountKind, str | None]] = [
         requester,
         (AccountKind.OWNER_PAYABLE, worker_owner_user_id),
     ]
     if fee:
         wanted.append((AccountKind.PLATFORM_FEES, None))
-    found = await accounts.several(session, *wanted)
+    found = await accounts.several(session, *wanted, read=joined)
     return list(zip(found, [-sign * (pay + fee), sign * pay, sign * fee][: len(found)], strict=True))
 
 
@@ -550,12 +557,21 @@ async def capture(
     key: str | None = None,
     metadata: dict[str, Any] | None = None,
     savepoint: bool = True,
+    accounts_read: Sequence[LedgerAccount | None] = (),
 ) -> LedgerTransaction:
+    """`accounts_read`: the requester's reserved, the worker owner's payable and the platform's fee
+    accounts as the caller read them (`CAPTURE_ACCOUNTS`, None where missing), saving the posting's read."""
     pay = _positive(pay_cents, "payCents")
     if type(fee_cents) is not int or fee_cents < 0:
         raise _invalid("The fee is a non-negative integer number of cents.", "feeCents", "invalid_amount")
     legs = await _award_legs(
-        session, (AccountKind.OWNER_RESERVED, requester_user_id), worker_owner_user_id, pay, fee_cents, 1
+        session,
+        (AccountKind.OWNER_RESERVED, requester_user_id),
+        worker_owner_user_id,
+        pay,
+        fee_cents,
+        1,
+        accounts_read,
     )
     return await post(
         session,

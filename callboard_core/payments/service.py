@@ -21,6 +21,7 @@ half up, recorded on the payment and on the job at publish. The requester's owne
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -41,6 +42,7 @@ from callboard_core.guidance import Act, step
 from callboard_core.ids import new_id
 from callboard_core.jobs.models import Job
 from callboard_core.ledger import service as ledger
+from callboard_core.ledger.models import LedgerAccount
 from callboard_core.onboarding.models import OnboardingActivation
 from callboard_core.owner_notifications import triggers as notifications
 from callboard_core.payments.models import JobPayment
@@ -638,11 +640,13 @@ async def capture(
     *,
     source: PaymentStatus = PaymentStatus.RESERVED,
     payment: JobPayment | None = None,
+    accounts_read: Sequence[LedgerAccount | None] = (),
 ) -> JobPayment | None:
     """In the award's transaction: the escrow pays the worker's owner the pay and the platform the fee.
     A free job has no payment (None). The worker must still have an owner (409 `worker_has_no_owner`).
     (`source` RELEASED: staff's award after a no-award, the escrow taken again by `capture_released`.)
-    `payment`: the job's, as the caller read it with the job's lock held (None: read here)."""
+    `payment`: the job's, as the caller read it with the job's lock held (None: read here);
+    `accounts_read`: the accounts the capture moves, as the caller read them (`ledger.capture`)."""
     if payment is None:
         payment = await find(session, job_id)
     if payment is None or payment.status != source:
@@ -666,6 +670,7 @@ async def capture(
         key=f"capture:{job_id}",
         metadata={"jobPaymentId": payment.id, "workerAgentId": worker.id},
         savepoint=False,  # the award's transaction: any failure here fails the award
+        accounts_read=accounts_read,
     )
     return await _move(
         session,
