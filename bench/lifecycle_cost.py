@@ -5,6 +5,7 @@ httpx.ASGITransport (request log on, as shipped), so each figure is the server's
     .venv/bin/python bench/lifecycle_cost.py --reward 1000        # paid jobs (the requester funded)
     .venv/bin/python bench/lifecycle_cost.py --statements award   # one award's SQL statements, in order
     .venv/bin/python bench/lifecycle_cost.py --statements submit --warm --rounds 2  # a submit's, cache warm
+    LC_WIDTH=5000 .venv/bin/python bench/lifecycle_cost.py --statements award  # whole statements (default 160)
     .venv/bin/python bench/lifecycle_cost.py --profile submit     # cProfile of the submits (CPU timer)
     .venv/bin/python bench/lifecycle_cost.py --profile award --profile-out /tmp/award.prof  # for pstats
     .venv/bin/python bench/lifecycle_cost.py --database-url postgresql+asyncpg://root@127.0.0.1:5432/<db>
