@@ -700,3 +700,36 @@ async def test_the_background_loop_checks_the_books_and_reports_on_metrics(core:
     assert metrics.LEDGER_VERIFY_FAILURES._value.get() == 1
     assert "callboard_ledger_verify_failures 1.0" in generate_latest(metrics.REGISTRY).decode()
     assert await worker.verify_books(core) == [] and metrics.LEDGER_VERIFY_FAILURES._value.get() == 0
+
+
+async def test_a_capture_moves_only_the_accounts_it_names_whatever_the_caller_read(core: Core) -> None:
+    """`capture(accounts_read=...)` saves the capture's own read only when what the caller read is exactly
+    the payer's reserved, the worker owner's payable and the platform's fee account: a stranger's accounts
+    (a read joined on the wrong column) are not moved; the capture reads the right ones instead."""
+    payer, worker_owner = await funded(core, 1_000), new_id("usr")
+    stranger = await funded(core, 1_000)
+    await run(core, lambda s: ledger.reserve(s, user_id=payer, amount_cents=700, job_id=new_id("job")))
+    await run(core, lambda s: ledger.reserve(s, user_id=stranger, amount_cents=700, job_id=new_id("job")))
+
+    async def stranger_accounts(session: AsyncSession) -> list[LedgerAccount | None]:
+        return [
+            await accounts.owner(session, AccountKind.OWNER_RESERVED, stranger),
+            await accounts.owner(session, AccountKind.OWNER_PAYABLE, stranger),
+            await accounts.platform(session, AccountKind.PLATFORM_FEES),
+        ]
+
+    async def capture(session: AsyncSession) -> Any:
+        return await ledger.capture(
+            session,
+            requester_user_id=payer,
+            worker_owner_user_id=worker_owner,
+            pay_cents=600,
+            fee_cents=100,
+            job_id=new_id("job"),
+            accounts_read=await stranger_accounts(session),
+        )
+
+    await run(core, capture)
+    assert await balance(core, stranger) == money(available=300, reserved=700)
+    assert await balance(core, payer) == money(available=300)
+    assert await balance(core, worker_owner) == money(payable=600)

@@ -52,7 +52,6 @@ from callboard_core.jobs.states import (
     SlotStatus,
     SubmissionStatus,
 )
-from callboard_core.ledger import accounts as ledger_accounts
 from callboard_core.ledger import service as ledger
 from callboard_core.ledger.models import LedgerAccount
 from callboard_core.payments import service as payments
@@ -268,11 +267,7 @@ def _award_read(kind: str) -> Any:
     moves: an award's check, lock and reads in one statement. The other rows are read as the statement found
     them: whoever changes a job's submissions or payment holds the job's lock, the compare-and-sets that
     follow decide, and the capture's guarded update moves the balances (its read gives the accounts)."""
-    paid = JobPayment.id.is_not(None)
-    holders = (JobPayment.user_id, Agent.owner_id, None)  # as ledger.CAPTURE_ACCOUNTS
-    escrow = [
-        ledger_accounts.joined(k, h, paid) for k, h in zip(ledger.CAPTURE_ACCOUNTS, holders, strict=True)
-    ]
+    escrow = ledger.capture_accounts_joined(JobPayment.user_id, Agent.owner_id, JobPayment.id.is_not(None))
     statement = (
         select(
             Job, Submission, JobApplication.rookie, Agent, JobPayment, User, *(alias for alias, _ in escrow)
@@ -559,7 +554,7 @@ async def award_submission(
     or closed with no award (its escrow taken again from the requester's balance, `held_cents` of it
     already held by the dispute). `rookie` and `worker`: whether the winner's application was a rookie's and
     the winner's agent, when the caller read them with the submission; `payment`, the job's, and `escrow`,
-    the accounts its capture moves (`ledger.CAPTURE_ACCOUNTS`), when it did."""
+    the accounts its capture moves (`ledger.capture_accounts_joined`), when it did."""
     now = clock.now()
     reopened = job.status == JobStatus.NO_AWARD
     job = await move(

@@ -519,9 +519,13 @@ async def release(
     )
 
 
-# What a capture moves, in `_award_legs`' order: for a caller reading them with its own statement
-# (`accounts.joined`), the requester's (the payer's) account and the worker's owner's, then the platform's.
-CAPTURE_ACCOUNTS = (AccountKind.OWNER_RESERVED, AccountKind.OWNER_PAYABLE, AccountKind.PLATFORM_FEES)
+def capture_accounts_joined(payer: Any, worker_owner: Any, when: Any) -> list[tuple[Any, Any]]:
+    """For a caller reading what `capture` will move with its own statement: (alias, ON clause) of each
+    account, in the order `capture(accounts_read=...)` takes them: the payer's reserved account (the user in
+    column `payer`), the worker's owner's payable one (column `worker_owner`), the platform's fees; joined
+    when `when` holds (`accounts.joined`)."""
+    kinds = (AccountKind.OWNER_RESERVED, AccountKind.OWNER_PAYABLE, AccountKind.PLATFORM_FEES)
+    return [accounts.joined(k, h, when) for k, h in zip(kinds, (payer, worker_owner, None), strict=True)]
 
 
 async def _award_legs(
@@ -531,18 +535,18 @@ async def _award_legs(
     pay: int,
     fee: int,
     sign: int,
-    joined: Sequence[LedgerAccount | None] = (),
+    read: Sequence[LedgerAccount | None] = (),
 ) -> list[Leg]:
     """An award's three legs (sign 1) or their reversal (sign -1): the requester's account gives pay + fee,
-    the worker's owner gets the pay, the platform the fee (no fee leg for a zero fee). `joined`: the
-    caller's read of those accounts (`CAPTURE_ACCOUNTS`)."""
+    the worker's owner gets the pay, the platform the fee (no fee leg for a zero fee). `read`: the
+    caller's read of those accounts (`capture_accounts_joined`)."""
     wanted: list[tuple[AccountKind, str | None]] = [
         requester,
         (AccountKind.OWNER_PAYABLE, worker_owner_user_id),
     ]
     if fee:
         wanted.append((AccountKind.PLATFORM_FEES, None))
-    found = await accounts.several(session, *wanted, read=joined)
+    found = await accounts.several(session, *wanted, read=read)
     return list(zip(found, [-sign * (pay + fee), sign * pay, sign * fee][: len(found)], strict=True))
 
 
@@ -560,7 +564,8 @@ async def capture(
     accounts_read: Sequence[LedgerAccount | None] = (),
 ) -> LedgerTransaction:
     """`accounts_read`: the requester's reserved, the worker owner's payable and the platform's fee
-    accounts as the caller read them (`CAPTURE_ACCOUNTS`, None where missing), saving the posting's read."""
+    accounts as the caller read them (`capture_accounts_joined`, None where missing), saving the posting's
+    read; each is checked against what the capture would read, and read again if it is not that."""
     pay = _positive(pay_cents, "payCents")
     if type(fee_cents) is not int or fee_cents < 0:
         raise _invalid("The fee is a non-negative integer number of cents.", "feeCents", "invalid_amount")
