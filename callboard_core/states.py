@@ -24,7 +24,9 @@ from typing import Any, TypeVar
 
 from sqlalchemy import ClauseElement, ColumnElement, bindparam, case, inspect, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.orm.attributes import set_committed_value
 
+from callboard_core.db import lookup
 from callboard_core.errors import Conflict
 
 State = TypeVar("State", bound=str)
@@ -148,8 +150,9 @@ async def compare_and_set(
     With `where_params`, each `where` is a clause the caller built once, on the table's columns, whose bound
     parameters these are (a deadline guard): the statement is then built once too.
 
-    Returns the updated row (the session's copy refreshed), or None when the row was not in such a state
-    (a lost race or a move the table does not allow): the caller decides what that means."""
+    Returns the updated row (the session's copy refreshed: only the columns the move set when the session
+    holds the row as it stands, `lookup.current`; else all of them), or None when the row was not in such a
+    state (a lost race or a move the table does not allow): the caller decides what that means."""
     if not sources(table, target):
         return None
     if (not where or where_params is not None) and not any(
@@ -158,11 +161,24 @@ async def compare_and_set(
         # The common move (by id, plain values): its statement built once per shape, the values bound.
         shape = tuple(sorted(table.items())) if target is None else tuple(sorted(sources(table, target)))
         mapped: Any = model  # a mapped class: hashable
-        statement = _one_row_move(mapped, shape, target, state_column, tuple(values), where)
-        params = {f"v_{name}": value for name, value in values.items()}
-        return (
-            await session.execute(statement, {"row_id": row_id, **params, **(where_params or {})})
-        ).scalar_one_or_none()
+        params = {"row_id": row_id, **{f"v_{name}": value for name, value in values.items()}}
+        params.update(where_params or {})
+        held = lookup.current(session, mapped, row_id)
+        if held is None:
+            statement = _one_row_move(mapped, shape, target, state_column, tuple(values), where)
+            return (await session.execute(statement, params)).scalar_one_or_none()
+        # The session holds the row as it stands: only what the move set comes back, onto that object (the
+        # whole row, read again through the ORM, cost more than the UPDATE on a wide table such as jobs).
+        sync = session.sync_session
+        if sync.new or sync.dirty or sync.deleted:  # as the ORM statement's autoflush would, first
+            await session.flush()
+        statement, keys = _narrow_move(mapped, shape, target, state_column, tuple(values), where)
+        row = (await session.execute(statement, params)).first()
+        if row is None:
+            return None
+        for key, value in zip(keys, row, strict=True):
+            set_committed_value(held, key, value)
+        return held
     statement = (
         _moving(model, table, target, (_key(model) == row_id, *where), state_column, values)
         .returning(model)
@@ -172,7 +188,7 @@ async def compare_and_set(
 
 
 @functools.lru_cache(maxsize=1024)
-def _one_row_move(
+def _one_row_moving(
     model: type[Any],
     shape: tuple[Any, ...],
     target: Any,
@@ -180,18 +196,34 @@ def _one_row_move(
     names: tuple[str, ...],
     where: tuple[Any, ...] = (),
 ) -> Any:
-    """compare_and_set's statement for one row by id setting `names` (each bound as `v_<name>`, the row id
-    as `row_id`); `shape` is the table (no target) or the target's sources, so one shape is one statement.
+    """compare_and_set's UPDATE of one row by id setting `names` (each bound as `v_<name>`, the row id as
+    `row_id`); `shape` is the table (no target) or the target's sources, so one shape is one statement.
     SQLAlchemy builds and looks up a statement's cache key on each run; built once, it is a dict lookup."""
     table: dict[Any, frozenset[Any]] = (
         {to: frozenset(froms) for to, froms in shape} if target is None else {target: frozenset(shape)}
     )
     values: dict[str, Any] = {name: bindparam(f"v_{name}") for name in names}
     by_id = (_key(model) == bindparam("row_id"), *where)
-    moving = _moving(model, table, target, by_id, state_column, values, core=True)
-    # The row comes back as the session's object, refreshed (the ORM reads the Core statement's RETURNING).
-    mapped = inspect(model).local_table
-    return select(model).from_statement(moving.returning(*mapped.c)).execution_options(populate_existing=True)
+    return _moving(model, table, target, by_id, state_column, values, core=True)
+
+
+@functools.lru_cache(maxsize=1024)
+def _one_row_move(*shape: Any) -> Any:
+    """`_one_row_moving` (same arguments) returning the whole row, as the session's object refreshed (the
+    ORM reads the Core statement's RETURNING)."""
+    model = shape[0]
+    moving = _one_row_moving(*shape).returning(*inspect(model).local_table.c)
+    return select(model).from_statement(moving).execution_options(populate_existing=True)
+
+
+@functools.lru_cache(maxsize=1024)
+def _narrow_move(*shape: Any) -> tuple[Any, tuple[str, ...]]:
+    """`_one_row_moving` (same arguments) returning only the columns it sets: the state, the values named,
+    and those every update sets (`updated_at`), as a Core statement; and their keys, in order."""
+    model, state_column, names = shape[0], shape[3], shape[4]
+    table = inspect(model).local_table
+    keys = tuple(dict.fromkeys((state_column, *names, *(c.key for c in table.c if c.onupdate is not None))))
+    return _one_row_moving(*shape).returning(*(table.c[key] for key in keys)), keys
 
 
 async def compare_and_set_where(

@@ -3,16 +3,21 @@ tables and the others' (the waitlist's, the agents')."""
 
 from __future__ import annotations
 
+import contextlib
 import uuid
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from sqlalchemy import event
 
 from callboard_core import clock, states
 from callboard_core.agents.models import Agent, AgentStatus
 from callboard_core.agents.states import AGENT_MOVES
 from callboard_core.container import Core
+from callboard_core.db import lookup
 from callboard_core.errors import Conflict
+from callboard_core.jobs import service as job_service
 from callboard_core.jobs.models import Job
 from callboard_core.jobs.states import JOB_MOVES, JobStatus
 from callboard_core.waitlist.models import WAITLIST_MOVES, WaitlistSignup, WaitlistStatus
@@ -60,6 +65,98 @@ async def test_move_is_compare_and_set_along_the_table(app: Any, core: Core, cli
             )
             == []
         )
+
+
+@contextlib.contextmanager
+def updates_sent(core: Core) -> Iterator[list[str]]:
+    """The UPDATE statements sent through the write engine meanwhile."""
+    sent: list[str] = []
+
+    def record(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        if statement.lstrip().upper().startswith("UPDATE"):
+            sent.append(statement)
+
+    engine = core.db.write_engine.sync_engine
+    event.listen(engine, "before_cursor_execute", record)
+    try:
+        yield sent
+    finally:
+        event.remove(engine, "before_cursor_execute", record)
+
+
+def returned_columns(statement: str) -> set[str]:
+    returning = statement.upper().rpartition("RETURNING")[2]
+    return {column.strip().rpartition(".")[2].lower() for column in returning.split(",")}
+
+
+async def draft_id(app: Any, core: Core, client: Any) -> str:
+    requester = await new_agent(await new_owner(app, core))
+    created = await client.post("/api/v2/jobs", headers=requester.h, json=job_body())
+    assert created.status_code == 201, created.text
+    return str(created.json()["id"])
+
+
+async def publish_move(core: Core, session: Any, job_id: str) -> tuple[Job, list[str]]:
+    """The job published by `states.move`, and the UPDATE statements that sent."""
+    with updates_sent(core) as sent:
+        moved = await states.move(
+            session,
+            Job,
+            job_id,
+            JOB_MOVES["publish"],
+            JobStatus.ADMISSION_OPEN,
+            what="job",
+            published_at=clock.now(),
+        )
+    return moved, sent
+
+
+async def test_a_move_of_a_locked_row_reads_back_only_what_it_set(app: Any, core: Core, client: Any) -> None:
+    """The session holds the row as it stands (locked: FOR UPDATE on PostgreSQL, SQLite's one writer): the
+    move returns only the columns it set, onto the session's object, and the row is stored so."""
+    job_id = await draft_id(app, core, client)
+    async with core.uow() as uow:
+        session = uow.session
+        job = await job_service.lock(session, job_id)
+        read_at, title = job.updated_at, job.title
+        moved, sent = await publish_move(core, session, job_id)
+        assert moved is job and job.status == JobStatus.ADMISSION_OPEN
+        assert job.published_at is not None and job.updated_at >= read_at and job.title == title
+        assert len(sent) == 1 and returned_columns(sent[0]) == {"status", "published_at", "updated_at"}
+        published_at, updated_at = job.published_at, job.updated_at
+    async with core.uow() as uow:
+        stored = await uow.session.get(Job, job_id)
+        assert stored is not None and stored.status == JobStatus.ADMISSION_OPEN
+        assert (stored.published_at, stored.updated_at) == (published_at, updated_at)
+
+
+async def test_a_move_of_a_row_read_without_its_lock_reads_all_of_it_again(
+    app: Any, core: Core, client: Any
+) -> None:
+    """PostgreSQL: a row read without its lock may have changed since (another transaction committed): the
+    move reads every column back, so the session's object shows the other transaction's change too. A
+    rollback to a savepoint forgets the locks taken before it (they may be gone)."""
+    if core.db.is_sqlite:
+        pytest.skip("SQLite: a write transaction holds the one write lock from its first statement")
+    job_id = await draft_id(app, core, client)
+    async with core.uow() as uow:
+        session = uow.session
+        job = await session.get(Job, job_id)
+        assert job is not None and lookup.current(session, Job, job_id) is None
+        async with core.uow() as other:  # commits a new title while the first transaction runs
+            changed = await other.session.get(Job, job_id)
+            assert changed is not None
+            changed.title = "Changed meanwhile"
+        moved, sent = await publish_move(core, session, job_id)
+        assert moved is job and job.status == JobStatus.ADMISSION_OPEN and job.title == "Changed meanwhile"
+        assert len(sent) == 1 and {"title", "status", "reward_amount_cents"} <= returned_columns(sent[0])
+        # Locked now: current. A rollback to a savepoint may release it: no longer known current.
+        await job_service.lock(session, job_id)
+        assert lookup.current(session, Job, job_id) is job
+        with contextlib.suppress(RuntimeError):
+            async with session.begin_nested():
+                raise RuntimeError("undo the savepoint")
+        assert lookup.current(session, Job, job_id) is None
 
 
 async def test_the_same_helpers_drive_the_waitlist_table(core: Core) -> None:

@@ -1,4 +1,6 @@
-"""`by_pk`: Session.get for the hot paths, by a statement built once per class and loader options.
+"""`by_pk`: Session.get for the hot paths, by a statement built once per class and loader options; `current`:
+the session's object of a row when it is the row as it stands (a compare-and-set then refreshes only the
+columns it set: states.compare_and_set).
 
 Session.get builds its SELECT, applies its options and computes the statement's cache key on every call that
 misses the identity map (~0.1 ms here, several times what the primary-key lookup costs in SQLite); a lifecycle
@@ -11,9 +13,12 @@ import functools
 from collections.abc import Hashable, Sequence
 from typing import Any, TypeVar, cast
 
-from sqlalchemy import bindparam, select
+from sqlalchemy import bindparam, event, select
 from sqlalchemy import inspect as sa_inspect
 from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.orm import Session, SessionTransaction
+
+from callboard_core.db.engine import writes_serialised
 
 M = TypeVar("M")
 
@@ -40,6 +45,33 @@ def held(session: AsyncSession, model: type[M], ident: Any) -> M | None:
     key = sa_inspect(model).identity_key_from_primary_key(values)
     found: M | None = session.sync_session.identity_map.get(key)
     return found if found is not None and not sa_inspect(found).expired_attributes else None
+
+
+def note_locked(session: AsyncSession, rows: Sequence[Any]) -> None:
+    """These loaded objects' rows are locked by the session's transaction (FOR UPDATE, read with
+    populate_existing): until it ends, or any rollback, what the session holds of them is current."""
+    locked: set[Any] = session.sync_session.info.setdefault(_LOCKED, set())
+    locked.update(sa_inspect(row).key for row in rows)
+
+
+def current(session: AsyncSession, model: type[M], ident: Any) -> M | None:
+    """`held`, when what the session holds is the row as it stands, so a write to some of its columns need
+    not read the others back: every row a SQLite write transaction reads (its writes are serialised from the
+    first statement), or a row this transaction locked (`note_locked`). Else None."""
+    found = held(session, model, ident)
+    if found is None or writes_serialised(session):
+        return found
+    locked = session.sync_session.info.get(_LOCKED)
+    return found if locked and sa_inspect(found).key in locked else None
+
+
+_LOCKED = "callboard.locked_rows"
+
+
+@event.listens_for(Session, "after_soft_rollback")
+def _forget_locks(session: Session, previous_transaction: SessionTransaction) -> None:
+    # A rollback, to a savepoint too, may release the locks taken since: the rows are no longer known current.
+    session.info.pop(_LOCKED, None)
 
 
 @functools.lru_cache(maxsize=256)  # a bound, should a caller build options per call

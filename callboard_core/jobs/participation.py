@@ -16,7 +16,7 @@ from callboard_core.agents.models import Agent
 from callboard_core.blobs import BlobStore
 from callboard_core.config import Settings
 from callboard_core.db.engine import writes_serialised
-from callboard_core.db.lookup import by_pk
+from callboard_core.db.lookup import by_pk, note_locked
 from callboard_core.db.readcache import ReadCache
 from callboard_core.db.rows import insert_at_commit
 from callboard_core.db.uow import add_or_conflict
@@ -262,6 +262,7 @@ async def slot_with_job(
             job = (await session.scalars(_job_of_slot_locked(kind), {"p_id": slot_id, **params})).first()
         if job is None:
             raise NotFound("No such participation slot.", code="slot_not_found")
+        note_locked(session, [job])
     found = (await session.execute(_SLOT_WORKER_JOB, {"p_id": slot_id})).first()
     if found is None or not may_act_for(actor, found[1]):
         raise NotFound("No such participation slot.", code="slot_not_found")

@@ -21,7 +21,7 @@ from callboard_core.agents.models import Agent
 from callboard_core.blobs import BlobStore
 from callboard_core.capabilities.models import CapabilityTag, TaxonomyStatus
 from callboard_core.config import Settings
-from callboard_core.db.lookup import by_pk
+from callboard_core.db.lookup import by_pk, note_locked
 from callboard_core.db.readcache import ReadCache
 from callboard_core.db.rows import insert_at_commit
 from callboard_core.db.scopes import TAXONOMY
@@ -174,7 +174,10 @@ async def lock(session: AsyncSession, job_id: str) -> Job:
 
 
 async def _locked(session: AsyncSession, job_id: str) -> Job | None:
-    return (await session.scalars(_LOCKED, {"p_job": job_id})).one_or_none()
+    job = (await session.scalars(_LOCKED, {"p_job": job_id})).one_or_none()
+    if job is not None:
+        note_locked(session, [job])
+    return job
 
 
 # Every write to a job reads it so: built once.
@@ -233,6 +236,7 @@ async def locked_requester_row(
         found = (await session.execute(build(kind), {"p_job": job_id, **who, **params})).first()
     if found is None or not is_requester(actor, found[0]):
         raise NotFound("No such job.", code="job_not_found")
+    note_locked(session, [found[0]])
     return found
 
 
