@@ -156,10 +156,13 @@ async def record_completions(
         )
     else:
         assert not beside and agents_from is None, "data-modifying CTEs are PostgreSQL's"
-        agents = _refresh(session, Agent, await session.execute(_COMPLETED_AGENTS, params))
+        count = len(agent_ids) if len(agent_ids) <= FIXED_IDS_MAX else 0
+        if count:  # one parameter per agent, not an expanding list (see `_listed`)
+            params.update({f"p_id{j}": agent_id for j, agent_id in enumerate(agent_ids)})
+        agents = _refresh(session, Agent, await session.execute(_listed(_completed_agents, count), params))
         if not tag_id:
             return agents
-        links = await session.execute(_COMPLETED_LINKS, {**params, "p_tag": tag_id})
+        links = await session.execute(_listed(_completed_links, count), {**params, "p_tag": tag_id})
         counted = _refresh(session, AgentCapability, links, key=lambda row: (row.agent_id, tag_id))
     if winner and tag_slug and winner in agents and winner not in counted:
         agent = await by_pk(session, Agent, winner)
@@ -245,9 +248,17 @@ def _completed_links(ids: Any) -> Any:
     )
 
 
-# Every award and every closed job with submissions runs these: built once, on the tables (states._moving).
-_COMPLETED_AGENTS = _completed_agents(_BY_IDS)
-_COMPLETED_LINKS = _completed_links(_BY_IDS)
+FIXED_IDS_MAX = 16  # submitters named one parameter each (a job's are a few); more, an expanding list
+
+
+@functools.cache
+def _listed(build: Any, count: int) -> Any:
+    """Every award and every closed job with submissions runs these: built once per number of agents, on
+    the tables (states._moving). `count` agents as `p_id<j>`, one parameter each: an expanding list
+    (`count` 0: `p_ids`) has SQLAlchemy write the statement's text again on every run."""
+    return build([bindparam(f"p_id{j}") for j in range(count)] if count else _BY_IDS)
+
+
 _LINK_FIGURES = {
     "link_completed_count": "completed_count",
     "link_win_count": "win_count",

@@ -171,11 +171,12 @@ async def notify_all(session: AsyncSession, notes: Sequence[Note]) -> list[str]:
         offered = [
             (note, _row(note, channel, now, in_transaction)) for note in wanted_notes for channel in CHANNELS
         ]
-        params: dict[str, Any] = {"p_awards": awards}
+        params: dict[str, Any] = {f"p_award{j}": award for j, award in enumerate(awards)}
         for i, (note, row) in enumerate(offered):
             params.update({_bind(i, column): value for column, value in row.items()})
             params[_bind(i, "first")] = note.first[0] if note.first is not None else ""
-        found = (await session.execute(_together(dialect_of(session), len(offered)), params)).all()
+        statement = _together(dialect_of(session), len(offered), len(awards))
+        found = (await session.execute(statement, params)).all()
         return await _written(session, [row for _, row in offered], {r.id: r.email for r in found})
     owners = sorted({str(note.owner_id) for note in wanted_notes})
     types = sorted({str(note.type) for note in wanted_notes})
@@ -276,12 +277,14 @@ def _bind(index: int, column: str) -> str:
     return f"n{index}_{column}"
 
 
-@functools.lru_cache(maxsize=2 * TOGETHER_MAX)
-def _together(dialect: str, count: int) -> Any:
+@functools.lru_cache(maxsize=4 * TOGETHER_MAX)
+def _together(dialect: str, count: int, awards: int) -> Any:
     """One INSERT ... SELECT of `count` offered rows (`_bind` parameters, and `first`: "given" / "won" / ""):
     a row goes in when its owner's account exists, the owner's choice for its type leaves its channel on (no
     choice: on, as `_channels` says), and a first-award row's owner has no award given (or won) but the
-    notes' own (`p_awards`); an event already notified on a channel inserts nothing there. It returns each
+    notes' own (`awards` of them, `p_award<j>`: one parameter each, where an expanding list would have the
+    statement's text written again on every run); an event already notified on a channel inserts nothing
+    there. It returns each
     row written with its owner's email. The rows as one SELECT of parameters each (UNION ALL): one statement
     compiled once per count, where a VALUES list would be compiled again on every run."""
     table = cast(Table, OwnerNotification.__table__)
@@ -298,17 +301,16 @@ def _together(dialect: str, count: int) -> Any:
         (offered.c.channel == str(Channel.IN_APP), func.coalesce(choice.in_app_enabled, true())),
         else_=func.coalesce(choice.email_enabled, true()),
     )
+    others = Award.id.not_in([bindparam(f"p_award{j}") for j in range(awards)]) if awards else true()
     first = or_(
         offered.c.first == "",
         and_(
             offered.c.first == "given",
-            ~exists().where(Award.job_id == Job.id, Job.owner_id == offered.c.owner_id, _OTHER_AWARDS),
+            ~exists().where(Award.job_id == Job.id, Job.owner_id == offered.c.owner_id, others),
         ),
         and_(
             offered.c.first == "won",
-            ~exists().where(
-                Award.worker_agent_id == Agent.id, Agent.owner_id == offered.c.owner_id, _OTHER_AWARDS
-            ),
+            ~exists().where(Award.worker_agent_id == Agent.id, Agent.owner_id == offered.c.owner_id, others),
         ),
     )
     source = (
