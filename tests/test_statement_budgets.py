@@ -179,6 +179,28 @@ async def test_a_paid_award_reads_the_accounts_it_moves_with_its_job(
     assert (await money(core, worker_owner.user_id))[2] == 2 * 1_000
 
 
+async def test_a_paid_publish_reads_the_accounts_it_reserves_with_the_buyer_profile(
+    app: Any, core: Core, client: httpx.AsyncClient, books_balance: None
+) -> None:
+    """The reserve's accounts come with the locked buyer profile (`ledger.flow_accounts_joined`) once both
+    exist: the owner's first paid publish reads and makes its reserved account as before, the second sends
+    no read of ledger accounts of its own. Both reserve."""
+    b = await buyer(app, core)
+    await _warm(client, b.agent, await new_agent(await new_owner(app, core)))
+    counter = Counter(core)
+    own_reads = []
+    before = await money(core, b.owner.user_id)
+    for _ in range(2):
+        job_id = await draft(client, b, 1_000)
+        seen = await counter.measure(
+            lambda path=f"/api/v2/jobs/{job_id}/publish": client.post(path, headers=b.agent.h), 200
+        )
+        own_reads.append([line for line in seen if line.startswith("SELECT ledger_accounts.")])
+    assert own_reads[0] and not own_reads[1], own_reads
+    after = await money(core, b.owner.user_id)
+    assert after[1] - before[1] == before[0] - after[0] > 2 * 1_000  # pay and fee of both, held
+
+
 @pytest.mark.parametrize("name", sorted(BUDGETS))
 def test_every_budget_names_both_databases(name: str) -> None:
     assert set(BUDGETS[name]) == {"sqlite", "postgres"} and all(v > 0 for v in BUDGETS[name].values())

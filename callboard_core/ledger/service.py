@@ -445,15 +445,18 @@ async def flow(
     user_id: str,
     amount_cents: int,
     key: str,
+    accounts_read: Sequence[LedgerAccount | None] = (),
     **posting: Any,
 ) -> LedgerTransaction:
     """Post `kind`'s flow of `amount_cents` for `user_id` (the legs from FLOWS; `posting`: post's other
-    fields: job, processor reference, metadata, what it reverses)."""
+    fields: job, processor reference, metadata, what it reverses). `accounts_read`: the flow's source and
+    target accounts as the caller read them (`flow_accounts_joined`), checked as `capture` checks its own."""
     amount = _positive(amount_cents)
     legs = FLOWS[kind]
     source, target = await accounts.several(
         session,
         *((k, user_id if k.is_owner else None) for k in (legs.source, legs.target)),
+        read=accounts_read,
     )
     return await post(
         session, key=key, kind=kind, entries=[(source, -amount), (target, amount)], user_id=user_id, **posting
@@ -486,6 +489,7 @@ async def reserve(
     key: str | None = None,
     metadata: dict[str, Any] | None = None,
     savepoint: bool = True,
+    accounts_read: Sequence[LedgerAccount | None] = (),
 ) -> LedgerTransaction:
     return await flow(
         session,
@@ -496,6 +500,7 @@ async def reserve(
         job_id=job_id,
         metadata=metadata,
         savepoint=savepoint,
+        accounts_read=accounts_read,
     )
 
 
@@ -517,6 +522,13 @@ async def release(
         job_id=job_id,
         metadata=metadata,
     )
+
+
+def flow_accounts_joined(kind: TransactionKind, owner: Any, when: Any) -> list[tuple[Any, Any]]:
+    """`capture_accounts_joined` for `flow(kind)`: its source and target accounts of the owner in column
+    `owner` (a platform account where the flow names one), in the order `flow(accounts_read=...)` takes."""
+    legs = FLOWS[kind]
+    return [accounts.joined(k, owner if k.is_owner else None, when) for k in (legs.source, legs.target)]
 
 
 def capture_accounts_joined(payer: Any, worker_owner: Any, when: Any) -> list[tuple[Any, Any]]:

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import bindparam, func, select, update
+from sqlalchemy import bindparam, func, select, true, update
 from sqlalchemy import inspect as sa_inspect
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -42,7 +42,7 @@ from callboard_core.guidance import Act, step
 from callboard_core.ids import new_id
 from callboard_core.jobs.models import Job
 from callboard_core.ledger import service as ledger
-from callboard_core.ledger.models import LedgerAccount
+from callboard_core.ledger.models import LedgerAccount, TransactionKind
 from callboard_core.onboarding.models import OnboardingActivation
 from callboard_core.owner_notifications import triggers as notifications
 from callboard_core.payments.models import JobPayment
@@ -517,33 +517,43 @@ async def prepare(
 # job's payment (`_open_row`), in one statement. The activation is as the statement found it before any wait
 # for the lock: it changes only when the agent is activated again, which a publish racing it may see either
 # side of. The payment's writers all hold the job's lock, which the publish holds.
-_LOCK_PROFILE = (
-    select(BuyerProfile, OnboardingActivation, JobPayment)
-    .select_from(BuyerProfile)
-    .outerjoin(
-        OnboardingActivation,
-        OnboardingActivation.id
-        == _LATEST_ACTIVATION.with_only_columns(OnboardingActivation.id).scalar_subquery(),
+def _lock_profile_read() -> Any:
+    """`_lock_profile`'s statement: the profile, the latest activation, the job's payment and the accounts
+    the reserve moves (`ledger.flow_accounts_joined`), each outer-joined."""
+    reserve_accounts = ledger.flow_accounts_joined(TransactionKind.RESERVE, BuyerProfile.user_id, true())
+    statement = (
+        select(BuyerProfile, OnboardingActivation, JobPayment, *(alias for alias, _ in reserve_accounts))
+        .select_from(BuyerProfile)
+        .outerjoin(
+            OnboardingActivation,
+            OnboardingActivation.id
+            == _LATEST_ACTIVATION.with_only_columns(OnboardingActivation.id).scalar_subquery(),
+        )
+        .outerjoin(JobPayment, JobPayment.job_id == bindparam("p_job"))
     )
-    .outerjoin(JobPayment, JobPayment.job_id == bindparam("p_job"))
-    .where(BuyerProfile.user_id == bindparam("p_user"))
-    .with_for_update(of=BuyerProfile)
-    .execution_options(populate_existing=True)
-)
+    for alias, onclause in reserve_accounts:
+        statement = statement.outerjoin(alias, onclause)
+    return (
+        statement.where(BuyerProfile.user_id == bindparam("p_user"))
+        .with_for_update(of=BuyerProfile)
+        .execution_options(populate_existing=True)
+    )
 
 
-async def _lock_profile(
-    session: AsyncSession, job: Job, user_id: str
-) -> tuple[BuyerProfile, OnboardingActivation | None, JobPayment | None]:
+_LOCK_PROFILE = _lock_profile_read()
+
+
+async def _lock_profile(session: AsyncSession, job: Job, user_id: str) -> Any:
     """The owner's buyer profile, locked until the transaction ends (FOR UPDATE on PostgreSQL; SQLite's
     writers are serialised): one owner's paid publishes check the daily caps one at a time. With it, the
-    publishing agent's latest activation (None: never activated) and the job's payment (None: none yet)."""
+    publishing agent's latest activation (None: never activated), the job's payment (None: none yet) and
+    the owner's accounts the reserve moves (None where missing): a row of five."""
     params = {"p_user": user_id, "p_agent": job.requester_agent_id, "p_job": job.id}
     locked = (await session.execute(_LOCK_PROFILE, params)).one_or_none()
     if locked is None:  # the owner's first paid publish: make the row (race-safe), then lock it
         await billing.ensure(session, user_id)
         locked = (await session.execute(_LOCK_PROFILE, params)).one()
-    return locked[0], locked[1], locked[2]
+    return locked
 
 
 async def secure(
@@ -567,7 +577,7 @@ async def secure(
         return None
     if job.owner_id is None:
         raise not_ready(job, job.reward_amount_cents, 0, ["CLAIMED_OWNER"])
-    profile, activation, found = await _lock_profile(session, job, job.owner_id)
+    profile, activation, found, *reserve_accounts = await _lock_profile(session, job, job.owner_id)
     # A first publish inserts its payment once, already RESERVED (one statement less than insert + move).
     payment = await _open_row(session, job, fee_bps, add=False, found=(found,))
     fresh = sa_inspect(payment).transient
@@ -604,6 +614,7 @@ async def secure(
                 "feeCents": payment.fee_cents,
             },
             savepoint=False,  # a refusal ends this publish: nothing of the write step may commit
+            accounts_read=reserve_accounts,
         )
     except Conflict as exc:
         if exc.code != "insufficient_funds":
