@@ -52,9 +52,12 @@ class Counter:
         if context is not None and context.cache_hit is NO_CACHE_KEY and line.split()[0] in DML:
             self.uncacheable.append(line)
 
-    async def measure(self, request: Callable[[], Awaitable[httpx.Response]], expect: int) -> list[str]:
+    async def measure(
+        self, request: Callable[[], Awaitable[httpx.Response]], expect: int, *, cold: bool = True
+    ) -> list[str]:
         await self._settle()  # earlier requests' after-commit work is theirs, not this one's
-        self.core.read_cache.clear()  # cold, as after another request's commit
+        if cold:
+            self.core.read_cache.clear()  # as after another request's commit
         self.seen = []
         for engine in self.engines:
             event.listen(engine, "before_cursor_execute", self._record)
@@ -199,6 +202,37 @@ async def test_a_paid_publish_reads_the_accounts_it_reserves_with_the_buyer_prof
     assert own_reads[0] and not own_reads[1], own_reads
     after = await money(core, b.owner.user_id)
     assert after[1] - before[1] == before[0] - after[0] > 2 * 1_000  # pay and fee of both, held
+
+
+async def test_an_acknowledgement_finds_its_job_type_in_the_read_cache(
+    app: Any, core: Core, client: httpx.AsyncClient
+) -> None:
+    """The submit template an acknowledgement answers with names the job type's required fields: the type's
+    rules come through the read cache's taxonomy scope, so a second acknowledgement of a job of the same type
+    reads no job type (the first, cold, does), and both answers carry the same template."""
+    requester = await new_agent(await new_owner(app, core))
+    worker = await new_agent(await new_owner(app, core))
+    await _warm(client, requester, worker)
+    counter = Counter(core)
+    reads, answers = [], []
+    for cold in (True, False):
+        job_id = (await client.post("/api/v2/jobs", json=job_body(), headers=requester.h)).json()["id"]
+        for path, agent in (("publish", requester), ("applications", worker), ("admission/run", requester)):
+            assert (await client.post(f"/api/v2/jobs/{job_id}/{path}", headers=agent.h)).status_code < 300
+        slots = (await client.get("/api/v2/worker-agents/me/participation-slots", headers=worker.h)).json()
+        slot = next(s for s in slots["slots"] if s["jobId"] == job_id)["id"]
+
+        async def acknowledge(slot: str = slot) -> httpx.Response:
+            answers.append(
+                await client.post(f"/api/v2/participation-slots/{slot}/acknowledge", headers=worker.h)
+            )
+            return answers[-1]
+
+        seen = await counter.measure(acknowledge, 200, cold=cold)
+        reads.append([line for line in seen if line.startswith("SELECT job_types.")])
+    templates = [answer.json()["nextAction"]["body"] for answer in answers]
+    assert reads[0] and not reads[1], reads
+    assert templates[0] == templates[1] and "structuredPayloadJson" in templates[0]
 
 
 @pytest.mark.parametrize("name", sorted(BUDGETS))

@@ -153,13 +153,13 @@ def next_action_for(
     return None
 
 
-async def submit_template(session: AsyncSession, job: Job) -> JsonObject:
+async def submit_template(session: AsyncSession, job: Job, cache: ReadCache | None = None) -> JsonObject:
     """The submit body a worker fills in: the job's first artifact type and its type's required fields
-    (strings empty, to be written)."""
+    (strings empty, to be written). `cache`: the job type's rules come through its taxonomy scope."""
     kinds = (job.submission_requirements_json or {}).get("artifactTypes") or ["text"]
     payload: JsonObject = {}
     if job.job_type_id:
-        schema = (await job_types.get(session, job.job_type_id)).artifact_schema_json or {}
+        schema = (await job_types.rules(session, job.job_type_id, cache)).artifact_schema_json or {}
         properties = schema.get("properties") or {}
         for name in schema.get("required") or []:
             payload[name] = "" if (properties.get(name) or {}).get("type") == "string" else None
@@ -539,9 +539,12 @@ async def _clarifications(session: AsyncSession, job_id: str) -> list[job_schema
 # --- acknowledge, files, submit, withdraw --------------------------------------------------------
 
 
-async def acknowledge(session: AsyncSession, actor: Actor, slot_id: str) -> job_schemas.SlotView:
+async def acknowledge(
+    session: AsyncSession, actor: Actor, slot_id: str, cache: ReadCache | None = None
+) -> job_schemas.SlotView:
     """GRANTED to ACKNOWLEDGED before the acknowledgement deadline; starts the work clock: the work deadline is
-    the earlier of now + fairWorkDurationMs and the job's latest submission deadline."""
+    the earlier of now + fairWorkDurationMs and the job's latest submission deadline. `cache`: the read
+    cache, for the job type the answer's submit template names."""
     slot, _, job = await slot_with_job(session, actor, slot_id)
     now = clock.now()
     deadline = min(now + timedelta(milliseconds=job.fair_work_duration_ms), job.latest_submission_deadline_at)
@@ -569,7 +572,7 @@ async def acknowledge(session: AsyncSession, actor: Actor, slot_id: str) -> job_
             )
         if slot.status == SlotStatus.ACKNOWLEDGED:
             # A retried acknowledgement changes nothing.
-            return slot_view(slot, job_title=job.title, submission=await submit_template(session, job))
+            return slot_view(slot, job_title=job.title, submission=await submit_template(session, job, cache))
         raise Conflict(f"This slot is {slot.status}.", code="invalid_state", current_state=slot.status)
     await events.record(
         session,
@@ -578,7 +581,7 @@ async def acknowledge(session: AsyncSession, actor: Actor, slot_id: str) -> job_
         actor,
         {"slotId": slot.id, "workDeadlineAt": deadline.isoformat()},
     )
-    return slot_view(slot, job_title=job.title, submission=await submit_template(session, job))
+    return slot_view(slot, job_title=job.title, submission=await submit_template(session, job, cache))
 
 
 def _unlocked(slot: ParticipationSlot) -> None:

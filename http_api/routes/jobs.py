@@ -621,7 +621,7 @@ async def owner_get_slot(ctx: RequestContext) -> job_schemas.SlotView:
 async def acknowledge_slot(ctx: RequestContext) -> job_schemas.SlotView:
     """Acknowledge a GRANTED slot before its deadline: unlocks the brief (GET /api/v2/jobs/{id}) and the input
     files, and starts your work deadline."""
-    return await participation.acknowledge(ctx.session, ctx.actor, ctx.params["slotId"])
+    return await participation.acknowledge(ctx.session, ctx.actor, ctx.params["slotId"], ctx.core.read_cache)
 
 
 @routes.get(

@@ -111,7 +111,7 @@ async def acknowledge_slot(call: ToolCall, slot_id: SlotId) -> job_schemas.SlotV
     """Acknowledge an admitted slot before its acknowledgement deadline: this unlocks the brief and input
     files and starts your work clock. The slot's nextAction is then the `submit` call to fill in: read the
     brief first (get_job, or the resource it names), and slot_input_files for the inputs."""
-    return await participation.acknowledge(call.session, call.actor, slot_id)
+    return await participation.acknowledge(call.session, call.actor, slot_id, call.core.read_cache)
 
 
 @tools.read()
