@@ -17,11 +17,13 @@ from callboard_core.agents.states import AGENT_MOVES
 from callboard_core.container import Core
 from callboard_core.db import lookup
 from callboard_core.errors import Conflict
+from callboard_core.jobs import participation
 from callboard_core.jobs import service as job_service
-from callboard_core.jobs.models import Job
+from callboard_core.jobs.models import Job, ParticipationSlot
 from callboard_core.jobs.states import JOB_MOVES, JobStatus
+from callboard_core.principals import Actor
 from callboard_core.waitlist.models import WAITLIST_MOVES, WaitlistSignup, WaitlistStatus
-from tests.jobs_helpers import job_body, new_agent, new_owner
+from tests.jobs_helpers import acknowledged, create_published, job_body, new_agent, new_owner
 
 
 async def test_move_is_compare_and_set_along_the_table(app: Any, core: Core, client: Any) -> None:
@@ -157,6 +159,25 @@ async def test_a_move_of_a_row_read_without_its_lock_reads_all_of_it_again(
             async with session.begin_nested():
                 raise RuntimeError("undo the savepoint")
         assert lookup.current(session, Job, job_id) is None
+
+
+async def test_a_slot_read_under_its_jobs_lock_is_current(app: Any, core: Core, client: Any) -> None:
+    """A submit reads its slot after locking the job (`slot_with_job(locked=True)`), and every writer of a
+    job's slots takes that lock first: the slot and the job are known current, so their moves read back only
+    what they set. Read without the lock, on PostgreSQL, neither is."""
+    requester = await new_agent(await new_owner(app, core))
+    worker = await new_agent(await new_owner(app, core))
+    job_id = (await create_published(requester, client))["id"]
+    (slot_id,) = await acknowledged(client, job_id, requester, [worker])
+    for locked in (True, False):
+        async with core.uow() as uow:
+            session = uow.session
+            slot, _, job = await participation.slot_with_job(
+                session, Actor.agent(worker.id), slot_id, locked=locked
+            )
+            known = locked or core.db.is_sqlite
+            assert (lookup.current(session, ParticipationSlot, slot_id) is slot) is known
+            assert (lookup.current(session, Job, job_id) is job) is known
 
 
 async def test_the_same_helpers_drive_the_waitlist_table(core: Core) -> None:

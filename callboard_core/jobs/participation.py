@@ -262,10 +262,13 @@ async def slot_with_job(
             job = (await session.scalars(_job_of_slot_locked(kind), {"p_id": slot_id, **params})).first()
         if job is None:
             raise NotFound("No such participation slot.", code="slot_not_found")
-        note_locked(session, [job])
     found = (await session.execute(_SLOT_WORKER_JOB, {"p_id": slot_id})).first()
     if found is None or not may_act_for(actor, found[1]):
         raise NotFound("No such participation slot.", code="slot_not_found")
+    if locked:
+        # The job's lock is held and the slot read after it: every writer of a job's slots takes that lock
+        # first (`lock`), so both stay as read until the transaction ends (lookup.current).
+        note_locked(session, [found[0], found[2]])
     return found[0], found[1], found[2]
 
 
