@@ -23,6 +23,7 @@ from sqlalchemy import (
     case,
     exists,
     func,
+    literal,
     literal_column,
     or_,
     select,
@@ -169,15 +170,22 @@ async def notify_all(session: AsyncSession, notes: Sequence[Note]) -> list[str]:
     now = clock.now()
     if 2 * len(wanted_notes) <= TOGETHER_MAX:
         offered = [
-            (note, _row(note, channel, now, in_transaction)) for note in wanted_notes for channel in CHANNELS
+            [_row(note, channel, now, in_transaction) for channel in CHANNELS] for note in wanted_notes
         ]
+        # What the channels' rows share is bound once per note; what differs (id, delivery) per channel.
         params: dict[str, Any] = {f"p_award{j}": award for j, award in enumerate(awards)}
-        for i, (note, row) in enumerate(offered):
-            params.update({_bind(i, column): value for column, value in row.items()})
+        for channel, row in zip(CHANNELS, offered[0], strict=True):  # as `_row` made them: alike for all
+            params.update({f"p_{channel.lower()}_{column}": row[column] for column in _DELIVERY})
+        params["p_now"] = now
+        for i, (note, (in_app, by_email)) in enumerate(zip(wanted_notes, offered, strict=True)):
+            params.update({_bind(i, column): in_app[column] for column in _PER_NOTE})
+            params[_bind(i, "in_app_id")], params[_bind(i, "email_id")] = in_app["id"], by_email["id"]
             params[_bind(i, "first")] = note.first[0] if note.first is not None else ""
         statement = _together(dialect_of(session), len(offered), len(awards))
         found = (await session.execute(statement, params)).all()
-        return await _written(session, [row for _, row in offered], {r.id: r.email for r in found})
+        return await _written(
+            session, [row for rows in offered for row in rows], {r.id: r.email for r in found}
+        )
     owners = sorted({str(note.owner_id) for note in wanted_notes})
     types = sorted({str(note.type) for note in wanted_notes})
     choices: dict[str, Any] = {"p_owners": owners, "p_types": types}
@@ -277,25 +285,58 @@ def _bind(index: int, column: str) -> str:
     return f"n{index}_{column}"
 
 
+# A note's rows (one per channel) share these columns; the others are its channel's (`_together`).
+_DELIVERY = ("status", "attempts", "next_attempt_at", "sent_at")
+_PER_CHANNEL = ("id", "channel", *_DELIVERY)
+_PER_NOTE = tuple(c for c in _COLUMNS if c not in _PER_CHANNEL and c != "created_at")
+
+
 @functools.lru_cache(maxsize=4 * TOGETHER_MAX)
 def _together(dialect: str, count: int, awards: int) -> Any:
-    """One INSERT ... SELECT of `count` offered rows (`_bind` parameters, and `first`: "given" / "won" / ""):
-    a row goes in when its owner's account exists, the owner's choice for its type leaves its channel on (no
-    choice: on, as `_channels` says), and a first-award row's owner has no award given (or won) but the
-    notes' own (`awards` of them, `p_award<j>`: one parameter each, where an expanding list would have the
-    statement's text written again on every run); an event already notified on a channel inserts nothing
-    there. It returns each
-    row written with its owner's email. The rows as one SELECT of parameters each (UNION ALL): one statement
-    compiled once per count, where a VALUES list would be compiled again on every run."""
+    """One INSERT ... SELECT of `count` offered notes (`_bind` parameters, and `first`: "given" / "won" / ""),
+    each as one row per channel: what the rows share bound once per note, each channel's id bound per note,
+    and each channel's delivery (`p_in_app_*`, `p_email_*`: status, attempts, times, as `_row` makes them)
+    once for all. A row goes in when its owner's account exists, the owner's choice for its type
+    leaves its channel on (no choice: on, as `_channels` says), and a first-award row's owner has no award
+    given (or won) but the notes' own (`awards` of them, `p_award<j>`: one parameter each, where an
+    expanding list would have the statement's text written again on every run); an event already notified
+    on a channel inserts nothing there. It returns each row written with its owner's email. The notes as
+    one SELECT of parameters each (UNION ALL): one statement compiled once per count, where a VALUES list
+    would be compiled again on every run."""
     table = cast(Table, OwnerNotification.__table__)
     offered_rows = [
         select(
-            *(bindparam(_bind(i, c), type_=table.c[c].type).label(c) for c in _COLUMNS),
+            *(bindparam(_bind(i, c), type_=table.c[c].type).label(c) for c in _PER_NOTE),
+            bindparam(_bind(i, "in_app_id"), type_=table.c.id.type).label("in_app_id"),
+            bindparam(_bind(i, "email_id"), type_=table.c.id.type).label("email_id"),
             bindparam(_bind(i, "first"), type_=String()).label("first"),
         )
         for i in range(count)
     ]
-    offered = (offered_rows[0] if count == 1 else union_all(*offered_rows)).subquery("offered")
+    notes = (offered_rows[0] if count == 1 else union_all(*offered_rows)).subquery("offered_notes")
+    channels = union_all(
+        *(select(literal(str(channel), type_=table.c.channel.type).label("channel")) for channel in CHANNELS)
+    ).subquery("channels")
+    in_app = channels.c.channel == str(Channel.IN_APP)
+
+    def per_channel(column: str) -> Any:
+        in_app_value, email_value = (
+            bindparam(f"p_{channel.lower()}_{column}", type_=table.c[column].type) for channel in CHANNELS
+        )
+        return case((in_app, in_app_value), else_=email_value).label(column)
+
+    columns = {
+        **{c: notes.c[c] for c in _PER_NOTE},
+        "id": case((in_app, notes.c.in_app_id), else_=notes.c.email_id).label("id"),
+        "channel": channels.c.channel,
+        **{c: per_channel(c) for c in _DELIVERY},
+        "created_at": bindparam("p_now", type_=table.c.created_at.type).label("created_at"),
+    }
+    offered = (
+        select(*(columns[c] for c in _COLUMNS), notes.c.first)
+        .select_from(notes.join(channels, true()))
+        .subquery("offered")
+    )
     choice = OwnerNotificationPreference
     wanted = case(
         (offered.c.channel == str(Channel.IN_APP), func.coalesce(choice.in_app_enabled, true())),
