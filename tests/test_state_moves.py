@@ -161,6 +161,22 @@ async def test_a_move_of_a_row_read_without_its_lock_reads_all_of_it_again(
         assert lookup.current(session, Job, job_id) is None
 
 
+async def test_a_session_that_ended_a_transaction_trusts_nothing_it_holds(
+    app: Any, core: Core, client: Any
+) -> None:
+    """Once its transaction has committed, what a session still holds may be changed by others: a later
+    move reads the whole row back, on both databases, even for a row the ended transaction had locked."""
+    job_id = await draft_id(app, core, client)
+    async with core.uow() as uow:
+        session = uow.session
+        job = await job_service.lock(session, job_id)
+        assert lookup.current(session, Job, job_id) is job
+        await session.commit()
+        assert lookup.held(session, Job, job_id) is job and lookup.current(session, Job, job_id) is None
+        moved, sent = await publish_move(core, session, job_id)
+        assert moved is job and {"title", "status", "reward_amount_cents"} <= returned_columns(sent[0])
+
+
 async def test_a_slot_read_under_its_jobs_lock_is_current(app: Any, core: Core, client: Any) -> None:
     """A submit reads its slot after locking the job (`slot_with_job(locked=True)`), and every writer of a
     job's slots takes that lock first: the slot and the job are known current, so their moves read back only

@@ -57,21 +57,34 @@ def note_locked(session: AsyncSession, rows: Sequence[Any]) -> None:
 def current(session: AsyncSession, model: type[M], ident: Any) -> M | None:
     """`held`, when what the session holds is the row as it stands, so a write to some of its columns need
     not read the others back: every row a SQLite write transaction reads (its writes are serialised from the
-    first statement), or a row this transaction locked (`note_locked`). Else None."""
+    first statement), or a row this transaction locked (`note_locked`). Else None, and always None once the
+    session has ended a transaction: what it still holds may be from that one (a unit of work is one
+    transaction, db/uow.py; this keeps a session used for more from trusting it)."""
+    info = session.sync_session.info
     found = held(session, model, ident)
-    if found is None or writes_serialised(session):
+    if found is None or info.get(_ENDED):
+        return None
+    if writes_serialised(session):
         return found
-    locked = session.sync_session.info.get(_LOCKED)
+    locked = info.get(_LOCKED)
     return found if locked and sa_inspect(found).key in locked else None
 
 
 _LOCKED = "callboard.locked_rows"
+_ENDED = "callboard.ended_a_transaction"
 
 
 @event.listens_for(Session, "after_soft_rollback")
 def _forget_locks(session: Session, previous_transaction: SessionTransaction) -> None:
     # A rollback, to a savepoint too, may release the locks taken since: the rows are no longer known current.
     session.info.pop(_LOCKED, None)
+
+
+@event.listens_for(Session, "after_transaction_end")
+def _forget_all(session: Session, transaction: SessionTransaction) -> None:
+    if transaction.parent is None:  # the whole transaction, not a savepoint: its locks and reads are over
+        session.info.pop(_LOCKED, None)
+        session.info[_ENDED] = True
 
 
 @functools.lru_cache(maxsize=256)  # a bound, should a caller build options per call
