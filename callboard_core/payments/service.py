@@ -516,7 +516,8 @@ async def prepare(
 # The profile locked, with the publishing agent's latest activation beside it (its caps: `_standing`) and the
 # job's payment (`_open_row`), in one statement. The activation is as the statement found it before any wait
 # for the lock: it changes only when the agent is activated again, which a publish racing it may see either
-# side of. The payment's writers all hold the job's lock, which the publish holds.
+# side of. The payment's writers all hold the job's lock, which the publish holds. The reserve's accounts only
+# name what moves: their balances move by the posting's guarded update, whatever the read found.
 def _lock_profile_read() -> Any:
     """`_lock_profile`'s statement: the profile, the latest activation, the job's payment and the accounts
     the reserve moves (`ledger.flow_accounts_joined`), each outer-joined."""
