@@ -156,7 +156,7 @@ async def test_each_write_sends_the_statements_its_budget_says_each_compiled_onc
 async def test_a_paid_award_reads_the_accounts_it_moves_with_its_job(
     app: Any, core: Core, client: httpx.AsyncClient, books_balance: None
 ) -> None:
-    """The capture's accounts come with the award's job read (`ledger.accounts.joined`) once they all exist:
+    """The capture's accounts come with the award's job read (`ledger.with_capture_accounts`) once they all exist:
     a requester's second award to a worker of the same owner sends no read of ledger accounts of its own;
     the first (the worker's owner has no payable account yet) reads and makes them as before. The money
     lands in both cases."""
@@ -185,7 +185,7 @@ async def test_a_paid_award_reads_the_accounts_it_moves_with_its_job(
 async def test_a_paid_publish_reads_the_accounts_it_reserves_with_the_buyer_profile(
     app: Any, core: Core, client: httpx.AsyncClient, books_balance: None
 ) -> None:
-    """The reserve's accounts come with the locked buyer profile (`ledger.flow_accounts_joined`) once both
+    """The reserve's accounts come with the locked buyer profile (`ledger.with_flow_accounts`) once both
     exist: the owner's first paid publish reads and makes its reserved account as before, the second sends
     no read of ledger accounts of its own. Both reserve."""
     b = await buyer(app, core)

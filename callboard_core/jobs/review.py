@@ -267,11 +267,8 @@ def _award_read(kind: str) -> Any:
     moves: an award's check, lock and reads in one statement. The other rows are read as the statement found
     them: whoever changes a job's submissions or payment holds the job's lock, the compare-and-sets that
     follow decide, and the capture's guarded update moves the balances (its read gives the accounts)."""
-    escrow = ledger.capture_accounts_joined(JobPayment.user_id, Agent.owner_id, JobPayment.id.is_not(None))
     statement = (
-        select(
-            Job, Submission, JobApplication.rookie, Agent, JobPayment, User, *(alias for alias, _ in escrow)
-        )
+        select(Job, Submission, JobApplication.rookie, Agent, JobPayment, User)
         .outerjoin(Submission, and_(Submission.id == bindparam("p_submission"), Submission.job_id == Job.id))
         .outerjoin(ParticipationSlot, ParticipationSlot.id == Submission.slot_id)
         .outerjoin(JobApplication, JobApplication.id == ParticipationSlot.application_id)
@@ -279,9 +276,10 @@ def _award_read(kind: str) -> Any:
         .outerjoin(JobPayment, JobPayment.job_id == Job.id)
         .outerjoin(User, User.id == JobPayment.user_id)
     )
-    for alias, onclause in escrow:
-        statement = statement.outerjoin(alias, onclause)
-    return requester_locked(statement, kind)
+    escrow = ledger.with_capture_accounts(
+        statement, JobPayment.user_id, Agent.owner_id, JobPayment.id.is_not(None)
+    )
+    return requester_locked(escrow, kind)
 
 
 _OPEN_SLOTS = cast(Table, ParticipationSlot.__table__).alias("open_slots")
@@ -554,7 +552,7 @@ async def award_submission(
     or closed with no award (its escrow taken again from the requester's balance, `held_cents` of it
     already held by the dispute). `rookie` and `worker`: whether the winner's application was a rookie's and
     the winner's agent, when the caller read them with the submission; `payment`, the job's, and `escrow`,
-    the accounts its capture moves (`ledger.capture_accounts_joined`), when it did."""
+    the accounts its capture moves (`ledger.with_capture_accounts`), when it did."""
     now = clock.now()
     reopened = job.status == JobStatus.NO_AWARD
     job = await move(

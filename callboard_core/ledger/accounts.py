@@ -107,14 +107,19 @@ def _several(n: int) -> Any:
     )
 
 
-def joined(kind: AccountKind, holder: Any, when: ColumnElement[bool]) -> tuple[Any, Any]:
-    """For a caller's own read of what a posting will move: an alias of LedgerAccount and the ON clause that
-    finds `kind`'s account of the user in column `holder` (None: the platform's), when `when` holds. Pass the
-    rows found (None where missing) to the flow (`capture(accounts_read=...)`), which checks each and makes
-    a missing one."""
-    alias = aliased(LedgerAccount, name=f"joined_{kind.value}")
-    holder_id = literal(PLATFORM_HOLDER) if holder is None else holder
-    return alias, and_(when, alias.kind == kind, alias.holder_id == holder_id, alias.currency == Currency.USD)
+def read_with(statement: Any, wanted: Sequence[tuple[AccountKind, Any]], when: ColumnElement[bool]) -> Any:
+    """A caller's read (`statement`) with the accounts a posting will move: for each (kind, holder), where the
+    holder is a column naming the user (None: the platform), an alias of LedgerAccount added as a further
+    entity, outer-joined on that account when `when` holds. Pass the rows found (None where missing), in
+    this order, to the posting (`capture(accounts_read=...)`), which checks each and makes a missing one."""
+    for kind, holder in wanted:
+        alias = aliased(LedgerAccount, name=f"joined_{kind.value}")
+        holder_id = literal(PLATFORM_HOLDER) if holder is None else holder
+        statement = statement.add_columns(alias).outerjoin(
+            alias,
+            and_(when, alias.kind == kind, alias.holder_id == holder_id, alias.currency == Currency.USD),
+        )
+    return statement
 
 
 async def several(
@@ -124,7 +129,7 @@ async def several(
 ) -> list[LedgerAccount]:
     """The accounts (kind, user id; None for a platform account), in one statement, each created at zero if
     missing: a posting that moves three accounts reads them once, not three times. `read`: the caller's own
-    read of them (`joined`), in the same order; used when it holds every one, as asked (no statement)."""
+    read of them (`read_with`), in the same order; used when it holds every one, as asked (no statement)."""
     keys = [(AccountKind(kind), _holder(AccountKind(kind), user_id)) for kind, user_id in wanted]
     if len(read) >= len(keys) and all(
         account is not None

@@ -450,7 +450,7 @@ async def flow(
 ) -> LedgerTransaction:
     """Post `kind`'s flow of `amount_cents` for `user_id` (the legs from FLOWS; `posting`: post's other
     fields: job, processor reference, metadata, what it reverses). `accounts_read`: the flow's source and
-    target accounts as the caller read them (`flow_accounts_joined`), checked as `capture` checks its own."""
+    target accounts as the caller read them (`with_flow_accounts`), checked as `capture` checks its own."""
     amount = _positive(amount_cents)
     legs = FLOWS[kind]
     source, target = await accounts.several(
@@ -524,20 +524,21 @@ async def release(
     )
 
 
-def flow_accounts_joined(kind: TransactionKind, owner: Any, when: Any) -> list[tuple[Any, Any]]:
-    """`capture_accounts_joined` for `flow(kind)`: its source and target accounts of the owner in column
+def with_flow_accounts(statement: Any, kind: TransactionKind, owner: Any, when: Any) -> Any:
+    """`with_capture_accounts` for `flow(kind)`: its source and target accounts of the owner in column
     `owner` (a platform account where the flow names one), in the order `flow(accounts_read=...)` takes."""
     legs = FLOWS[kind]
-    return [accounts.joined(k, owner if k.is_owner else None, when) for k in (legs.source, legs.target)]
+    wanted = [(k, owner if k.is_owner else None) for k in (legs.source, legs.target)]
+    return accounts.read_with(statement, wanted, when)
 
 
-def capture_accounts_joined(payer: Any, worker_owner: Any, when: Any) -> list[tuple[Any, Any]]:
-    """For a caller reading what `capture` will move with its own statement: (alias, ON clause) of each
-    account, in the order `capture(accounts_read=...)` takes them: the payer's reserved account (the user in
-    column `payer`), the worker's owner's payable one (column `worker_owner`), the platform's fees; joined
-    when `when` holds (`accounts.joined`)."""
+def with_capture_accounts(statement: Any, payer: Any, worker_owner: Any, when: Any) -> Any:
+    """A caller's read (`statement`) with the accounts `capture` will move, in the order
+    `capture(accounts_read=...)` takes them: the payer's reserved account (the user in column `payer`), the
+    worker's owner's payable one (column `worker_owner`), the platform's fees; joined when `when` holds
+    (`accounts.read_with`)."""
     kinds = (AccountKind.OWNER_RESERVED, AccountKind.OWNER_PAYABLE, AccountKind.PLATFORM_FEES)
-    return [accounts.joined(k, h, when) for k, h in zip(kinds, (payer, worker_owner, None), strict=True)]
+    return accounts.read_with(statement, list(zip(kinds, (payer, worker_owner, None), strict=True)), when)
 
 
 async def _award_legs(
@@ -551,7 +552,7 @@ async def _award_legs(
 ) -> list[Leg]:
     """An award's three legs (sign 1) or their reversal (sign -1): the requester's account gives pay + fee,
     the worker's owner gets the pay, the platform the fee (no fee leg for a zero fee). `read`: the
-    caller's read of those accounts (`capture_accounts_joined`)."""
+    caller's read of those accounts (`with_capture_accounts`)."""
     wanted: list[tuple[AccountKind, str | None]] = [
         requester,
         (AccountKind.OWNER_PAYABLE, worker_owner_user_id),
@@ -576,7 +577,7 @@ async def capture(
     accounts_read: Sequence[LedgerAccount | None] = (),
 ) -> LedgerTransaction:
     """`accounts_read`: the requester's reserved, the worker owner's payable and the platform's fee
-    accounts as the caller read them (`capture_accounts_joined`, None where missing), saving the posting's
+    accounts as the caller read them (`with_capture_accounts`, None where missing), saving the posting's
     read; each is checked against what the capture would read, and read again if it is not that."""
     pay = _positive(pay_cents, "payCents")
     if type(fee_cents) is not int or fee_cents < 0:

@@ -520,10 +520,9 @@ async def prepare(
 # name what moves: their balances move by the posting's guarded update, whatever the read found.
 def _lock_profile_read() -> Any:
     """`_lock_profile`'s statement: the profile, the latest activation, the job's payment and the accounts
-    the reserve moves (`ledger.flow_accounts_joined`), each outer-joined."""
-    reserve_accounts = ledger.flow_accounts_joined(TransactionKind.RESERVE, BuyerProfile.user_id, true())
+    the reserve moves (`ledger.with_flow_accounts`), each outer-joined."""
     statement = (
-        select(BuyerProfile, OnboardingActivation, JobPayment, *(alias for alias, _ in reserve_accounts))
+        select(BuyerProfile, OnboardingActivation, JobPayment)
         .select_from(BuyerProfile)
         .outerjoin(
             OnboardingActivation,
@@ -532,10 +531,9 @@ def _lock_profile_read() -> Any:
         )
         .outerjoin(JobPayment, JobPayment.job_id == bindparam("p_job"))
     )
-    for alias, onclause in reserve_accounts:
-        statement = statement.outerjoin(alias, onclause)
     return (
-        statement.where(BuyerProfile.user_id == bindparam("p_user"))
+        ledger.with_flow_accounts(statement, TransactionKind.RESERVE, BuyerProfile.user_id, true())
+        .where(BuyerProfile.user_id == bindparam("p_user"))
         .with_for_update(of=BuyerProfile)
         .execution_options(populate_existing=True)
     )
