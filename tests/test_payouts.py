@@ -20,8 +20,9 @@ from callboard_core.payouts.events import BankPayoutFailed, PayoutFailed
 from callboard_core.payouts.models import PayoutAccount
 from callboard_core.worker import run_once
 from tests.conftest import listening, new_client
-from tests.jobs_helpers import AgentHandle, new_agent, new_owner
+from tests.jobs_helpers import AgentHandle, new_agent, new_owner, to_review
 from tests.mcp_helpers import call, http_client, serving
+from tests.payments_helpers import buyer, draft
 from tests.payout_helpers import (
     RETURN,
     award,
@@ -215,6 +216,42 @@ async def test_the_agents_own_ready_account_is_paid_before_the_owners(app: Any, 
     async with new_client(app) as c:
         own = (await c.get(f"/agents/{with_account.id}/processor/status", headers=with_account.h)).json()
     assert [p["amountCents"] for p in own["payouts"]] == [700]
+
+
+async def test_an_award_through_the_api_queues_its_payout_as_the_winners_accounts_stand(
+    app: Any, core: Core
+) -> None:
+    """The award's own read decides whether the payout waits: the winning agent's ready account or its
+    owner's makes it PENDING; none (another owner's ready account does not count) makes it wait."""
+    b = await buyer(app, core, funds=20_000)
+    await onboard_owner(b.owner, core)  # the requester's own account pays no one else's award
+    none_owner, owner_ready, agent_ready = [await new_owner(app, core) for _ in range(3)]
+    await onboard_owner(owner_ready, core)
+    winners = {
+        none_owner.user_id: await new_agent(none_owner),
+        owner_ready.user_id: await new_agent(owner_ready),
+        agent_ready.user_id: await new_agent(agent_ready),
+    }
+    await onboard_agent(app, winners[agent_ready.user_id], core)
+    async with new_client(app) as client:
+        for worker in winners.values():
+            job_id = await draft(client, b, 1_000, participantCap=1)
+            published = await client.post(f"/api/v2/jobs/{job_id}/publish", headers=b.agent.h)
+            assert published.status_code == 200, published.text
+            submission = await to_review(client, job_id, b.agent, worker)
+            won = await client.post(
+                f"/api/v2/jobs/{job_id}/award", json={"submissionId": submission}, headers=b.agent.h
+            )
+            assert won.status_code == 200, won.text
+    statuses = {}
+    for user_id in winners:
+        (payout,) = await payout_rows(core, user_id)
+        statuses[user_id] = (payout.status, payout.amount_cents, payout.next_attempt_at is not None)
+    assert statuses == {
+        none_owner.user_id: ("WAITING_FOR_ACCOUNT", 1_000, False),
+        owner_ready.user_id: ("PENDING", 1_000, True),
+        agent_ready.user_id: ("PENDING", 1_000, True),
+    }
 
 
 async def test_a_reversed_transfer_fails_the_payout_and_the_retry_pays(

@@ -76,6 +76,14 @@ async def insert_dicts_at_commit(
         )
 
 
+async def write_gathered(session: AsyncSession) -> None:
+    """Write now the rows gathered for the commit (`insert_at_commit`): for a transaction that reads them
+    back itself (a staff adjustment answers with the document its posting issued)."""
+    uow = session.info.get("uow")
+    if uow is not None:
+        await uow.run_now("rows")
+
+
 async def _write(session: AsyncSession, batches: list[tuple[Table, list[Mapping[str, Any]]]]) -> None:
     tables: dict[Table, list[Mapping[str, Any]]] = {}
     for table, params in batches:

@@ -110,6 +110,13 @@ class UnitOfWork:
         """Run hook once the transaction has committed (mail delivery, cache invalidation)."""
         self._after_commit.append(hook)
 
+    async def run_now(self, key: str) -> None:
+        """Run the before-commit hook registered under `key` now, if there is one (a later registration
+        under the key starts afresh): a transaction that reads back what a hook would write."""
+        hook = self._before_commit.pop(key, None) or self._last.pop(key, None)
+        if hook is not None:
+            await hook(self.real_session())
+
     def before_commit(self, key: str, hook: H, *, last: bool = False) -> H:
         """Run hook(session) once, as the last work of the transaction, before it commits (and not at all
         if it rolls back): work gathered from several events of one transaction and done once for all of

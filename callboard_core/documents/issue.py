@@ -28,7 +28,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from callboard_core import bus, clock
 from callboard_core.db.lookup import held
-from callboard_core.db.rows import insert_dicts
+from callboard_core.db.rows import insert_dicts_at_commit
 from callboard_core.documents.events import DocumentsIssued, IssuedDocument
 from callboard_core.documents.models import (
     CommercialDocument,
@@ -298,8 +298,9 @@ async def issue_for(
             if earlier["kind"] == DocumentKind.INVOICE and draft.kind == DocumentKind.RECEIPT:
                 draft.meta.update(invoiceId=earlier["id"], invoiceNumber=earlier["number"])
         rows.append(_document(txn, entry_id, draft, number, user))
-    # One statement for all of them, no unit of work.
-    await insert_dicts(session, cast(Table, CommercialDocument.__table__), rows)
+    # Written with the transaction's last work (on PostgreSQL in its one statement, db/rows.py): nothing in
+    # the issuing transaction reads them but a staff action, which writes them first (`write_gathered`).
+    await insert_dicts_at_commit(session, cast(Table, CommercialDocument.__table__), rows)
     return [
         IssuedDocument(
             id=row["id"],

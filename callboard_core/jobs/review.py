@@ -56,6 +56,7 @@ from callboard_core.ledger import service as ledger
 from callboard_core.ledger.models import LedgerAccount
 from callboard_core.payments import service as payments
 from callboard_core.payments.models import JobPayment
+from callboard_core.payouts import accounts as payout_accounts
 from callboard_core.principals import SYSTEM, Actor
 from callboard_core.users.models import User
 
@@ -279,7 +280,9 @@ def _award_read(kind: str) -> Any:
     escrow = ledger.with_capture_accounts(
         statement, JobPayment.user_id, Agent.owner_id, JobPayment.id.is_not(None)
     )
-    return requester_locked(escrow, kind)
+    # A paid award's payout waits unless the winner's agent or owner has a ready payout account.
+    payout_ready = case((JobPayment.id.is_not(None), payout_accounts.ready_in_sql(Agent.id, Agent.owner_id)))
+    return requester_locked(escrow.add_columns(payout_ready.label("payout_ready")), kind)
 
 
 _OPEN_SLOTS = cast(Table, ParticipationSlot.__table__).alias("open_slots")
@@ -498,6 +501,8 @@ async def award(
     # `found` holds the payer for the award's documents (`documents.issue`: the session's own copy).
     job, submission, rookie, worker, payment, _payer = found[:6]
     escrow = tuple(found[6:9])
+    if found.payout_ready is not None and worker is not None and worker.owner_id is not None:
+        payout_accounts.note_ready(session, worker.owner_id, worker.id, found.payout_ready)
     leftovers = (bool(found.open_slots), bool(found.open_applications)) if sqlite else (True, True)
     if submission is None or worker is None:
         raise ValidationFailed(

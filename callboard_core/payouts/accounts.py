@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import bindparam, or_, select, update
+from sqlalchemy import bindparam, exists, literal, or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -30,7 +30,7 @@ from callboard_core.config import Settings
 from callboard_core.db.uow import UnitsOfWork
 from callboard_core.errors import Forbidden, NotFound
 from callboard_core.payouts.events import BankPayoutFailed
-from callboard_core.payouts.models import Payout, PayoutAccount, holder_key
+from callboard_core.payouts.models import AGENT_HOLDER, USER_HOLDER, Payout, PayoutAccount, holder_key
 from callboard_core.payouts.schemas import (
     OnboardingLink,
     OnboardingLinkBody,
@@ -107,12 +107,42 @@ async def find_by_processor_id(session: AsyncSession, processor_account_id: str)
     )
 
 
-# Every paid award reads it: built once, both holders bound (an agent-less award binds the owner's twice).
+# What makes an account ready to be paid.
+_CAN_PAY = (PayoutAccount.payouts_enabled.is_(True), PayoutAccount.processor_account_id.is_not(None))
+# Built once, both holders bound (an agent-less award binds the owner's twice).
 _READY = select(PayoutAccount).where(
     or_(PayoutAccount.holder == bindparam("p_first"), PayoutAccount.holder == bindparam("p_second")),
-    PayoutAccount.payouts_enabled.is_(True),
-    PayoutAccount.processor_account_id.is_not(None),
+    *_CAN_PAY,
 )
+# An award's payout readiness as its read found it (`note_ready`), per (owner, agent).
+_READ_READY = "payouts.ready_read"
+
+
+def ready_in_sql(agent_id: Any, owner_id: Any) -> Any:
+    """`ready_account`'s question as a column of a caller's read: whether the award of the agent in column
+    `agent_id`, owned by the user in column `owner_id`, has a ready account (its own or its owner's)."""
+    return exists().where(
+        or_(
+            PayoutAccount.holder == literal(AGENT_HOLDER) + agent_id,
+            PayoutAccount.holder == literal(USER_HOLDER) + owner_id,
+        ),
+        *_CAN_PAY,
+    )
+
+
+def note_ready(session: AsyncSession, user_id: str, agent_id: str, ready: bool) -> None:
+    """What the caller's read found (`ready_in_sql`) for an award it is making in this transaction: the
+    payout it queues asks no further (`is_ready`)."""
+    session.info.setdefault(_READ_READY, {})[(user_id, agent_id)] = ready
+
+
+async def is_ready(session: AsyncSession, user_id: str, agent_id: str | None) -> bool:
+    """Whether an award of `agent_id` (of owner `user_id`) has a ready account: as its caller's read found it
+    (`note_ready`), else read now."""
+    noted = session.info.get(_READ_READY, {}).pop((user_id, agent_id), None)
+    if noted is not None:
+        return bool(noted)
+    return await ready_account(session, user_id, agent_id) is not None
 
 
 async def ready_account(session: AsyncSession, user_id: str, agent_id: str | None) -> PayoutAccount | None:

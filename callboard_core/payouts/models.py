@@ -16,10 +16,12 @@ from callboard_core.db import Base, id_column, now_column
 from callboard_core.ledger.models import Currency
 from callboard_core.payouts.states import AttemptStatus, PayoutStatus
 
+AGENT_HOLDER, USER_HOLDER = "agent:", "user:"  # a holder key's prefixes
+
 
 def holder_key(user_id: str, agent_id: str | None) -> str:
     """The one account per holder: `user:<id>` for the owner's own account, `agent:<id>` for an agent's."""
-    return f"agent:{agent_id}" if agent_id else f"user:{user_id}"
+    return f"{AGENT_HOLDER}{agent_id}" if agent_id else f"{USER_HOLDER}{user_id}"
 
 
 class PayoutAccount(Base):

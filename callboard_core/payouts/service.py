@@ -81,7 +81,7 @@ async def queue_for_capture(session: AsyncSession, txn: LedgerTransaction) -> No
     if not user_id or not isinstance(pay, int) or pay <= 0:
         return
     agent_id = meta.get("workerAgentId")
-    ready = await accounts.ready_account(session, str(user_id), agent_id)
+    ready = await accounts.is_ready(session, str(user_id), agent_id)
     # Sent after the commit (the worker, or `send_due`): nothing reads it in its transaction.
     await insert_at_commit(
         session,

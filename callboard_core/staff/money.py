@@ -14,6 +14,7 @@ from callboard_core.billing import refunds
 from callboard_core.billing import schemas as billing_schemas
 from callboard_core.billing import service as billing
 from callboard_core.billing.models import BuyerProfile
+from callboard_core.db.rows import write_gathered
 from callboard_core.documents.models import CommercialDocument
 from callboard_core.errors import NotFound
 from callboard_core.ids import new_id
@@ -71,6 +72,7 @@ async def adjust(
         staff_user_id=actor.user_id,
     )
     balance = await ledger.balances(session, user_id)
+    await write_gathered(session)  # the posting's documents, written with the commit otherwise
     document = await session.scalar(
         select(CommercialDocument).where(CommercialDocument.transaction_id == txn.id)
     )

@@ -15,6 +15,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from callboard_core import clock
 from callboard_core.audit import service as audit
 from callboard_core.audit.models import AuditEvent
+from callboard_core.db.rows import write_gathered
 from callboard_core.disputes import service as disputes
 from callboard_core.disputes.models import Dispute
 from callboard_core.disputes.states import BREACHED, DUE_SOON
@@ -259,6 +260,7 @@ async def refund(
     await session.refresh(job)
     payment = await _payment(session, job_id)
     assert payment is not None
+    await write_gathered(session)  # the posting's documents, written with the commit otherwise
     document = await session.scalar(
         select(CommercialDocument).where(CommercialDocument.transaction_id == txn.id)
     )
