@@ -23,7 +23,7 @@ from callboard_core.capabilities.models import CapabilityTag, TaxonomyStatus
 from callboard_core.config import Settings
 from callboard_core.db.lookup import by_pk, note_locked
 from callboard_core.db.readcache import ReadCache
-from callboard_core.db.rows import insert_at_commit
+from callboard_core.db.rows import insert_at_commit, write_gathered
 from callboard_core.db.scopes import TAXONOMY
 from callboard_core.db.uow import UnitsOfWork
 from callboard_core.directory import service as directory
@@ -671,6 +671,7 @@ async def retry_payment(
         if job.reward_amount_cents <= 0:
             raise payments.no_payment(job)
         await publish(session, blobs, settings, actor, job_id, prepared)
+        await write_gathered(session)  # the new payment goes with the commit otherwise
     return await payments.view(session, job)
 
 

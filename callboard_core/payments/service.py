@@ -35,7 +35,7 @@ from callboard_core.agents.models import Agent
 from callboard_core.billing import service as billing
 from callboard_core.billing.models import BuyerProfile
 from callboard_core.db.lookup import by_pk
-from callboard_core.db.rows import insert_rows
+from callboard_core.db.rows import insert_at_commit
 from callboard_core.db.uow import UnitsOfWork
 from callboard_core.errors import Conflict, NotFound, PaymentNotReady, PrepareFirst, field_error
 from callboard_core.guidance import Act, step
@@ -628,7 +628,9 @@ async def secure(
     if fresh:
         payment.status, payment.missing = PaymentStatus.RESERVED, []
         payment.reserve_transaction_id, payment.reserved_at = txn.id, now
-        await insert_rows(session, [payment])  # in its final state: no unit-of-work flush (db/rows.py)
+        # In its final state, with the transaction's last statement (db/rows.py): nothing in the publish
+        # reads it back but a retry's answer, which writes it first.
+        await insert_at_commit(session, [payment])
         return payment
     return await _move(
         session,
