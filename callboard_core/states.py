@@ -301,9 +301,29 @@ async def move(
     )
     if row is not None:
         return row
+    raise await not_moved(
+        session, model, row_id, table, target, what=name, code=code, message=message, details=extra
+    )
+
+
+async def not_moved(
+    session: AsyncSession,
+    model: type[Any],
+    row_id: str,
+    table: Table[State],
+    target: State | None,
+    *,
+    what: str,
+    code: str = "invalid_state",
+    message: str | None = None,
+    details: Mapping[str, Any] | None = None,
+    state_column: str = "status",
+) -> Conflict:
+    """The 409 for a row a guarded move left where it was (`move`'s, for a caller that ran the move inside a
+    statement of its own): the state it is in now, and why."""
     now = await current_state(session, model, row_id, state_column=state_column)
     if message is not None:
-        raise conflict(message, code=code, current=now, **extra)
+        return conflict(message, code=code, current=now, **dict(details or {}))
     if allowed(table, now, target):  # a `where` said no, or the row left and came back meanwhile
-        raise conflict(f"The {name} changed while this request ran; try again.", code=code, current=now)
-    raise refusal(now, target, what=name, code=code, **extra)
+        return conflict(f"The {what} changed while this request ran; try again.", code=code, current=now)
+    return refusal(now, target, what=what, code=code, **dict(details or {}))

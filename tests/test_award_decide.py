@@ -13,7 +13,11 @@ from sqlalchemy import select, update
 from callboard_core.agents import reputation
 from callboard_core.agents.models import Agent, AgentCapability
 from callboard_core.container import Core
-from callboard_core.jobs.models import Award, JobApplication, ParticipationSlot, Submission
+from callboard_core.errors import Conflict
+from callboard_core.jobs import review
+from callboard_core.jobs import service as job_service
+from callboard_core.jobs.models import Award, Job, JobApplication, ParticipationSlot, Submission
+from callboard_core.principals import Actor
 from tests.jobs_helpers import all_submit, create_published, new_agent, new_owner, overbooked, submit_body
 
 
@@ -190,3 +194,31 @@ async def test_an_award_ends_a_waiting_application_and_leaves_nothing_open(
     assert applications[waiting] == "NOT_ADMITTED", applications
     assert sorted(await _statuses(core, job["id"]), key=str) == sorted(submissions.values(), key=str)
     assert (await _statuses(core, job["id"]))[winner] == "AWARDED"
+
+
+async def test_an_award_whose_job_changed_after_its_read_is_refused_with_the_jobs_state(
+    app: Any, core: Core, client: httpx.AsyncClient
+) -> None:
+    """The job's compare-and-set still decides (on PostgreSQL it runs inside the award's closing statement):
+    a job that is no longer in review when the award moves it is a 409 naming its state, and nothing of the
+    award is kept."""
+    requester, _workers, job, (winner, other) = await _in_review(app, core, client, 2)
+    with pytest.raises(Conflict) as refused:
+        async with core.uow() as uow:
+            session = uow.session
+            held = await job_service.requester_job(
+                session, Actor.agent(requester.id), job["id"], for_update=True
+            )
+            submission = await session.get(Submission, winner)
+            assert submission is not None and held.status == "IN_REVIEW"
+            # Another move of the job in this transaction, behind the session's back.
+            await session.execute(
+                update(Job.__table__).where(Job.__table__.c.id == job["id"]).values(status="NO_AWARD")
+            )
+            await review.award_submission(session, held, submission, Actor.agent(requester.id))
+    assert refused.value.code == "invalid_state"
+    assert refused.value.details["current_state"] == "NO_AWARD"
+    assert await _statuses(core, job["id"]) == {winner: "SUBMITTED", other: "SUBMITTED"}
+    async with core.uow(write=False) as uow:
+        assert (await uow.session.get(Job, job["id"])).status == "IN_REVIEW"
+        assert await uow.session.scalar(select(Award.id).where(Award.job_id == job["id"])) is None

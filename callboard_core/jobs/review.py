@@ -4,6 +4,7 @@ released artifact. A closed job's completions go to the workers' records (agents
 from __future__ import annotations
 
 import functools
+from collections.abc import Mapping
 from typing import Any, cast
 
 from sqlalchemy import Table, and_, bindparam, case, exists, or_, select, update
@@ -15,6 +16,7 @@ from callboard_core.agents import reputation
 from callboard_core.agents.models import Agent
 from callboard_core.blobs import BlobStore
 from callboard_core.config import Settings
+from callboard_core.db import lookup
 from callboard_core.db.engine import dialect_of
 from callboard_core.db.lookup import by_pk
 from callboard_core.db.rows import insert_at_commit
@@ -36,6 +38,7 @@ from callboard_core.jobs.models import (
     SubmissionFile,
 )
 from callboard_core.jobs.service import (
+    check_not_frozen,
     input_file_list,
     locked_requester_row,
     move,
@@ -45,6 +48,7 @@ from callboard_core.jobs.service import (
 )
 from callboard_core.jobs.states import (
     APPLICATION_MOVES,
+    JOB_MOVES,
     SLOT_MOVES,
     SUBMISSION_MOVES,
     ApplicationStatus,
@@ -409,16 +413,19 @@ async def _close_work(
     winner: Submission | None,
     count: bool = True,
     leftovers: tuple[bool, bool] = (True, True),
+    job_in_closing: bool = False,
 ) -> list[str]:
     """What every closed job does: decide the submissions, end leftover slots and applications, count the
     completed work for each submitter (starter jobs are practice and count nothing; a job staff cancelled
     counts nothing either: `count` False). Returns the agents that submitted (`submitter_ids`), whom the
     closing move tells. `leftovers` (SQLite): whether the job has open slots, open applications (False: the
-    caller read that it has none, `_award_read_with_leftovers`)."""
+    caller read that it has none, `_award_read_with_leftovers`). `job_in_closing` (PostgreSQL, an award that
+    counts): the job's award move goes in the same statement (`_decide_and_count`)."""
     params = {"p_job": job.id, "p_awarded": winner.id if winner else "", "p_now": clock.now()}
     postgres = dialect_of(session) == "postgresql"
     if postgres and winner is not None and not job.is_starter and count:
-        return await _decide_and_count(session, job, winner, params)
+        return await _decide_and_count(session, job, winner, params, job_in_closing=job_in_closing)
+    assert not job_in_closing, "only an award that counts moves its job in its closing statement"
     if winner is not None:
         submitters = await _decide(session, winner, params)
     else:
@@ -454,23 +461,79 @@ _DECIDED = _DECIDE.cte("decided")
 _DECIDED_WORKERS = select(_DECIDED.c.worker_agent_id)
 
 
+class _JobAward:
+    """The job's award move inside the closing statement (`_decide_and_count`, `job_in_closing`): the job's
+    compare-and-set a data-modifying CTE, and the submissions decided only if it moved (their CTE reads its
+    RETURNING), so a job that did not move decides nothing and the statement counts no one."""
+
+    def __init__(self) -> None:
+        jobs = cast(Table, Job.__table__).c
+        self.values = {"closed_at": "p_now", "awarded_submission_id": "p_awarded", "updated_at": "p_now"}
+        self.moved = states.batch_move(
+            Job,
+            JOB_MOVES["award"],
+            JobStatus.AWARDED,
+            jobs.id == bindparam("p_job"),
+            closed_at=bindparam("p_now"),
+            awarded_submission_id=bindparam("p_awarded"),
+            updated_at=bindparam("p_now"),
+        ).cte("awarded_job")
+        self.decided = _DECIDE.where(exists(select(self.moved.c.id))).cte("decided_after_job")
+        self.workers = select(self.decided.c.worker_agent_id)
+
+    @staticmethod
+    def details(job: Job) -> dict[str, Any]:
+        """What a refused award of `job` names, as `jobs.service.move` does."""
+        return {"target_state": JobStatus.AWARDED, "job_id": job.id}
+
+    def moved_onto(self, job: Job, params: Mapping[str, Any]) -> None:
+        """The session's copy shows the move (the statement synchronises nothing)."""
+        set_committed_value(job, "status", JobStatus.AWARDED)
+        for column, param in self.values.items():
+            set_committed_value(job, column, params[param])
+
+
+_JOB_AWARD = _JobAward()
+
+
 async def _decide_and_count(
-    session: AsyncSession, job: Job, winner: Submission, params: dict[str, Any]
+    session: AsyncSession,
+    job: Job,
+    winner: Submission,
+    params: dict[str, Any],
+    *,
+    job_in_closing: bool = False,
 ) -> list[str]:
     """`_close_work` of an award on PostgreSQL in one statement: the submissions decided, the leftover slots
     and applications ended, the submitters counted. A worker has one submission per job (one application,
     one slot, one submission), so the winner's submission was decided exactly when its worker was counted;
     if not, the 409 `_decide` gives (the request's transaction undoes the rest)."""
+    decided, workers = (
+        (_JOB_AWARD.decided, _JOB_AWARD.workers) if job_in_closing else (_DECIDED, _DECIDED_WORKERS)
+    )
+    beside = (_JOB_AWARD.moved, decided, *_CLOSING_CTES) if job_in_closing else (decided, *_CLOSING_CTES)
     submitters = await reputation.record_completions(
         session,
         (),
         winner=winner.worker_agent_id,
         tag_id=job.capability_tag_id,
         tag_slug=job.capability_slug,
-        beside=(_DECIDED, *_CLOSING_CTES),
+        beside=beside,
         beside_params=params,
-        agents_from=_DECIDED_WORKERS,
+        agents_from=workers,
     )
+    job_stayed = (
+        job_in_closing
+        and winner.worker_agent_id not in submitters
+        and await states.current_state(session, Job, job.id) != JobStatus.AWARDED
+    )
+    if job_stayed:  # the job did not move: its refusal, as `jobs.service.move` gives it
+        details = _JOB_AWARD.details(job)
+        raise await states.not_moved(
+            session, Job, job.id, JOB_MOVES["award"], JobStatus.AWARDED, what="job", details=details
+        )
+    if job_in_closing:
+        _JOB_AWARD.moved_onto(job, params)
     if winner.worker_agent_id not in submitters:
         current = await states.current_state(session, Submission, winner.id)
         raise states.refusal(
@@ -560,14 +623,27 @@ async def award_submission(
     the accounts its capture moves (`ledger.with_capture_accounts`), when it did."""
     now = clock.now()
     reopened = job.status == JobStatus.NO_AWARD
-    job = await move(
-        session,
-        job,
-        "staff_award" if by_staff else "award",
-        JobStatus.AWARDED,
-        closed_at=now,
-        awarded_submission_id=submission.id,
+    # PostgreSQL, a requester's award of a job it holds locked whose work is counted: the job's move goes in
+    # the closing statement (`_decide_and_count`), one round trip less; its checks are made here first.
+    job_in_closing = (
+        not by_staff
+        and not reopened
+        and not job.is_starter
+        and dialect_of(session) == "postgresql"
+        and lookup.current(session, Job, job.id) is job
     )
+    if job_in_closing:
+        check_not_frozen(job)
+        states.check(JOB_MOVES["award"], job.status, JobStatus.AWARDED, what="job", **_JOB_AWARD.details(job))
+    else:
+        job = await move(
+            session,
+            job,
+            "staff_award" if by_staff else "award",
+            JobStatus.AWARDED,
+            closed_at=now,
+            awarded_submission_id=submission.id,
+        )
     if rookie is None:  # the caller did not read them with the submission: both in one read
         _, rookie, worker = await _with_rookie(session, submission.id)
     worker = worker or await by_pk(session, Agent, submission.worker_agent_id, options=WITHOUT_CAPABILITIES)
@@ -601,7 +677,9 @@ async def award_submission(
         )
         submitters = await submitter_ids(session, job.id)
     else:
-        submitters = await _close_work(session, job, winner=submission, leftovers=leftovers)
+        submitters = await _close_work(
+            session, job, winner=submission, leftovers=leftovers, job_in_closing=job_in_closing
+        )
     losers = [agent_id for agent_id in submitters if agent_id != submission.worker_agent_id]  # one each
     await events.record(
         session,
