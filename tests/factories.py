@@ -675,6 +675,7 @@ async def _document(w: World, owner: Actor) -> str:
         txn = await ledger.top_up(
             uow.session, user_id=owner.user_id, amount_cents=500, processor_ref=f"pi_{uid()}"
         )
+    async with w.core.uow(write=False) as uow:  # documents are written with the commit
         found = await uow.session.scalars(
             select(CommercialDocument.id).where(CommercialDocument.transaction_id == txn.id)
         )
