@@ -5,14 +5,15 @@ each object's state, fetches what the database returns), several times what the 
 that are written once and never changed by their transaction (ledger transactions and entries, payouts,
 outbox mails, job events, a paid publish's new payment) gain nothing from that bookkeeping. `insert_rows`
 sends them as one statement, compiled once per class; the objects stay transient: their attributes are
-read as usual, and any later query finds the rows. `insert_dicts` does the same from column values, for a
-wide row whose ORM object costs more to build than its insert (documents).
+read as usual, and any later query finds the rows.
 
 Rows nobody reads in their own transaction (a job's events, agents' notifications, the outbox's mails, a
-new draft, an award's payout) are written as the transaction's very last work (`insert_at_commit`, after
-every other commit hook), all tables together: on PostgreSQL in one statement (each row but the last a
-data-modifying CTE: one round trip, one parse of a prepared statement, instead of one per table), on SQLite
-one per table in the order their first rows were gathered (a parent before its children).
+new draft, an award's payout, a paid publish's payment, a posting's documents) are written as the
+transaction's very last work (`insert_at_commit`; `insert_dicts_at_commit` from column values, for a wide
+row whose mapped object costs more to build than its insert), all tables together: on PostgreSQL in one
+statement (each row but the last a data-modifying CTE: one round trip, one parse of a prepared statement,
+instead of one per table), on SQLite one per table in the order their first rows were gathered (a parent
+before its children). A transaction that does read them back writes them first (`write_gathered`).
 """
 
 from __future__ import annotations
@@ -45,16 +46,6 @@ async def insert_rows(session: AsyncSession, rows: Sequence[Any]) -> None:
         await session.flush()
     table, params = _params_of(rows)
     await session.execute(_insert_of(table), params)
-
-
-async def insert_dicts(session: AsyncSession, table: Table, rows: Sequence[Mapping[str, Any]]) -> None:
-    """`insert_rows` for rows given as column values (a column not named gets its default now): for a wide
-    row whose mapped object would cost more to build than its INSERT (documents)."""
-    if not rows:
-        return
-    if session.sync_session.new:  # pending rows go first (these may refer to them): one flush
-        await session.flush()
-    await session.execute(_insert_of(table), [_complete(table, row) for row in rows])
 
 
 async def insert_at_commit(session: AsyncSession, rows: Sequence[Any]) -> None:

@@ -468,15 +468,11 @@ class _JobAward:
 
     def __init__(self) -> None:
         jobs = cast(Table, Job.__table__).c
+        # column -> the closing statement's parameter it takes (`_close_work`'s params)
         self.values = {"closed_at": "p_now", "awarded_submission_id": "p_awarded", "updated_at": "p_now"}
+        bound: dict[str, Any] = {column: bindparam(param) for column, param in self.values.items()}
         self.moved = states.batch_move(
-            Job,
-            JOB_MOVES["award"],
-            JobStatus.AWARDED,
-            jobs.id == bindparam("p_job"),
-            closed_at=bindparam("p_now"),
-            awarded_submission_id=bindparam("p_awarded"),
-            updated_at=bindparam("p_now"),
+            Job, JOB_MOVES["award"], JobStatus.AWARDED, jobs.id == bindparam("p_job"), **bound
         ).cte("awarded_job")
         self.decided = _DECIDE.where(exists(select(self.moved.c.id))).cte("decided_after_job")
         self.workers = select(self.decided.c.worker_agent_id)
