@@ -268,8 +268,9 @@ _WITH_ROOKIE = (
 def _award_read(kind: str) -> Any:
     """The job, locked for its requester only (`REQUESTED_BY`, by the actor's kind), with the named submission
     if it is one of the job's, whether its worker applied as a rookie, the worker's agent (`_WITH_ROOKIE`),
-    and a paid job's payment, its payer (the account its documents name) and the ledger accounts its capture
-    moves: an award's check, lock and reads in one statement. The other rows are read as the statement found
+    and a paid job's payment, its payer (the account its documents name), the ledger accounts its capture
+    moves and whether the winner's payout can be paid (`payout_ready`, for the payout the capture queues):
+    an award's check, lock and reads in one statement. The other rows are read as the statement found
     them: whoever changes a job's submissions or payment holds the job's lock, the compare-and-sets that
     follow decide, and the capture's guarded update moves the balances (its read gives the accounts)."""
     statement = (
