@@ -9,6 +9,7 @@ httpx.ASGITransport (request log on, as shipped), so each figure is the server's
     .venv/bin/python bench/lifecycle_cost.py --profile submit     # cProfile of the submits (CPU timer)
     .venv/bin/python bench/lifecycle_cost.py --profile award --profile-out /tmp/award.prof  # for pstats
     .venv/bin/python bench/lifecycle_cost.py --database-url postgresql+asyncpg://root@127.0.0.1:5432/<db>
+    .venv/bin/python bench/lifecycle_cost.py --concurrency 8      # 8 requests of a step at once (as make bench)
 
 Each round brings --jobs jobs through draft, publish, apply, (admission), acknowledge, submit and award, and
 prints the process CPU per request of each step (all threads; the after-commit work each step leaves is
@@ -122,8 +123,17 @@ async def main(args: argparse.Namespace) -> None:
             started = time.process_time()
             if profiler:
                 profiler.enable()
-            for call in calls:
-                out.append(await call())
+            if args.concurrency > 1:
+                gate = asyncio.Semaphore(args.concurrency)
+
+                async def gated(call: Callable[[], Awaitable[Any]]) -> Any:
+                    async with gate:
+                        return await call()
+
+                out.extend(await asyncio.gather(*(gated(call) for call in calls)))
+            else:
+                for call in calls:
+                    out.append(await call())
             await settle()
             if profiler:
                 profiler.disable()
@@ -203,6 +213,9 @@ if __name__ == "__main__":
     )
     parser.add_argument("--jobs", type=int, default=100, help="jobs per round (default 100)")
     parser.add_argument("--rounds", type=int, default=3, help="rounds (default 3; the first warms up)")
+    parser.add_argument(
+        "--concurrency", type=int, default=1, help="requests of a step in flight at once (default 1)"
+    )
     parser.add_argument("--reward", type=int, default=0, help="reward in cents (default 0: free jobs)")
     parser.add_argument("--statements", choices=STEPS, help="print one request's statements for this step")
     parser.add_argument(

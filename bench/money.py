@@ -69,6 +69,7 @@ COST_FACTOR = 1.5  # a paid operation costs at most this many times its free cou
 PAID_AWARD_CPU_MS = 5.0  # server CPU per paid award on PostgreSQL (issue 28)
 STEP_FACTOR = 3.0  # publish, apply, submit and award each cost at most this many drafts (issue 28)
 STEPS = ("publish", "apply", "submit", "award")  # the free lifecycle's steps judged against a draft
+QUIET_S, IDLE_CPU_S, SETTLE_MAX_S = 0.05, 0.002, 3.0  # when a batch's trailing work is done (Meter.settled)
 
 
 @dataclass
@@ -311,8 +312,22 @@ class Meter:
         cpu0, t0 = await self.server_cpu(), time.perf_counter()
         results = await gather_limited(self.concurrency, [lambda fn=fn: clocked(fn) for fn in work])
         seconds = time.perf_counter() - t0
-        self.stats.setdefault(name, OpStats(name)).add(latencies, seconds, await self.server_cpu() - cpu0)
+        self.stats.setdefault(name, OpStats(name)).add(latencies, seconds, await self.settled() - cpu0)
         return results
+
+    async def settled(self) -> float:
+        """The server's CPU once the work a batch left behind it (what a request does after its answer: the
+        after-commit handlers, mail delivery) has run: counted with the batch that caused it, not the next one.
+        Idle is two readings QUIET_S apart within IDLE_CPU_S of each other."""
+        last = await self.server_cpu()
+        deadline = time.perf_counter() + SETTLE_MAX_S
+        while time.perf_counter() < deadline:
+            await asyncio.sleep(QUIET_S)
+            now = await self.server_cpu()
+            if now - last <= IDLE_CPU_S:
+                return now
+            last = now
+        return last
 
     def pair(self, key: str, measured: str, reference: str) -> None:
         self.pairs.setdefault(key, Paired()).add(self.stats[measured], self.stats[reference])
