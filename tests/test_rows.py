@@ -169,3 +169,55 @@ async def _counted(core: Core) -> AsyncIterator[list[str]]:
         yield statements
     finally:
         event.remove(engine, "before_cursor_execute", listener)
+
+
+async def test_rows_that_are_the_transactions_only_statement_need_no_begin_on_postgresql(
+    core: Core, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """When the gathered rows are all a transaction writes and nothing was sent before them (a draft whose
+    reads the read cache answered), PostgreSQL runs their one statement on its own: no BEGIN and no COMMIT,
+    two round trips less. Anything sent before, or a second statement to come, keeps the transaction; and a
+    statement run so is still all or nothing (the duplicate test above runs this way too)."""
+    begins = _count_begins(monkeypatch)
+    emails = [f"{uid()}@example.test" for _ in range(4)]
+    async with core.uow() as uow:
+        await insert_at_commit(uow.session, [_signup(email=emails[0])])
+        await insert_at_commit(uow.session, [_mail(emails[0])])
+    alone = len(begins)
+    async with core.uow() as uow:
+        await _count(uow.session, emails)  # a read first: the transaction has begun
+        await insert_at_commit(uow.session, [_signup(email=emails[1])])
+    after_a_read = len(begins) - alone
+    async with core.uow() as uow:  # one table, two rows: SQLAlchemy may send them as several statements
+        await insert_at_commit(uow.session, [_signup(email=e) for e in emails[2:]])
+    two_rows = len(begins) - alone - after_a_read
+    async with core.uow() as uow:  # a pending object the commit's flush writes: a second statement
+        uow.session.add(_mail(emails[1]))
+        await insert_at_commit(uow.session, [_mail(emails[2])])
+    with_a_flush = len(begins) - alone - after_a_read - two_rows
+    if core.db.is_sqlite:  # BEGIN IMMEDIATE costs no round trip there, and takes the write lock
+        assert (alone, after_a_read, two_rows, with_a_flush) == (0, 0, 0, 0)
+    else:
+        assert (alone, after_a_read, two_rows, with_a_flush) == (0, 1, 1, 1)
+    async with core.uow(write=False) as uow:
+        assert await _count(uow.session, emails) == 4
+        mails = await uow.session.scalars(
+            select(OutboxMessage.to_address).where(OutboxMessage.to_address.in_(emails))
+        )
+        assert sorted(mails.all()) == sorted(emails[:3])
+
+
+def _count_begins(monkeypatch: pytest.MonkeyPatch) -> list[None]:
+    """One item per BEGIN the PostgreSQL driver sends (none on SQLite)."""
+    from sqlalchemy.dialects.postgresql.asyncpg import AsyncAdapt_asyncpg_connection as Adapted
+
+    begins: list[None] = []
+    start = Adapted._start_transaction
+
+    async def counted(self: Any) -> None:
+        if self.isolation_level != "autocommit":
+            begins.append(None)
+        await start(self)
+
+    monkeypatch.setattr(Adapted, "_start_transaction", counted)
+    return begins

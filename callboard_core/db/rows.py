@@ -27,7 +27,7 @@ from sqlalchemy import inspect as sa_inspect
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from callboard_core.db.engine import dialect_of
-from callboard_core.db.uow import at_commit
+from callboard_core.db.uow import at_commit, sole_statement
 
 # Rows of several tables in one statement only while it stays small: its text grows with the rows, and
 # each new shape (each row's table and columns) is compiled and prepared once. Larger batches (an admission
@@ -84,8 +84,11 @@ async def _write(session: AsyncSession, batches: list[tuple[Table, list[Mapping[
     rows = [(table, row) for table, params in tables.items() for row in params]
     if len(tables) > 1 and len(rows) <= COMBINED_ROWS_MAX and dialect_of(session) == "postgresql":
         shape = tuple((table, tuple(row)) for table, row in rows)
+        await sole_statement(session)
         await session.execute(_combined(shape), _flat(rows))
         return
+    if len(rows) == 1:
+        await sole_statement(session)
     for table, params in tables.items():
         await session.execute(_insert_of(table), params)
 
