@@ -17,6 +17,7 @@ from callboard_core import bus
 from callboard_core.container import Core
 from callboard_core.ledger.models import LedgerTransaction, TransactionKind
 from callboard_core.onboarding.models import OnboardingActivation
+from callboard_core.payments.models import JobPayment
 from callboard_core.processor.sandbox import SandboxProcessor, pending_events
 from callboard_core.processor.translate import fact_of
 from tests.jobs_helpers import new_agent, new_owner, to_review, travel
@@ -286,6 +287,28 @@ async def test_no_card_and_no_funds_name_the_setup_link_and_the_topup(
     await fund(core, b.owner.user_id, 5000)
     ok = await client.post(f"/api/v2/jobs/{job_id}/payment/retry", headers=b.agent.h)
     assert ok.status_code == 200 and ok.json()["status"] == "RESERVED", ok.text
+
+
+async def test_a_waiting_payment_of_a_draft_made_free_is_voided_when_it_publishes(
+    app: Any, core: Core, client: httpx.AsyncClient
+) -> None:
+    """The publish's one locked read says whether the job has a payment row; a free job that has one (its
+    paid version's payment, waiting) still finds it and voids it, so no obligation is left behind."""
+    b = await buyer(app, core, funds=0)
+    job_id = await draft(client, b, 1000)
+    refused = await client.post(f"/api/v2/jobs/{job_id}/publish", headers=b.agent.h)
+    assert refused.status_code == 409 and refused.json()["code"] == "payment_not_ready"
+    home = (await client.get("/api/v2/home", headers=b.agent.h)).json()
+    assert [o["kind"] for o in home["obligations"] if o.get("jobId") == job_id] == ["PAYMENT_REQUIRED"]
+    made_free = await client.patch(f"/api/v2/jobs/{job_id}", json={"rewardAmountCents": 0}, headers=b.agent.h)
+    assert made_free.status_code == 200, made_free.text
+    published = await client.post(f"/api/v2/jobs/{job_id}/publish", headers=b.agent.h)
+    assert published.status_code == 200 and published.json()["status"] == "ADMISSION_OPEN", published.text
+    home = (await client.get("/api/v2/home", headers=b.agent.h)).json()
+    assert [o for o in home["obligations"] if o.get("jobId") == job_id] == []
+    async with core.db.session(write=False) as s:
+        status = await s.scalar(select(JobPayment.status).where(JobPayment.job_id == job_id))
+    assert status == "VOID"
 
 
 # --- the end of a paid job -----------------------------------------------------------------------------

@@ -21,7 +21,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import bindparam, select, update
+from sqlalchemy import ColumnElement, bindparam, exists, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from callboard_core import clock
@@ -180,7 +180,17 @@ async def list_for_job(
     return list(rows.scalars())
 
 
-# Every publish reads it: built once.
+def inputs_exist(job_id: Any) -> ColumnElement[bool]:
+    """Whether the job (`job_id`, a column of the caller's read) has input files `list_for_job` would list: a
+    column of the publish's locked read, which then skips that list for the many jobs without any."""
+    return exists().where(
+        StoredFile.job_id == job_id,
+        StoredFile.kind == FileKind.JOB_INPUT,
+        StoredFile.status != FileStatus.DELETED,
+    )
+
+
+# Every publish with input files reads it: built once.
 _JOB_FILES = (
     select(StoredFile)
     .where(

@@ -241,14 +241,18 @@ async def locked_requester_row(
 
 
 @functools.cache
-def _with_requester(kind: str) -> Any:
-    return requester_locked(select(Job, Agent).join(Agent, Agent.id == Job.requester_agent_id), kind)
-
-
-async def requester_job_and_agent(session: AsyncSession, actor: Actor, job_id: str) -> tuple[Job, Agent]:
-    """`requester_job(for_update=True)` and the job's requester agent, in one read."""
-    job, agent = await locked_requester_row(session, actor, _with_requester, job_id)
-    return job, agent
+def _for_publish(kind: str) -> Any:
+    """The publish's locked read: the job, its requester agent, whether it has input files and whether it
+    has a payment row."""
+    return requester_locked(
+        select(
+            Job,
+            Agent,
+            files.inputs_exist(Job.id).label("has_inputs"),
+            payments.row_exists(Job.id).label("has_payment"),
+        ).join(Agent, Agent.id == Job.requester_agent_id),
+        kind,
+    )
 
 
 async def requester_job(session: AsyncSession, actor: Actor, job_id: str, *, for_update: bool = False) -> Job:
@@ -593,17 +597,25 @@ async def publish(
     first_attempt = prepared is None
     prepared = prepared or PublishPrep()
     # The requester agent is kept (`requester`): the paid checks find it in the session (payments.secure).
-    job, requester = await requester_job_and_agent(session, actor, job_id)
+    # The same read says whether there are input files to verify, or a payment row a free job must look at:
+    # most jobs have neither, and skip both reads.
+    job, requester, has_inputs, has_payment = await locked_requester_row(session, actor, _for_publish, job_id)
     check_job("publish", job.status, JobStatus.ADMISSION_OPEN, job_id=job.id)
     require_can_work(requester, role="requester")
     now = clock.now()
     _check_schedule(job, now, publishing=True)
     payments.check_reward(job, settings.min_paid_reward_cents)
-    inputs = await files.list_for_job(session, job.id)
+    inputs = await files.list_for_job(session, job.id) if has_inputs else []
     if first_attempt and inputs:
         raise PrepareFirst  # re-hash them with no write lock held
     payment = await payments.secure(
-        session, settings.platform_fee_bps, actor, job, prepared.funding, first_attempt=first_attempt
+        session,
+        settings.platform_fee_bps,
+        actor,
+        job,
+        prepared.funding,
+        first_attempt=first_attempt,
+        has_row=has_payment,
     )
     fee = payment.fee_cents if payment is not None else None
     await files.verify_all(session, blobs, inputs, prepared.hashed)

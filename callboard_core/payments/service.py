@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import bindparam, func, select, true, update
+from sqlalchemy import ColumnElement, bindparam, exists, func, select, true, update
 from sqlalchemy import inspect as sa_inspect
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -329,6 +329,12 @@ _BY_JOB = (
 )
 
 
+def row_exists(job_id: Any) -> ColumnElement[bool]:
+    """Whether the job (`job_id`, a column of the caller's read) has a payment row: a column of the
+    publish's locked read, so a free job that never had one skips `secure`'s look for a leftover."""
+    return exists().where(JobPayment.job_id == job_id)
+
+
 async def find(session: AsyncSession, job_id: str) -> JobPayment | None:
     return await session.scalar(_BY_JOB, {"job_id": job_id})
 
@@ -563,14 +569,16 @@ async def secure(
     funding: Funding | None = None,
     *,
     first_attempt: bool = False,
+    has_row: bool = True,
 ) -> JobPayment | None:
     """In the publish's write unit of work (the job locked, still a draft): reserve pay + fee from the
     requester owner's balance, or raise 409 `payment_not_ready` naming what is missing. A free job needs
-    nothing (a payment left waiting from a paid version of the draft is voided). `first_attempt` (the
+    nothing (a payment left waiting from a paid version of the draft is voided; `has_row` False: the
+    caller's read found the job has no payment row, so there is none to look for). `first_attempt` (the
     publish ran before its prepare step): raise PrepareFirst instead of refusing, so `prepare` records the
     waiting payment, tells the owner, or charges an auto top-up, and the publish runs again."""
     if job.reward_amount_cents <= 0:
-        leftover = await find(session, job.id)
+        leftover = await find(session, job.id) if has_row else None
         if leftover is not None and leftover.status == PaymentStatus.REQUIRES_ACTION:
             await _move(session, leftover, PaymentStatus.VOID, missing=[])
         return None
