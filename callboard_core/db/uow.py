@@ -179,10 +179,9 @@ async def sole_statement(session: AsyncSession) -> None:
     if not isinstance(uow, UnitOfWork) or not uow._committing or uow._before_commit or uow._last:
         return
     sync = session.sync_session
-    transaction = sync.get_transaction()
-    if transaction is not None and transaction._connections:  # a statement went (or a connection is held)
+    if sync.in_transaction() or dialect_of(session) != "postgresql":  # a statement went, or an object came
         return
-    if sync.new or sync.deleted or sync.dirty or dialect_of(session) != "postgresql":
+    if sync.new or sync.deleted or sync.dirty:
         return
     await session.connection(execution_options=_AUTOCOMMIT)
 
