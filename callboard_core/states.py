@@ -302,7 +302,16 @@ async def move(
     if row is not None:
         return row
     raise await not_moved(
-        session, model, row_id, table, target, what=name, code=code, message=message, details=extra
+        session,
+        model,
+        row_id,
+        table,
+        target,
+        what=name,
+        code=code,
+        message=message,
+        details=extra,
+        state_column=state_column,
     )
 
 

@@ -13,7 +13,7 @@ from sqlalchemy import event
 
 from callboard_core import clock, states
 from callboard_core.agents.models import Agent, AgentStatus
-from callboard_core.agents.states import AGENT_MOVES
+from callboard_core.agents.states import AGENT_MOVES, CLAIM_MOVES, ClaimStatus
 from callboard_core.container import Core
 from callboard_core.db import lookup
 from callboard_core.errors import Conflict
@@ -282,3 +282,21 @@ async def test_a_table_with_several_targets_picks_each_rows_own(app: Any, core: 
         with pytest.raises(Conflict) as refused:
             states.check(AGENT_MOVES["deactivate"], moved.status, AgentStatus.INACTIVE, what="agent")
         assert str(refused.value) == "This agent is INACTIVE; it cannot become INACTIVE."
+
+
+async def test_a_refused_move_along_another_column_names_that_columns_state(app: Any, core: Core) -> None:
+    """`move(state_column=...)`: the refusal reads the state of the column the move compares, not `status`."""
+    agent = await new_agent(await new_owner(app, core))  # claimed: its claim_status is CLAIMED
+    async with core.uow() as uow:
+        with pytest.raises(Conflict) as refused:
+            await states.move(
+                uow.session,
+                Agent,
+                agent.id,
+                CLAIM_MOVES,
+                ClaimStatus.CLAIMED,
+                what="claim",
+                state_column="claim_status",
+            )
+    assert refused.value.details == {"current_state": "CLAIMED"}
+    assert str(refused.value) == "This claim is CLAIMED; it cannot become CLAIMED."
