@@ -15,12 +15,13 @@ from typing import Any
 import httpx
 import pytest
 from aiosmtpd.controller import Controller
-from sqlalchemy import select
+from sqlalchemy import literal, select, text
 
 from callboard_core import clock, metrics
 from callboard_core.container import Core
+from callboard_core.db.engine import dialect_of
 from callboard_core.jobs.models import Job
-from callboard_core.owner_notifications import delivery, triggers
+from callboard_core.owner_notifications import delivery, service, triggers
 from callboard_core.owner_notifications.models import OwnerNotification
 from callboard_core.owner_notifications.states import MAX_ATTEMPTS, OwnerNotificationType
 from callboard_core.users.models import User
@@ -132,6 +133,31 @@ async def test_first_award_notes_follow_the_owners_history_not_their_past_choice
     assert await _types(requester_owner) == sorted(["BOUNTY_SUBMISSIONS_READY", "BOUNTY_AWARDED"] * 2)
     assert (await _types(worker_owner)).count("BOUNTY_AWARD_WON") == 2
     assert (await _types(worker_owner)).count("FIRST_AWARD_WON") == 1
+
+
+async def test_whether_an_award_is_the_owners_first_reads_their_awarded_jobs_alone(
+    app: Any, core: Core, client: httpx.AsyncClient
+) -> None:
+    """The first-award question looks at the owner's awarded jobs (a partial index), not at every job the
+    owner ever drafted: an owner with many drafts pays for it once per award, not once per draft. The
+    planner is asked to use an index; the one it names must be the awarded jobs'."""
+    owner = await new_owner(app, core)
+    requester = await new_agent(owner)
+    awarded = await create_published(requester, client)
+    check = select(service._given_before(literal(owner.user_id), [literal(awarded["id"])]))
+    async with core.uow(write=False) as uow:
+        session = uow.session
+        sqlite = dialect_of(session) == "sqlite"
+        if not sqlite:
+            await session.execute(text("SET LOCAL enable_seqscan = off"))
+        compiled = check.compile(dialect=session.bind.dialect, compile_kwargs={"literal_binds": True})
+        plan = "\n".join(
+            str(row[-1])
+            for row in await session.execute(
+                text(("EXPLAIN QUERY PLAN " if sqlite else "EXPLAIN ") + str(compiled))
+            )
+        )
+    assert "ix_jobs_owner_awarded" in plan, plan
 
 
 async def test_outbox_email_is_delivered_in_the_transaction_that_raised_it(

@@ -6,7 +6,18 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import BigInteger, Boolean, Float, ForeignKey, Index, Integer, String, Text, UniqueConstraint
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+    text,
+)
 from sqlalchemy.orm import Mapped, mapped_column
 
 from callboard_core.db import Base, id_column, now_column
@@ -38,6 +49,14 @@ class Job(Base):
         Index("ix_jobs_recent", "created_at", "id"),
         # An owner's jobs, newest first (the console's jobs page, GET /api/v2/owner/jobs; keyset on both).
         Index("ix_jobs_owner_recent", "owner_id", "created_at", "id"),
+        # An owner's awarded jobs (whether an award is the owner's first: owner_notifications): one probe,
+        # where the index above would walk every job the owner ever drafted.
+        Index(
+            "ix_jobs_owner_awarded",
+            "owner_id",
+            postgresql_where=text("awarded_submission_id IS NOT NULL"),
+            sqlite_where=text("awarded_submission_id IS NOT NULL"),
+        ),
         # The deadline sweeper's scans.
         Index("ix_jobs_status_admission", "status", "admission_closes_at"),
         Index("ix_jobs_status_submission", "status", "latest_submission_deadline_at"),

@@ -110,14 +110,34 @@ _OWNERS_AND_CHOICES = (
     )
     .where(User.id.in_(bindparam("p_owners", expanding=True)))
 )
+
+
+def _given_before(owner: Any, jobs: Any) -> Any:
+    """Whether `owner` has awarded a job other than `jobs`: one probe of the owner's awarded jobs
+    (ix_jobs_owner_awarded), however many jobs the owner has (a job is awarded exactly when it has its award
+    row: both are written by the award's transaction, and neither is undone)."""
+    return exists().where(
+        Job.owner_id == owner, Job.awarded_submission_id.is_not(None), _besides(Job.id, jobs)
+    )
+
+
+def _won_before(owner: Any, jobs: Any) -> Any:
+    """Whether one of `owner`'s agents won a job other than `jobs` (a job has at most one award)."""
+    return exists().where(
+        Award.worker_agent_id == Agent.id, Agent.owner_id == owner, _besides(Award.job_id, jobs)
+    )
+
+
+def _besides(column: Any, jobs: Any) -> Any:
+    return column.not_in(jobs) if not isinstance(jobs, list) or jobs else true()
+
+
 # The same, and whether each owner has an award given (a job of theirs awarded) or won (by one of their
 # agents) other than the notes' own (`Note.first`): an award's first-award notes need no read of their own.
-_OTHER_AWARDS = Award.id.not_in(bindparam("p_awards", expanding=True))
+_OTHER_JOBS: Any = bindparam("p_jobs", expanding=True)
 _OWNERS_CHOICES_AND_FIRSTS = _OWNERS_AND_CHOICES.add_columns(
-    exists().where(Award.job_id == Job.id, Job.owner_id == User.id, _OTHER_AWARDS).label("given_before"),
-    exists()
-    .where(Award.worker_agent_id == Agent.id, Agent.owner_id == User.id, _OTHER_AWARDS)
-    .label("won_before"),
+    _given_before(User.id, _OTHER_JOBS).label("given_before"),
+    _won_before(User.id, _OTHER_JOBS).label("won_before"),
 )
 
 
@@ -133,8 +153,8 @@ class Note:
     body: str
     metadata: Mapping[str, Any] | None = None
     action_path: str | None = None
-    # ("given" | "won", award id): written only if the owner has no other award given (or won) than that
-    # one, which the owners' read answers in the same statement.
+    # ("given" | "won", the awarded job's id): written only if the owner has no other award given (or won)
+    # than that job's, which the owners' read answers in the same statement.
     first: tuple[str, str] | None = None
 
 
@@ -162,7 +182,7 @@ async def notify_all(session: AsyncSession, notes: Sequence[Note]) -> list[str]:
     wanted_notes = [note for note in notes if note.owner_id is not None]
     if not wanted_notes:
         return []
-    awards = sorted({note.first[1] for note in wanted_notes if note.first is not None})
+    awarded = sorted({note.first[1] for note in wanted_notes if note.first is not None})
     # With the outbox, the email row is its own delivery's outcome (the mail is written with it, below):
     # SENT at once, as the claim would have made it, without the claim's statement.
     answers: list[bool] = await bus.ask(session, MailInTransaction())
@@ -173,7 +193,7 @@ async def notify_all(session: AsyncSession, notes: Sequence[Note]) -> list[str]:
             [_row(note, channel, now, in_transaction) for channel in CHANNELS] for note in wanted_notes
         ]
         # What the channels' rows share is bound once per note; what differs (id, delivery) per channel.
-        params: dict[str, Any] = {f"p_award{j}": award for j, award in enumerate(awards)}
+        params: dict[str, Any] = {f"p_job{j}": job_id for j, job_id in enumerate(awarded)}
         for channel, row in zip(CHANNELS, offered[0], strict=True):  # as `_row` made them: alike for all
             params.update({f"p_{channel.lower()}_{column}": row[column] for column in _DELIVERY})
         params["p_now"] = now
@@ -181,7 +201,7 @@ async def notify_all(session: AsyncSession, notes: Sequence[Note]) -> list[str]:
             params.update({_bind(i, column): in_app[column] for column in _PER_NOTE})
             params[_bind(i, "in_app_id")], params[_bind(i, "email_id")] = in_app["id"], by_email["id"]
             params[_bind(i, "first")] = note.first[0] if note.first is not None else ""
-        statement = _together(dialect_of(session), len(offered), len(awards))
+        statement = _together(dialect_of(session), len(offered), len(awarded))
         found = (await session.execute(statement, params)).all()
         return await _written(
             session, [row for rows in offered for row in rows], {r.id: r.email for r in found}
@@ -189,8 +209,8 @@ async def notify_all(session: AsyncSession, notes: Sequence[Note]) -> list[str]:
     owners = sorted({str(note.owner_id) for note in wanted_notes})
     types = sorted({str(note.type) for note in wanted_notes})
     choices: dict[str, Any] = {"p_owners": owners, "p_types": types}
-    if awards:
-        found = (await session.execute(_OWNERS_CHOICES_AND_FIRSTS, {**choices, "p_awards": awards})).all()
+    if awarded:
+        found = (await session.execute(_OWNERS_CHOICES_AND_FIRSTS, {**choices, "p_jobs": awarded})).all()
         before = {(row.id, "given"): row.given_before for row in found}
         before |= {(row.id, "won"): row.won_before for row in found}
     else:
@@ -292,13 +312,13 @@ _PER_NOTE = tuple(c for c in _COLUMNS if c not in _PER_CHANNEL and c != "created
 
 
 @functools.lru_cache(maxsize=4 * TOGETHER_MAX)
-def _together(dialect: str, count: int, awards: int) -> Any:
+def _together(dialect: str, count: int, awarded: int) -> Any:
     """One INSERT ... SELECT of `count` offered notes (`_bind` parameters, and `first`: "given" / "won" / ""),
     each as one row per channel: what the rows share bound once per note, each channel's id bound per note,
     and each channel's delivery (`p_in_app_*`, `p_email_*`: status, attempts, times, as `_row` makes them)
     once for all. A row goes in when its owner's account exists, the owner's choice for its type
     leaves its channel on (no choice: on, as `_channels` says), and a first-award row's owner has no award
-    given (or won) but the notes' own (`awards` of them, `p_award<j>`: one parameter each, where an
+    given (or won) but the notes' own (their `awarded` jobs, `p_job<j>`: one parameter each, where an
     expanding list would have the statement's text written again on every run); an event already notified
     on a channel inserts nothing there. It returns each row written with its owner's email. The notes as
     one SELECT of parameters each (UNION ALL): one statement compiled once per count, where a VALUES list
@@ -342,17 +362,11 @@ def _together(dialect: str, count: int, awards: int) -> Any:
         (offered.c.channel == str(Channel.IN_APP), func.coalesce(choice.in_app_enabled, true())),
         else_=func.coalesce(choice.email_enabled, true()),
     )
-    others = Award.id.not_in([bindparam(f"p_award{j}") for j in range(awards)]) if awards else true()
+    others: list[Any] = [bindparam(f"p_job{j}") for j in range(awarded)]
     first = or_(
         offered.c.first == "",
-        and_(
-            offered.c.first == "given",
-            ~exists().where(Award.job_id == Job.id, Job.owner_id == offered.c.owner_id, others),
-        ),
-        and_(
-            offered.c.first == "won",
-            ~exists().where(Award.worker_agent_id == Agent.id, Agent.owner_id == offered.c.owner_id, others),
-        ),
+        and_(offered.c.first == "given", ~_given_before(offered.c.owner_id, others)),
+        and_(offered.c.first == "won", ~_won_before(offered.c.owner_id, others)),
     )
     source = (
         select(*(offered.c[c] for c in _COLUMNS))

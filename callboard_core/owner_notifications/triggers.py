@@ -106,7 +106,7 @@ async def _awarded(session: AsyncSession, job: Job, data: Mapping[str, Any]) -> 
             "Your first award on callboard",
             f'You gave your first award, on "{job.title}". Welcome aboard.',
             meta,
-            first=("given", award_id),
+            first=("given", job.id),
         )
     )
     if worker_owner is not None:
@@ -133,7 +133,7 @@ async def _awarded(session: AsyncSession, job: Job, data: Mapping[str, Any]) -> 
                 "Your first win on callboard",
                 f'One of your agents won its first award, on "{job.title}".',
                 meta,
-                first=("won", award_id),
+                first=("won", job.id),
             )
         )
     await notify_at_commit(session, notes)
