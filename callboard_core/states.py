@@ -26,7 +26,8 @@ from sqlalchemy import ClauseElement, ColumnElement, bindparam, case, inspect, o
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm.attributes import set_committed_value
 
-from callboard_core.db import lookup
+from callboard_core.db import lookup, rows
+from callboard_core.db.engine import dialect_of
 from callboard_core.errors import Conflict
 
 State = TypeVar("State", bound=str)
@@ -167,6 +168,14 @@ async def compare_and_set(
         if held is None:
             statement = _one_row_move(mapped, shape, target, state_column, tuple(values), where)
             return (await session.execute(statement, params)).scalar_one_or_none()
+        if (
+            not where
+            and dialect_of(session) == "postgresql"
+            and not session.sync_session.in_nested_transaction()
+        ):
+            # Held locked as it stands: the state read under the lock decides; the UPDATE rides with the
+            # transaction's last statement (db/rows.move_at_commit).
+            return await _move_held(session, held, table, target, state_column, values)
         # The session holds the row as it stands: only what the move set comes back, onto that object (the
         # whole row, read again through the ORM, cost more than the UPDATE on a wide table such as jobs).
         sync = session.sync_session
@@ -185,6 +194,48 @@ async def compare_and_set(
         .execution_options(populate_existing=True)
     )
     return (await session.execute(statement)).scalar_one_or_none()
+
+
+async def _move_held(
+    session: AsyncSession,
+    held: M,
+    table: Table[State],
+    target: State | None,
+    state_column: str,
+    values: Mapping[str, Any],
+) -> M | None:
+    """`compare_and_set` of a row the transaction holds locked (PostgreSQL): decided here from the state the
+    lock read, the session's copy set, the guarded UPDATE written at commit (or before any statement that
+    reads its table)."""
+    current = getattr(held, state_column)
+    to = target if target is not None else next((t for t, froms in table.items() if current in froms), None)
+    if to is None or current not in sources(table, to):
+        return None
+    mapper = inspect(type(held))
+    columns = {state_column: str(to), **values}
+    for column in mapper.local_table.c:
+        if column.onupdate is not None and column.key not in columns:
+            columns[column.key] = column.onupdate.arg(None)  # (a Python default: the clock's now)
+    for key, value in columns.items():
+        set_committed_value(held, key, value)
+    await rows.move_at_commit(
+        session,
+        rows.Move(
+            table=mapper.local_table,
+            row_id=str(_key_of(held)),
+            state_column=state_column,
+            source=str(current),
+            columns=tuple(columns),
+            values=tuple(columns.values()),
+            what=mapper.local_table.name.removesuffix("s").replace("_", " "),
+        ),
+    )
+    return held
+
+
+def _key_of(row: Any) -> Any:
+    (ident,) = inspect(row).identity
+    return ident
 
 
 @functools.lru_cache(maxsize=1024)

@@ -4,24 +4,26 @@ tables and the others' (the waitlist's, the agents')."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import uuid
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from sqlalchemy import event
+from sqlalchemy import event, select
 
 from callboard_core import clock, states
 from callboard_core.agents.models import Agent, AgentStatus
 from callboard_core.agents.states import AGENT_MOVES, CLAIM_MOVES, ClaimStatus
 from callboard_core.container import Core
 from callboard_core.db import lookup
+from callboard_core.db.uow import PENDING_MOVES
 from callboard_core.errors import Conflict
-from callboard_core.jobs import participation
+from callboard_core.jobs import events, participation
 from callboard_core.jobs import service as job_service
-from callboard_core.jobs.models import Job, ParticipationSlot
+from callboard_core.jobs.models import Job, JobEvent, ParticipationSlot
 from callboard_core.jobs.states import JOB_MOVES, JobStatus
-from callboard_core.principals import Actor
+from callboard_core.principals import SYSTEM, Actor
 from callboard_core.waitlist.models import WAITLIST_MOVES, WaitlistSignup, WaitlistStatus
 from tests.jobs_helpers import acknowledged, create_published, job_body, new_agent, new_owner
 
@@ -115,7 +117,9 @@ async def publish_move(core: Core, session: Any, job_id: str) -> tuple[Job, list
 
 async def test_a_move_of_a_locked_row_reads_back_only_what_it_set(app: Any, core: Core, client: Any) -> None:
     """The session holds the row as it stands (locked: FOR UPDATE on PostgreSQL, SQLite's one writer): the
-    move returns only the columns it set, onto the session's object, and the row is stored so."""
+    move sets the session's object. On SQLite its UPDATE returns only the columns it set; on PostgreSQL the
+    state the lock read decided it, and the guarded UPDATE goes with the commit's statement. The row is
+    stored so."""
     job_id = await draft_id(app, core, client)
     async with core.uow() as uow:
         session = uow.session
@@ -124,12 +128,160 @@ async def test_a_move_of_a_locked_row_reads_back_only_what_it_set(app: Any, core
         moved, sent = await publish_move(core, session, job_id)
         assert moved is job and job.status == JobStatus.ADMISSION_OPEN
         assert job.published_at is not None and job.updated_at >= read_at and job.title == title
-        assert len(sent) == 1 and returned_columns(sent[0]) == {"status", "published_at", "updated_at"}
+        if core.db.is_sqlite:
+            assert len(sent) == 1 and returned_columns(sent[0]) == {"status", "published_at", "updated_at"}
+        else:
+            assert sent == [] and len(session.sync_session.info[PENDING_MOVES]) == 1
         published_at, updated_at = job.published_at, job.updated_at
     async with core.uow() as uow:
         stored = await uow.session.get(Job, job_id)
         assert stored is not None and stored.status == JobStatus.ADMISSION_OPEN
         assert (stored.published_at, stored.updated_at) == (published_at, updated_at)
+
+
+def postgres_only(core: Core) -> None:
+    if core.db.is_sqlite:
+        pytest.skip("SQLite: a move is its own statement (no round trip to save)")
+
+
+async def quiet_draft_id(app: Any, core: Core, client: Any) -> str:
+    """A draft, its request's background work (the key's last use) done: only the test's statements follow."""
+    job_id = await draft_id(app, core, client)
+    await core.bus.drain()
+    return job_id
+
+
+@contextlib.contextmanager
+def statements_sent(core: Core) -> Iterator[list[str]]:
+    sent: list[str] = []
+
+    def record(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        sent.append(" ".join(statement.split()))
+
+    engine = core.db.write_engine.sync_engine
+    event.listen(engine, "before_cursor_execute", record)
+    try:
+        yield sent
+    finally:
+        event.remove(engine, "before_cursor_execute", record)
+
+
+async def stored_status(core: Core, job_id: str) -> str:
+    async with core.uow(write=False) as uow:
+        status = await uow.session.scalar(select(Job.status).where(Job.id == job_id))
+        return str(status)
+
+
+async def test_a_held_move_rides_with_the_commit_and_no_read_sees_the_row_behind_it(
+    app: Any, core: Core, client: Any
+) -> None:
+    """PostgreSQL: a locked row's move waits for the transaction's last statement, but a statement that names
+    its table writes it first (the read sees the moved row); one that does not leaves it waiting. The commit
+    writes it with the gathered rows: one statement for both."""
+    postgres_only(core)
+    job_id = await quiet_draft_id(app, core, client)
+    async with core.uow() as uow:
+        session = uow.session
+        job = await job_service.lock(session, job_id)
+        with statements_sent(core) as sent:
+            await publish_move(core, session, job_id)
+            await session.execute(select(Agent.id).where(Agent.id == job.requester_agent_id))
+            assert len(sent) == 1 and "jobs" not in sent[0]  # the agent's read: the move still waits
+            assert (
+                await session.scalar(select(Job.status).where(Job.id == job_id)) == JobStatus.ADMISSION_OPEN
+            )
+            assert sent[1].startswith("UPDATE jobs") and PENDING_MOVES not in session.sync_session.info
+
+    other_id = await quiet_draft_id(app, core, client)
+    with statements_sent(core) as sent:
+        async with core.uow() as uow:
+            session = uow.session
+            job = await job_service.lock(session, other_id)
+            await states.move(
+                session, Job, other_id, JOB_MOVES["publish"], JobStatus.ADMISSION_OPEN, what="job"
+            )
+            await events.record(session, other_id, "published", SYSTEM, {})
+    written = [s for s in sent if "jobs SET" in s]
+    assert len(written) == 1 and written[0].startswith("WITH") and "INSERT INTO job_events" in written[0]
+    assert await stored_status(core, other_id) == JobStatus.ADMISSION_OPEN
+
+
+async def test_a_held_move_goes_with_a_rollback_and_a_broken_guard_fails_the_commit(
+    app: Any, core: Core, client: Any
+) -> None:
+    """PostgreSQL: a transaction that rolls back writes none of its moves; a move whose guard finds the row in
+    another state than the lock read (a broken lock) fails the commit: nothing of the transaction is stored,
+    and the caller is told to try again."""
+    postgres_only(core)
+    job_id = await quiet_draft_id(app, core, client)
+    with pytest.raises(RuntimeError):
+        async with core.uow() as uow:
+            job = await job_service.lock(uow.session, job_id)  # held: the session's copy is the row
+            await publish_move(core, uow.session, job_id)
+            assert len(uow.session.sync_session.info[PENDING_MOVES]) == 1 and job.status == "ADMISSION_OPEN"
+            raise RuntimeError("the request failed after the move")
+    assert await stored_status(core, job_id) == JobStatus.DRAFT
+
+    with pytest.raises(Conflict) as broken:
+        async with core.uow() as uow:
+            session = uow.session
+            job = await job_service.lock(session, job_id)
+            await publish_move(core, session, job_id)
+            await events.record(session, job_id, "published", SYSTEM, {})
+            pending = session.sync_session.info[PENDING_MOVES]
+            pending[0] = dataclasses.replace(pending[0], source=JobStatus.CANCELLED)  # as a broken lock
+    assert broken.value.code == "invalid_state" and "try again" in broken.value.message
+    assert await stored_status(core, job_id) == JobStatus.DRAFT
+    async with core.uow(write=False) as uow:
+        assert (
+            await uow.session.scalar(
+                select(JobEvent.id).where(JobEvent.kind == "published", JobEvent.job_id == job_id)
+            )
+            is None
+        )
+
+
+async def test_held_moves_of_one_row_a_flush_and_a_savepoint_keep_their_order(
+    app: Any, core: Core, client: Any
+) -> None:
+    """PostgreSQL: two moves of one held row are one UPDATE from the stored state to the last; a flush of
+    the row's other columns writes the move before it; inside a savepoint a move is sent at once (a rollback
+    to the savepoint undoes it there)."""
+    postgres_only(core)
+    job_id = await quiet_draft_id(app, core, client)
+    async with core.uow() as uow:
+        session = uow.session
+        job = await job_service.lock(session, job_id)
+        await publish_move(core, session, job_id)
+        await states.move(session, Job, job_id, JOB_MOVES["staff_cancel"], JobStatus.CANCELLED, what="job")
+        assert len(session.sync_session.info[PENDING_MOVES]) == 1
+    assert await stored_status(core, job_id) == JobStatus.CANCELLED
+
+    flushed_id = await quiet_draft_id(app, core, client)
+    async with core.uow() as uow:
+        session = uow.session
+        job = await job_service.lock(session, flushed_id)
+        await publish_move(core, session, flushed_id)
+        job.title = "Renamed after publishing"
+        await session.flush()
+        assert PENDING_MOVES not in session.sync_session.info
+    async with core.uow(write=False) as uow:
+        stored = await uow.session.get(Job, flushed_id)
+        assert stored is not None and (stored.status, stored.title) == (
+            JobStatus.ADMISSION_OPEN,
+            "Renamed after publishing",
+        )
+
+    nested_id = await quiet_draft_id(app, core, client)
+    async with core.uow() as uow:
+        session = uow.session
+        job = await job_service.lock(session, nested_id)
+        with contextlib.suppress(RuntimeError):
+            async with session.begin_nested():
+                _, sent = await publish_move(core, session, nested_id)
+                assert len(sent) == 1 and PENDING_MOVES not in session.sync_session.info
+                raise RuntimeError("undo the savepoint")
+    assert await stored_status(core, nested_id) == JobStatus.DRAFT
 
 
 async def test_a_move_of_a_row_read_without_its_lock_reads_all_of_it_again(

@@ -14,20 +14,32 @@ row whose mapped object costs more to build than its insert), all tables togethe
 statement (each row but the last a data-modifying CTE: one round trip, one parse of a prepared statement,
 instead of one per table), on SQLite one per table in the order their first rows were gathered (a parent
 before its children). A transaction that does read them back writes them first (`write_gathered`).
+
+On PostgreSQL a state move of a row the transaction holds locked (`states.compare_and_set` on a row
+`lookup.current` vouches for) rides with those rows too (`move_at_commit`): the lock and the state read
+under it already decided the move, so its guarded UPDATE is a data-modifying CTE of the same statement, which
+returns how many moved (one each, or the commit fails). Until then nothing may read the row from the
+database: a statement that names a moved table (and any flush) first writes the pending moves on their own
+(`_before_statement`), so a read never sees a row behind the session's copy.
 """
 
 from __future__ import annotations
 
 import functools
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
-from sqlalchemy import Insert, Table, bindparam, insert
+from sqlalchemy import Insert, Table, bindparam, event, func, insert, select, update
 from sqlalchemy import inspect as sa_inspect
 from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.orm import ORMExecuteState, Session
+from sqlalchemy.sql.util import find_tables
 
 from callboard_core.db.engine import dialect_of
-from callboard_core.db.uow import at_commit, sole_statement
+from callboard_core.db.scopes import TrackedSession
+from callboard_core.db.uow import PENDING_MOVES, at_commit, sole_statement
+from callboard_core.errors import Conflict
 
 # Rows of several tables in one statement only while it stays small: its text grows with the rows, and
 # each new shape (each row's table and columns) is compiled and prepared once. Larger batches (an admission
@@ -67,6 +79,46 @@ async def insert_dicts_at_commit(
         )
 
 
+@dataclass(frozen=True)
+class Move:
+    """A guarded state move of one locked row, written with the transaction's last statement: `columns` are
+    set (the state column first) where the row's `state_column` is still `source`."""
+
+    table: Table
+    row_id: str
+    state_column: str
+    source: str
+    columns: tuple[str, ...]
+    values: tuple[Any, ...]
+    what: str
+
+    def shape(self) -> tuple[Table, str, tuple[str, ...]]:
+        return self.table, self.state_column, self.columns
+
+
+_PENDING = PENDING_MOVES  # session.info: the moves not written yet
+
+
+async def move_at_commit(session: AsyncSession, move: Move) -> None:
+    """Write `move` with the gathered rows (PostgreSQL: the caller holds the row locked and checked its state
+    under the lock), or just before any statement that names its table."""
+    pending: list[Move] = session.sync_session.info.setdefault(_PENDING, [])
+    for i, earlier in enumerate(pending):
+        if (earlier.table, earlier.row_id, earlier.state_column) == (
+            move.table,
+            move.row_id,
+            move.state_column,
+        ):
+            # A second move of the row (a starter job's review, then its award): one UPDATE from the state
+            # the row is stored in, setting what both set (the later value where they overlap).
+            columns = dict(zip(earlier.columns, earlier.values, strict=True))
+            columns.update(zip(move.columns, move.values, strict=True))
+            pending[i] = replace(earlier, columns=tuple(columns), values=tuple(columns.values()))
+            return
+    pending.append(move)
+    await at_commit(session, "rows", [move], _write, last=True)
+
+
 async def write_gathered(session: AsyncSession) -> None:
     """Write now the rows gathered for the commit (`insert_at_commit`): for a transaction that reads them
     back itself (a staff adjustment answers with the document its posting issued)."""
@@ -75,22 +127,125 @@ async def write_gathered(session: AsyncSession) -> None:
         await uow.run_now("rows")
 
 
-async def _write(session: AsyncSession, batches: list[tuple[Table, list[Mapping[str, Any]]]]) -> None:
+async def _write(session: AsyncSession, batches: list[tuple[Table, list[Mapping[str, Any]]] | Move]) -> None:
     tables: dict[Table, list[Mapping[str, Any]]] = {}
-    for table, params in batches:
-        tables.setdefault(table, []).extend(params)
+    for batch in batches:
+        if not isinstance(batch, Move):
+            tables.setdefault(batch[0], []).extend(batch[1])
     if session.sync_session.new:
-        await session.flush()
+        await session.flush()  # (writes the pending moves first: `_before_flush`)
+    moves: list[Move] = session.sync_session.info.pop(_PENDING, [])
     rows = [(table, row) for table, params in tables.items() for row in params]
-    if len(tables) > 1 and len(rows) <= COMBINED_ROWS_MAX and dialect_of(session) == "postgresql":
+    if (
+        rows
+        and len(tables) + len(moves) > 1
+        and len(rows) <= COMBINED_ROWS_MAX
+        and dialect_of(session) == "postgresql"
+    ):
         shape = tuple((table, tuple(row)) for table, row in rows)
+        binds = _flat(rows)
+        for i, move in enumerate(moves):
+            binds.update(_move_params(i, move))
         await sole_statement(session)
-        await session.execute(_combined(shape), _flat(rows))
+        result = await session.execute(_combined(shape, tuple(m.shape() for m in moves)), binds)
+        if moves:
+            _check_moved(moves, result.scalar())
         return
+    await _write_moves(session, moves)
     if len(rows) == 1:
         await sole_statement(session)
     for table, params in tables.items():
         await session.execute(_insert_of(table), params)
+
+
+async def _write_moves(session: AsyncSession, moves: list[Move]) -> None:
+    for move in moves:
+        moved = len((await session.execute(_alone(move.shape()), _move_params(0, move))).all())
+        _check_moved([move], moved)
+
+
+def _write_moves_now(session: Session) -> None:
+    """The pending moves, each on its own, from a session event (synchronous: the session's greenlet)."""
+    moves: list[Move] = session.info.pop(_PENDING, [])
+    for move in moves:
+        params = _move_params(0, move)
+        moved = len(session.execute(_alone(move.shape()), params).all())
+        _check_moved([move], moved)
+
+
+def _check_moved(moves: list[Move], moved: Any) -> None:
+    """Each move held its row locked in the state it left: a miss is a broken lock, never a lost race."""
+    if moves and int(moved or 0) != len(moves):
+        raise Conflict(
+            f"The {moves[0].what} changed while this request ran; try again.",
+            code="invalid_state",
+            current_state=None,
+        )
+
+
+def _move_params(index: int, move: Move) -> dict[str, Any]:
+    params = {f"u{index}_id": move.row_id, f"u{index}_from": move.source}
+    params.update({f"u{index}_{c}": value for c, value in zip(move.columns, move.values, strict=True)})
+    return params
+
+
+def _moving(index: int, shape: tuple[Table, str, tuple[str, ...]]) -> Any:
+    table, state_column, columns = shape
+    return (
+        update(table)
+        .where(
+            table.c.id == bindparam(f"u{index}_id"),
+            table.c[state_column] == bindparam(f"u{index}_from", type_=table.c[state_column].type),
+        )
+        .values({c: bindparam(f"u{index}_{c}", type_=table.c[c].type) for c in columns})
+        .returning(table.c.id)
+    )
+
+
+@functools.lru_cache(maxsize=256)
+def _alone(shape: tuple[Table, str, tuple[str, ...]]) -> Any:
+    """One move on its own, returning the row's id if it moved."""
+    return _moving(0, shape).execution_options(**_WRITING)
+
+
+_WRITING = {"gathered_write": True}  # the pending moves' own statements (`_before_statement` lets them by)
+
+
+def _moved_tables(session: Session) -> set[str]:
+    return {move.table.name for move in session.info.get(_PENDING, ())}
+
+
+@event.listens_for(TrackedSession, "do_orm_execute")
+def _before_statement(state: ORMExecuteState) -> None:
+    """A statement that names a table with a pending move (or one whose tables cannot be told) writes the
+    pending moves first: no read sees a moved row as it was."""
+    session = state.session
+    if not session.info.get(_PENDING) or state.execution_options.get("gathered_write"):
+        return
+    statement: Any = getattr(state.statement, "element", state.statement)  # an ORM read of a DML's RETURNING
+    try:
+        names = {
+            t.name
+            for t in find_tables(
+                statement,
+                include_crud=True,
+                include_joins=True,
+                include_selects=True,
+                include_aliases=True,
+                check_columns=True,
+            )
+            if isinstance(t, Table)
+        }
+    except Exception:  # a statement that cannot be walked: write them first
+        names = None
+    if names is None or not names or names & _moved_tables(session):
+        _write_moves_now(session)
+
+
+@event.listens_for(TrackedSession, "before_flush")
+def _before_flush(session: Session, *_: Any) -> None:
+    if session.info.get(_PENDING):
+        _write_moves_now(session)
 
 
 def _params_of(rows: Sequence[Any]) -> tuple[Table, list[dict[str, Any]]]:
@@ -163,16 +318,22 @@ def _bind(index: int, column: str) -> str:
 
 
 @functools.lru_cache(maxsize=256)
-def _combined(shape: Shape) -> Insert:
+def _combined(shape: Shape, moves: tuple[tuple[Table, str, tuple[str, ...]], ...] = ()) -> Insert:
     """One INSERT for rows of several tables (PostgreSQL): a single-row INSERT per row, all but the last as
-    data-modifying CTEs, which PostgreSQL runs to completion whether or not the statement reads them. Built
-    once per shape; single-row VALUES, because SQLAlchemy caches no multi-row VALUES statement (it would
-    compile this one again on every commit)."""
+    data-modifying CTEs, which PostgreSQL runs to completion whether or not the statement reads them; each
+    move (`move_at_commit`) one more, the statement returning how many rows they moved. Built once per
+    shape; single-row VALUES, because SQLAlchemy caches no multi-row VALUES statement (it would compile this
+    one again on every commit)."""
     *first, last = (
         insert(table).values({c: bindparam(_bind(i, c), type_=table.c[c].type) for c in columns})
         for i, (table, columns) in enumerate(shape)
     )
-    return last.add_cte(*(statement.cte(f"w{i}") for i, statement in enumerate(first)))
+    updates = [_moving(i, move).cte(f"u{i}") for i, move in enumerate(moves)]
+    statement = last.add_cte(*(s.cte(f"w{i}") for i, s in enumerate(first)), *updates)
+    if not updates:
+        return statement
+    counts = [select(func.count()).select_from(u).scalar_subquery() for u in updates]
+    return statement.returning(sum(counts[1:], counts[0]).label("moved")).execution_options(**_WRITING)
 
 
 def _flat(rows: list[tuple[Table, Mapping[str, Any]]]) -> dict[str, Any]:

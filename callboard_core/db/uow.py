@@ -18,6 +18,10 @@ from callboard_core.db.engine import Database, dialect_of, insert_for
 if TYPE_CHECKING:
     from callboard_core.bus import MessageBus
 
+# session.info: the state moves db/rows.py writes with the last statement, not written yet (a rollback
+# drops them with everything else).
+PENDING_MOVES = "moves_pending"
+
 AfterCommit = Callable[[], Awaitable[None]]
 BeforeCommit = Callable[[AsyncSession], Awaitable[None]]
 H = TypeVar("H", bound=BeforeCommit)
@@ -84,6 +88,8 @@ class UnitOfWork:
         session = self._session
         if session is not None:
             sync = session.sync_session
+            if not commit:
+                sync.info.pop(PENDING_MOVES, None)
             if sync.in_transaction() or sync.identity_map or sync.new:
                 try:
                     if commit:
@@ -106,6 +112,7 @@ class UnitOfWork:
         self._before_commit.clear()
         self._last.clear()
         if self._session is not None:
+            self._session.sync_session.info.pop(PENDING_MOVES, None)
             await self._session.rollback()
 
     def after_commit(self, hook: AfterCommit) -> None:

@@ -363,10 +363,16 @@ def _together(dialect: str, count: int, awarded: int) -> Any:
         else_=func.coalesce(choice.email_enabled, true()),
     )
     others: list[Any] = [bindparam(f"p_job{j}") for j in range(awarded)]
-    first = or_(
-        offered.c.first == "",
-        and_(offered.c.first == "given", ~_given_before(offered.c.owner_id, others)),
-        and_(offered.c.first == "won", ~_won_before(offered.c.owner_id, others)),
+    # Without an award among the notes the statement names no job or award table at all (a job's move the
+    # transaction still holds for its last statement need not be written first: db/rows.py).
+    first = (
+        or_(
+            offered.c.first == "",
+            and_(offered.c.first == "given", ~_given_before(offered.c.owner_id, others)),
+            and_(offered.c.first == "won", ~_won_before(offered.c.owner_id, others)),
+        )
+        if awarded
+        else true()
     )
     source = (
         select(*(offered.c[c] for c in _COLUMNS))
