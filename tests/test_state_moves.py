@@ -74,11 +74,19 @@ async def test_move_is_compare_and_set_along_the_table(app: Any, core: Core, cli
 @contextlib.contextmanager
 def updates_sent(core: Core) -> Iterator[list[str]]:
     """The UPDATE statements sent through the write engine meanwhile."""
+    with statements_sent(core, "UPDATE") as sent:
+        yield sent
+
+
+@contextlib.contextmanager
+def statements_sent(core: Core, starting: str = "") -> Iterator[list[str]]:
+    """The statements (those starting so) sent through the write engine meanwhile, whitespace folded."""
     sent: list[str] = []
 
     def record(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
-        if statement.lstrip().upper().startswith("UPDATE"):
-            sent.append(statement)
+        folded = " ".join(statement.split())
+        if folded.upper().startswith(starting):
+            sent.append(folded)
 
     engine = core.db.write_engine.sync_engine
     event.listen(engine, "before_cursor_execute", record)
@@ -149,21 +157,6 @@ async def quiet_draft_id(app: Any, core: Core, client: Any) -> str:
     job_id = await draft_id(app, core, client)
     await core.bus.drain()
     return job_id
-
-
-@contextlib.contextmanager
-def statements_sent(core: Core) -> Iterator[list[str]]:
-    sent: list[str] = []
-
-    def record(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
-        sent.append(" ".join(statement.split()))
-
-    engine = core.db.write_engine.sync_engine
-    event.listen(engine, "before_cursor_execute", record)
-    try:
-        yield sent
-    finally:
-        event.remove(engine, "before_cursor_execute", record)
 
 
 async def stored_status(core: Core, job_id: str) -> str:
