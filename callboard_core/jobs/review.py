@@ -560,6 +560,10 @@ async def award(
     found = await locked_requester_row(session, actor, build, job_id, p_submission=body.submission_id)
     # `found` holds the payer for the award's documents (`documents.issue`: the session's own copy).
     job, submission, rookie, worker, payment, _payer = found[:6]
+    if payment is not None:
+        # Every writer of a job's payment holds the job's lock, which this read took: the payment stays as
+        # read until the transaction ends (its capture's move then rides with the commit: db/rows.py).
+        lookup.note_locked(session, [payment])
     escrow = tuple(found[6:9])
     if found.payout_ready is not None and worker is not None and worker.owner_id is not None:
         payout_accounts.note_ready(session, worker.owner_id, worker.id, found.payout_ready)
