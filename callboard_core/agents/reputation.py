@@ -35,7 +35,7 @@ from callboard_core import clock
 from callboard_core.agents.models import Agent, AgentCapability, CapabilitySource
 from callboard_core.db.engine import dialect_of
 from callboard_core.db.lookup import by_pk
-from callboard_core.db.rows import insert_rows
+from callboard_core.db.rows import insert_rows, naming_its_tables
 
 COMPLETION_WEIGHT = 1.0
 WIN_WEIGHT = 3.0  # on top of the completion: a won job counts 4
@@ -284,7 +284,7 @@ def _counting(tagged: bool, beside: tuple[Any, ...], agents_from: Any = None) ->
                 for label, column in _LINK_FIGURES.items()
             )
         )
-    return statement.add_cte(*beside) if beside else statement
+    return naming_its_tables(statement.add_cte(*beside) if beside else statement)
 
 
 async def record_expiry(session: AsyncSession, agent_id: str, tag_id: str | None) -> None:

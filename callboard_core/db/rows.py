@@ -215,30 +215,30 @@ def _moved_tables(session: Session) -> set[str]:
     return {move.table.name for move in session.info.get(_PENDING, ())}
 
 
+def naming_its_tables(statement: Any) -> Any:
+    """`statement` saying which tables it names (walked once: call it where the statement is built once), so
+    a move pending for the commit need not be written before it when it names none of the moved tables."""
+    found = find_tables(
+        statement,
+        include_crud=True,
+        include_joins=True,
+        include_selects=True,
+        include_aliases=True,
+        check_columns=True,
+    )
+    names = frozenset(t.name for t in found if isinstance(t, Table))
+    return statement.execution_options(tables_named=names) if names else statement
+
+
 @event.listens_for(TrackedSession, "do_orm_execute")
 def _before_statement(state: ORMExecuteState) -> None:
-    """A statement that names a table with a pending move (or one whose tables cannot be told) writes the
-    pending moves first: no read sees a moved row as it was."""
+    """A statement that names a table with a pending move, or does not say which it names
+    (`naming_its_tables`), writes the pending moves first: no read sees a moved row as it was."""
     session = state.session
     if not session.info.get(_PENDING) or state.execution_options.get("gathered_write"):
         return
-    statement: Any = getattr(state.statement, "element", state.statement)  # an ORM read of a DML's RETURNING
-    try:
-        names = {
-            t.name
-            for t in find_tables(
-                statement,
-                include_crud=True,
-                include_joins=True,
-                include_selects=True,
-                include_aliases=True,
-                check_columns=True,
-            )
-            if isinstance(t, Table)
-        }
-    except Exception:  # a statement that cannot be walked: write them first
-        names = None
-    if names is None or not names or names & _moved_tables(session):
+    named = state.execution_options.get("tables_named")
+    if named is None or named & _moved_tables(session):
         _write_moves_now(session)
 
 

@@ -19,6 +19,7 @@ from sqlalchemy import Table
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from callboard_core.db.engine import dialect_of, insert_for
+from callboard_core.db.rows import naming_its_tables
 from callboard_core.documents.models import DocumentCounter, DocumentKind
 
 _counters = cast(Table, DocumentCounter.__table__)
@@ -54,7 +55,9 @@ async def next_numbers(session: AsyncSession, kinds: Sequence[DocumentKind], at:
 @functools.cache
 def _upsert(dialect: str) -> Any:
     insert = insert_for(dialect)(_counters)
-    return insert.on_conflict_do_update(
-        index_elements=[_counters.c.kind, _counters.c.year],
-        set_={"last_number": _counters.c.last_number + insert.excluded.last_number},
-    ).returning(_counters.c.kind, _counters.c.last_number)
+    return naming_its_tables(
+        insert.on_conflict_do_update(
+            index_elements=[_counters.c.kind, _counters.c.year],
+            set_={"last_number": _counters.c.last_number + insert.excluded.last_number},
+        ).returning(_counters.c.kind, _counters.c.last_number)
+    )

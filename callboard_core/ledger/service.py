@@ -70,7 +70,7 @@ from sqlalchemy.orm.attributes import set_committed_value
 
 from callboard_core import bus, clock
 from callboard_core.db.engine import dialect_of
-from callboard_core.db.rows import insert_rows, row_values
+from callboard_core.db.rows import insert_rows, naming_its_tables, row_values
 from callboard_core.errors import Conflict, ValidationFailed
 from callboard_core.ids import new_id
 from callboard_core.ledger import accounts
@@ -179,8 +179,10 @@ def _posted_together(legs: int) -> Any:
             bindparam("t_created_at", type_=_transactions.c.created_at.type),
         ).where(every_leg_moved),
     )
-    return select(moved.c.id, moved.c.balance_cents, moved.c.version).add_cte(
-        txn.cte("posting_txn"), entries.cte("posting_entries")
+    return naming_its_tables(
+        select(moved.c.id, moved.c.balance_cents, moved.c.version).add_cte(
+            txn.cte("posting_txn"), entries.cte("posting_entries")
+        )
     )
 
 

@@ -36,6 +36,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from callboard_core import bus, clock
 from callboard_core.agents.models import Agent
 from callboard_core.db.engine import dialect_of, insert_for
+from callboard_core.db.rows import naming_its_tables
 from callboard_core.db.uow import at_commit
 from callboard_core.errors import NotFound, ValidationFailed
 from callboard_core.ids import new_id
@@ -388,7 +389,7 @@ def _together(dialect: str, count: int, awarded: int) -> Any:
         f"(SELECT {User.__tablename__}.email FROM {User.__tablename__} "
         f"WHERE {User.__tablename__}.id = {table.name}.owner_id)"
     )
-    return (
+    return naming_its_tables(
         insert_for(dialect)(table)
         .from_select(list(_COLUMNS), source)
         .on_conflict_do_nothing(index_elements=["owner_id", "type", "channel", "event_key"])
