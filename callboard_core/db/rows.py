@@ -96,13 +96,10 @@ class Move:
         return self.table, self.state_column, self.columns
 
 
-_PENDING = PENDING_MOVES  # session.info: the moves not written yet
-
-
 async def move_at_commit(session: AsyncSession, move: Move) -> None:
     """Write `move` with the gathered rows (PostgreSQL: the caller holds the row locked and checked its state
     under the lock), or just before any statement that names its table."""
-    pending: list[Move] = session.sync_session.info.setdefault(_PENDING, [])
+    pending: list[Move] = session.sync_session.info.setdefault(PENDING_MOVES, [])
     for i, earlier in enumerate(pending):
         if (earlier.table, earlier.row_id, earlier.state_column) == (
             move.table,
@@ -129,12 +126,12 @@ async def write_gathered(session: AsyncSession) -> None:
 
 async def _write(session: AsyncSession, batches: list[tuple[Table, list[Mapping[str, Any]]] | Move]) -> None:
     tables: dict[Table, list[Mapping[str, Any]]] = {}
-    for batch in batches:
+    for batch in batches:  # a Move here only registered this hook: the moves still pending are the session's
         if not isinstance(batch, Move):
             tables.setdefault(batch[0], []).extend(batch[1])
     if session.sync_session.new:
         await session.flush()  # (writes the pending moves first: `_before_flush`)
-    moves: list[Move] = session.sync_session.info.pop(_PENDING, [])
+    moves: list[Move] = session.sync_session.info.pop(PENDING_MOVES, [])
     rows = [(table, row) for table, params in tables.items() for row in params]
     if (
         rows
@@ -166,7 +163,7 @@ async def _write_moves(session: AsyncSession, moves: list[Move]) -> None:
 
 def _write_moves_now(session: Session) -> None:
     """The pending moves, each on its own, from a session event (synchronous: the session's greenlet)."""
-    moves: list[Move] = session.info.pop(_PENDING, [])
+    moves: list[Move] = session.info.pop(PENDING_MOVES, [])
     for move in moves:
         params = _move_params(0, move)
         moved = len(session.execute(_alone(move.shape()), params).all())
@@ -212,7 +209,7 @@ _WRITING = {"gathered_write": True}  # the pending moves' own statements (`_befo
 
 
 def _moved_tables(session: Session) -> set[str]:
-    return {move.table.name for move in session.info.get(_PENDING, ())}
+    return {move.table.name for move in session.info.get(PENDING_MOVES, ())}
 
 
 def naming_its_tables(statement: Any) -> Any:
@@ -235,7 +232,7 @@ def _before_statement(state: ORMExecuteState) -> None:
     """A statement that names a table with a pending move, or does not say which it names
     (`naming_its_tables`), writes the pending moves first: no read sees a moved row as it was."""
     session = state.session
-    if not session.info.get(_PENDING) or state.execution_options.get("gathered_write"):
+    if not session.info.get(PENDING_MOVES) or state.execution_options.get("gathered_write"):
         return
     named = state.execution_options.get("tables_named")
     if named is None or named & _moved_tables(session):
@@ -244,7 +241,7 @@ def _before_statement(state: ORMExecuteState) -> None:
 
 @event.listens_for(TrackedSession, "before_flush")
 def _before_flush(session: Session, *_: Any) -> None:
-    if session.info.get(_PENDING):
+    if session.info.get(PENDING_MOVES):
         _write_moves_now(session)
 
 
