@@ -130,6 +130,7 @@ def _won_before(owner: Any, jobs: Any) -> Any:
 
 
 def _besides(column: Any, jobs: Any) -> Any:
+    """`column NOT IN jobs` (an expanding parameter, or a list of parameters: an empty list leaves out none)."""
     return column.not_in(jobs) if not isinstance(jobs, list) or jobs else true()
 
 
