@@ -175,7 +175,7 @@ async def compare_and_set(
         ):
             # Held locked as it stands: the state read under the lock decides; the UPDATE rides with the
             # transaction's last statement (db/rows.move_at_commit).
-            return await _move_held(session, held, table, target, state_column, values)
+            return await _move_held(session, held, row_id, table, target, state_column, values)
         # The session holds the row as it stands: only what the move set comes back, onto that object (the
         # whole row, read again through the ORM, cost more than the UPDATE on a wide table such as jobs).
         sync = session.sync_session
@@ -199,6 +199,7 @@ async def compare_and_set(
 async def _move_held(
     session: AsyncSession,
     held: M,
+    row_id: str,
     table: Table[State],
     target: State | None,
     state_column: str,
@@ -222,7 +223,7 @@ async def _move_held(
         session,
         rows.Move(
             table=mapper.local_table,
-            row_id=str(_key_of(held)),
+            row_id=row_id,
             state_column=state_column,
             source=str(current),
             columns=tuple(columns),
@@ -231,11 +232,6 @@ async def _move_held(
         ),
     )
     return held
-
-
-def _key_of(row: Any) -> Any:
-    (ident,) = inspect(row).identity
-    return ident
 
 
 @functools.lru_cache(maxsize=1024)

@@ -131,7 +131,7 @@ async def _write(session: AsyncSession, batches: list[tuple[Table, list[Mapping[
             tables.setdefault(batch[0], []).extend(batch[1])
     if session.sync_session.new:
         await session.flush()  # (writes the pending moves first: `_before_flush`)
-    moves: list[Move] = session.sync_session.info.pop(PENDING_MOVES, [])
+    moves: list[Move] = session.sync_session.info.get(PENDING_MOVES, [])
     rows = [(table, row) for table, params in tables.items() for row in params]
     if (
         rows
@@ -139,6 +139,7 @@ async def _write(session: AsyncSession, batches: list[tuple[Table, list[Mapping[
         and len(rows) <= COMBINED_ROWS_MAX
         and dialect_of(session) == "postgresql"
     ):
+        session.sync_session.info.pop(PENDING_MOVES, None)
         shape = tuple((table, tuple(row)) for table, row in rows)
         binds = _flat(rows)
         for i, move in enumerate(moves):
@@ -148,21 +149,16 @@ async def _write(session: AsyncSession, batches: list[tuple[Table, list[Mapping[
         if moves:
             _check_moved(moves, result.scalar())
         return
-    await _write_moves(session, moves)
+    if moves:
+        await session.run_sync(_write_moves_now)
     if len(rows) == 1:
         await sole_statement(session)
     for table, params in tables.items():
         await session.execute(_insert_of(table), params)
 
 
-async def _write_moves(session: AsyncSession, moves: list[Move]) -> None:
-    for move in moves:
-        moved = len((await session.execute(_alone(move.shape()), _move_params(0, move))).all())
-        _check_moved([move], moved)
-
-
 def _write_moves_now(session: Session) -> None:
-    """The pending moves, each on its own, from a session event (synchronous: the session's greenlet)."""
+    """The pending moves, each on its own (synchronous: from a session event, or `run_sync`)."""
     moves: list[Move] = session.info.pop(PENDING_MOVES, [])
     for move in moves:
         params = _move_params(0, move)

@@ -180,24 +180,21 @@ async def list_for_job(
     return list(rows.scalars())
 
 
+def _listed(job_id: Any, kind: Any) -> tuple[ColumnElement[bool], ...]:
+    """What `list_for_job` lists: the job's files of a kind, deleted ones left out."""
+    return StoredFile.job_id == job_id, StoredFile.kind == kind, StoredFile.status != FileStatus.DELETED
+
+
 def inputs_exist(job_id: Any) -> ColumnElement[bool]:
     """Whether the job (`job_id`, a column of the caller's read) has input files `list_for_job` would list: a
     column of the publish's locked read, which then skips that list for the many jobs without any."""
-    return exists().where(
-        StoredFile.job_id == job_id,
-        StoredFile.kind == FileKind.JOB_INPUT,
-        StoredFile.status != FileStatus.DELETED,
-    )
+    return exists().where(*_listed(job_id, FileKind.JOB_INPUT))
 
 
 # Every publish with input files reads it: built once.
 _JOB_FILES = (
     select(StoredFile)
-    .where(
-        StoredFile.job_id == bindparam("p_job"),
-        StoredFile.kind == bindparam("p_kind"),
-        StoredFile.status != FileStatus.DELETED,
-    )
+    .where(*_listed(bindparam("p_job"), bindparam("p_kind")))
     .order_by(StoredFile.created_at, StoredFile.id)
 )
 
