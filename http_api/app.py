@@ -85,6 +85,7 @@ def create_app(settings: Settings | None = None, *, core: Core | None = None) ->
         try:
             async with contextlib.AsyncExitStack() as stack:
                 await core.start()
+                core.db.start_checkpointer()  # SQLite: off the event loop's writers (stopped at close)
                 await stack.enter_async_context(mcp.lifespan())
                 if settings.sweeper_in_server:
                     await stack.enter_async_context(

@@ -25,6 +25,7 @@ from sqlalchemy.pool import NullPool
 from sqlalchemy.util import await_only
 
 from callboard_core.db import scopes, sqlite_driver
+from callboard_core.db.checkpoint import WRITER_AUTOCHECKPOINT_PAGES, Checkpointer
 
 
 def json_loads(text: str | bytes) -> Any:
@@ -90,6 +91,7 @@ class Database:
         # writes have separate pools, and its writers queue on the write gate anyway: no limit there.
         self._action_slots = None if self.is_sqlite else max(1, (pool_size * 3) // 2)
         self._action_gate: tuple[asyncio.AbstractEventLoop, asyncio.Semaphore] | None = None
+        self._checkpointer: Checkpointer | None = None
         # PostgreSQL's write sessions note the read cache's scopes they touch (db/scopes.py); SQLite counts
         # them by trigger, so its sessions need not.
         self.write_sessions = async_sessionmaker(
@@ -118,7 +120,20 @@ class Database:
     def session(self, *, write: bool) -> AsyncSession:
         return (self.write_sessions if write else self.read_sessions)()
 
+    def start_checkpointer(self) -> Checkpointer | None:
+        """SQLite (a file): checkpoint the WAL on a thread of the server's own, not in a writer's commit on
+        the event loop (db/checkpoint.py). Stopped by `dispose`. None where there is nothing to do."""
+        path = make_url(self.url).database if self.is_sqlite else None
+        if not path or ":memory:" in path or "mode=memory" in self.url:
+            return None
+        if self._checkpointer is None:
+            self._checkpointer = Checkpointer(path)
+        self._checkpointer.start()
+        return self._checkpointer
+
     async def dispose(self) -> None:
+        if self._checkpointer is not None:
+            await asyncio.to_thread(self._checkpointer.stop)
         await self.write_engine.dispose()
         if self.read_engine is not self.write_engine:
             await self.read_engine.dispose()
@@ -179,6 +194,8 @@ def _sqlite_engine(
         else:
             cursor.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
         cursor.execute("PRAGMA synchronous=NORMAL")
+        if immediate and wal:  # the server's thread checkpoints (db/checkpoint.py); this is the fallback
+            cursor.execute(f"PRAGMA wal_autocheckpoint={WRITER_AUTOCHECKPOINT_PAGES}")
         cursor.close()
 
     @event.listens_for(engine.sync_engine.pool, "reset")
