@@ -93,9 +93,8 @@ def test_a_writer_mid_transaction_neither_waits_for_it_nor_is_waited_for(tmp_pat
     conn.execute("BEGIN IMMEDIATE")  # a writer holds the lock, its row not committed
     conn.execute("INSERT INTO t VALUES (2, 'in flight')")
     checkpointer = Checkpointer(str(path))
-    assert (
-        checkpointer.run_once() is not None
-    )  # PASSIVE: it ran beside the writer, copying what was committed
+    # PASSIVE: it runs beside the writer, copying what was committed.
+    assert checkpointer.run_once() is not None
     conn.execute("COMMIT")
     assert _rows_in_the_database_file(path, tmp_path) == 1
     assert checkpointer.run_once() is not None
@@ -107,9 +106,12 @@ def test_a_writer_mid_transaction_neither_waits_for_it_nor_is_waited_for(tmp_pat
 async def test_the_server_checkpoints_on_its_own_thread_while_it_runs(core: Core) -> None:
     app = create_app(core=core)
     async with app.router.lifespan_context(app):
-        running = "sqlite-checkpoint" in [t.name for t in threading.enumerate()]
+        checkpointer = core.db.checkpointer
+        running = checkpointer is not None and checkpointer.running
         assert running is core.db.is_sqlite  # PostgreSQL has nothing of the kind to do
-    assert "sqlite-checkpoint" not in [t.name for t in threading.enumerate()]  # the lifespan's end stops it
+        if checkpointer is not None:
+            assert checkpointer._thread in threading.enumerate()
+    assert checkpointer is None or not checkpointer.running  # the lifespan's end stopped it
 
 
 async def test_postgresql_and_memory_databases_have_no_checkpointer() -> None:

@@ -2,8 +2,8 @@
 
 A WAL database appends each commit's pages to the `-wal` file; a checkpoint copies them back into the database
 file. By default the connection whose commit takes the WAL past 1,000 pages does it, inside that commit: here
-that is the event loop's thread (sqlite_driver runs a writer's statements inline), so every ~40 awards one
-request stopped the loop for the copy and the database file's fsync, and every request waiting behind it with
+that is the event loop's thread (sqlite_driver runs a writer's statements inline), so every ~40 awards (an
+estimate from the pages an award writes) one request stopped the loop for the copy and the database file's fsync, and every request waiting behind it with
 it. The server (`Database.start_checkpointer`, from the app's lifespan) instead runs a PASSIVE checkpoint on a
 thread of its own every CHECKPOINT_INTERVAL_S: it never waits for a lock, never blocks a writer or a reader,
 and copies a page the writers changed many times in the interval once.
@@ -37,9 +37,8 @@ class Checkpointer:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._conn: sqlite3.Connection | None = None
-        self._lock = (
-            threading.Lock()
-        )  # the thread's runs and a caller's `run_once` take turns on the connection
+        # The thread's runs and a caller's `run_once` take turns on the connection.
+        self._lock = threading.Lock()
 
     @property
     def running(self) -> bool:

@@ -120,6 +120,11 @@ class Database:
     def session(self, *, write: bool) -> AsyncSession:
         return (self.write_sessions if write else self.read_sessions)()
 
+    @property
+    def checkpointer(self) -> Checkpointer | None:
+        """The WAL checkpointer `start_checkpointer` made (None before, and on PostgreSQL)."""
+        return self._checkpointer
+
     def start_checkpointer(self) -> Checkpointer | None:
         """SQLite (a file): checkpoint the WAL on a thread of the server's own, not in a writer's commit on
         the event loop (db/checkpoint.py). Stopped by `dispose`. None where there is nothing to do."""
