@@ -216,7 +216,7 @@ async def _move_held(
     columns = {state_column: str(to), **values}
     for column in mapper.local_table.c:
         if column.onupdate is not None and column.key not in columns:
-            columns[column.key] = column.onupdate.arg(None)  # (a Python default: the clock's now)
+            columns[column.key] = rows.default_value(column.onupdate)  # (as an UPDATE would set it)
     for key, value in columns.items():
         set_committed_value(held, key, value)
     await rows.move_at_commit(

@@ -254,7 +254,7 @@ def _params_of(rows: Sequence[Any]) -> tuple[Table, list[dict[str, Any]]]:
             if attribute in state:
                 value = state[attribute]
             elif default is not None:
-                value = default.arg if default.is_scalar else default.arg(None)
+                value = default_value(default)
                 setattr(row, attribute, value)
             else:
                 value = None
@@ -277,11 +277,13 @@ def _complete(table: Table, row: Mapping[str, Any]) -> dict[str, Any]:
     for column in table.c:
         if column.key not in values:
             default: Any = column.default
-            if default is None:
-                values[column.key] = None
-            else:
-                values[column.key] = default.arg if default.is_scalar else default.arg(None)
+            values[column.key] = None if default is None else default_value(default)
     return values
+
+
+def default_value(default: Any) -> Any:
+    """A column's Python-side default (or onupdate) evaluated now: its value, or its function's result."""
+    return default.arg if default.is_scalar else default.arg(None)
 
 
 @functools.cache
