@@ -16,6 +16,8 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from callboard_core import clock, metrics, worker
 from callboard_core.bus import AfterCommit, InTransaction
 from callboard_core.container import Core
+from callboard_core.db.rows import insert_at_commit, naming_its_tables
+from callboard_core.db.uow import PENDING_RIDERS
 from callboard_core.errors import Conflict, ValidationFailed
 from callboard_core.ids import new_id
 from callboard_core.ledger import accounts
@@ -29,7 +31,9 @@ from callboard_core.ledger.models import (
     LedgerTransaction,
     TransactionKind,
 )
+from callboard_core.mail.models import OutboxMessage
 from tests.conftest import listening
+from tests.test_state_moves import statements_sent
 
 T = TypeVar("T")
 
@@ -646,6 +650,119 @@ async def test_a_refused_debit_without_a_savepoint_writes_no_entry_and_cannot_co
         assert (
             await uow.session.scalar(select(LedgerTransaction).where(LedgerTransaction.job_id == job)) is None
         )
+
+
+def _outbox_row(subject: str) -> OutboxMessage:
+    """A row gathered for the commit beside a posting at commit (no foreign key: any test may write one)."""
+    return OutboxMessage(kind="test", to_address="t@example.com", subject=subject, body_text="-")
+
+
+async def _outbox_rows(core: Core, subject: str) -> int:
+    async with core.uow(write=False) as uow:
+        found = await uow.session.scalars(select(OutboxMessage.id).where(OutboxMessage.subject == subject))
+        return len(found.all())
+
+
+async def _reserve_at_commit(session: AsyncSession, user: str, amount: int) -> str:
+    """A reserve posted `at_commit` (no listener of its kind reads the database, which would write it at
+    once); its transaction's id."""
+    available, reserved = await accounts.several(
+        session, (AccountKind.OWNER_AVAILABLE, user), (AccountKind.OWNER_RESERVED, user)
+    )
+    txn = await ledger.post(
+        session,
+        key=f"reserve:{new_id('job')}",
+        kind=TransactionKind.RESERVE,
+        entries=[(available, -amount), (reserved, amount)],
+        savepoint=False,
+        at_commit=True,
+    )
+    return txn.id
+
+
+async def test_a_posting_at_commit_rides_with_the_commits_statement(core: Core) -> None:
+    """A posting `at_commit` (an award's capture): on PostgreSQL nothing of it is sent while the request
+    runs; the commit's one statement writes it with the rows gathered for the commit, and its entries hold
+    their accounts' versions and balances as a posting sent at once would. SQLite posts at once, as before.
+    (A reserve here: no listener of its kind reads the database, which would write it first.)"""
+    user, subject = await funded(core, 1_000), new_id("sub")
+    with statements_sent(core) as sent:
+        async with core.uow() as uow:
+            txn_id = await _reserve_at_commit(uow.session, user, 700)
+            await insert_at_commit(uow.session, [_outbox_row(subject)])
+            during = [statement for statement in sent if "ledger_transactions" in statement]
+    posting = [statement for statement in sent if "ledger_transactions" in statement]
+    if core.db.is_sqlite:
+        assert len(during) == 1 and len(posting) == 1  # its INSERT, sent at once
+    else:
+        assert during == []
+        assert len(posting) == 1 and "mail_outbox" in posting[0] and "posting_moved" in posting[0]
+    assert await balance(core, user) == money(available=300, reserved=700)
+    assert await _outbox_rows(core, subject) == 1
+    async with core.uow(write=False) as uow:
+        stored = (
+            await uow.session.execute(
+                select(LedgerEntry.amount_cents, LedgerEntry.account_version, LedgerEntry.balance_after_cents)
+                .where(LedgerEntry.transaction_id == txn_id)
+                .order_by(LedgerEntry.amount_cents)
+            )
+        ).all()
+    # The available account's second move (after the top-up), the reserved account's first.
+    assert [tuple(row) for row in stored] == [(-700, 2, 300), (700, 1, 700)]
+
+
+async def test_a_read_of_the_ledger_writes_a_posting_waiting_for_the_commit_first(core: Core) -> None:
+    """A statement that names a ledger table sees the posting: it is written first, once."""
+    user = await funded(core, 1_000)
+    with statements_sent(core) as sent:
+        async with core.uow() as uow:
+            session = uow.session
+            await _reserve_at_commit(session, user, 700)
+            # A statement that says it names other tables only: the posting still waits.
+            await session.execute(naming_its_tables(select(OutboxMessage.id).limit(1)))
+            assert core.db.is_sqlite or session.sync_session.info[PENDING_RIDERS]
+            # One that names the accounts reads them as moved; so does one that does not say what it names.
+            reserved = naming_its_tables(
+                select(LedgerAccount.balance_cents).where(
+                    LedgerAccount.holder_id == user, LedgerAccount.kind == AccountKind.OWNER_RESERVED
+                )
+            )
+            assert await session.scalar(reserved) == 700
+            assert PENDING_RIDERS not in session.sync_session.info
+            seen = await ledger.balances(session, user)
+            assert (seen.available_cents, seen.reserved_cents) == (300, 700)
+    assert len([statement for statement in sent if "INSERT INTO ledger_transactions" in statement]) == 1
+    assert await balance(core, user) == money(available=300, reserved=700)
+
+
+async def test_a_posting_refused_at_commit_stores_nothing_of_its_transaction(core: Core) -> None:
+    """A debit the guard refuses when the commit's statement runs (PostgreSQL; SQLite refuses at once):
+    409 `insufficient_funds`, and neither the posting nor any row gathered with it is stored."""
+    user, subject = await funded(core, 500), new_id("sub")
+    with pytest.raises(Conflict) as refused:
+        async with core.uow() as uow:
+            await insert_at_commit(uow.session, [_outbox_row(subject)])
+            await _reserve_at_commit(uow.session, user, 600)
+    assert refused.value.code == "insufficient_funds"
+    assert await balance(core, user) == money(available=500)
+    assert await _outbox_rows(core, subject) == 0
+    async with core.uow(write=False) as uow:
+        kinds = (
+            await uow.session.scalars(select(LedgerTransaction.kind).where(LedgerTransaction.user_id == user))
+        ).all()
+    assert list(kinds) == [TransactionKind.TOPUP]
+
+
+async def test_a_posting_waiting_for_the_commit_goes_with_a_rollback(core: Core) -> None:
+    user = await funded(core, 1_000)
+    with pytest.raises(RuntimeError):
+        async with core.uow() as uow:
+            await _reserve_at_commit(uow.session, user, 700)
+            info = uow.session.sync_session.info
+            assert core.db.is_sqlite or info[PENDING_RIDERS]
+            raise RuntimeError("the request failed after its posting")
+    assert PENDING_RIDERS not in info
+    assert await balance(core, user) == money(available=1_000)
 
 
 async def test_each_entry_records_its_accounts_version_and_resulting_balance(core: Core) -> None:

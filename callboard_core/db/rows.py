@@ -21,12 +21,16 @@ under it already decided the move, so its guarded UPDATE is a data-modifying CTE
 returns how many moved (one each, or the commit fails). Until then nothing may read the row from the
 database: a statement that names a moved table (and any flush) first writes the pending moves on their own
 (`_before_statement`), so a read never sees a row behind the session's copy.
+
+Another module's statement can ride the same way (`ride_at_commit`, a `Rider`: an award's ledger posting):
+its data-modifying CTEs join that statement, which returns what they changed, and it too is written first
+by any statement that names its tables.
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -38,7 +42,7 @@ from sqlalchemy.sql.util import find_tables
 
 from callboard_core.db.engine import dialect_of
 from callboard_core.db.scopes import TrackedSession
-from callboard_core.db.uow import PENDING_MOVES, at_commit, sole_statement
+from callboard_core.db.uow import PENDING_MOVES, PENDING_RIDERS, at_commit, sole_statement
 from callboard_core.errors import Conflict
 
 # Rows of several tables in one statement only while it stays small: its text grows with the rows, and
@@ -116,6 +120,45 @@ async def move_at_commit(session: AsyncSession, move: Move) -> None:
     await at_commit(session, "rows", [move], _write, last=True)
 
 
+@dataclass(frozen=True)
+class Rider:
+    """Data-modifying statements of another module (a ledger posting) that ride with the commit's last
+    statement (PostgreSQL), as a move does. `build(*args)`, called once per shape and cached, returns the
+    CTEs and a scalar that counts what they changed; `alone(*args)` the same work as one statement whose
+    first column of its first row is that count (written before any statement that names `tables`, or when
+    the rows cannot be combined). The count must be `expected`, or the commit fails with `refused`'s 409 and
+    nothing of the transaction is stored. `params` bind both."""
+
+    build: Callable[..., tuple[tuple[Any, ...], Any]]
+    alone: Callable[..., Any]
+    args: tuple[Hashable, ...]
+    params: Mapping[str, Any]
+    tables: frozenset[str]
+    expected: int
+    refused: Callable[[], Conflict]
+
+    def shape(self) -> tuple[Any, ...]:
+        return self.build, self.args
+
+
+async def ride_at_commit(session: AsyncSession, rider: Rider) -> None:
+    """Write `rider` with the gathered rows (PostgreSQL), or before any statement that names its tables. One
+    rider waits at a time (their binds would meet): a second writes the first now."""
+    sync = session.sync_session
+    if session.info.get("uow") is None or dialect_of(session) != "postgresql" or sync.in_nested_transaction():
+        _check_rider(rider, (await session.execute(rider.alone(*rider.args), dict(rider.params))).scalar())
+        return
+    if sync.info.get(PENDING_RIDERS):
+        await session.run_sync(_write_pending_now)
+    sync.info[PENDING_RIDERS] = [rider]
+    await at_commit(session, "rows", [rider], _write, last=True)
+
+
+def _check_rider(rider: Rider, changed: Any) -> None:
+    if int(changed or 0) != rider.expected:
+        raise rider.refused()
+
+
 async def write_gathered(session: AsyncSession) -> None:
     """Write now the rows gathered for the commit (`insert_at_commit`): for a transaction that reads them
     back itself (a staff adjustment answers with the document its posting issued)."""
@@ -124,41 +167,59 @@ async def write_gathered(session: AsyncSession) -> None:
         await uow.run_now("rows")
 
 
-async def _write(session: AsyncSession, batches: list[tuple[Table, list[Mapping[str, Any]]] | Move]) -> None:
+async def _write(
+    session: AsyncSession, batches: list[tuple[Table, list[Mapping[str, Any]]] | Move | Rider]
+) -> None:
     tables: dict[Table, list[Mapping[str, Any]]] = {}
-    for batch in batches:  # a Move here only registered this hook: the moves still pending are the session's
-        if not isinstance(batch, Move):
+    # A Move or a Rider here only registered this hook: the pending ones are the session's.
+    for batch in batches:
+        if isinstance(batch, tuple):
             tables.setdefault(batch[0], []).extend(batch[1])
     if session.sync_session.new:
-        await session.flush()  # (writes the pending moves first: `_before_flush`)
-    moves: list[Move] = session.sync_session.info.get(PENDING_MOVES, [])
+        await session.flush()  # (writes the pending moves and riders first: `_before_flush`)
+    info = session.sync_session.info
+    moves: list[Move] = info.get(PENDING_MOVES, [])
+    riders: list[Rider] = info.get(PENDING_RIDERS, [])
     rows = [(table, row) for table, params in tables.items() for row in params]
     if (
         rows
-        and len(tables) + len(moves) > 1
+        and len(tables) + len(moves) + len(riders) > 1
         and len(rows) <= COMBINED_ROWS_MAX
         and dialect_of(session) == "postgresql"
     ):
-        session.sync_session.info.pop(PENDING_MOVES, None)
+        info.pop(PENDING_MOVES, None)
+        info.pop(PENDING_RIDERS, None)
         shape = tuple((table, tuple(row)) for table, row in rows)
         binds = _flat(rows)
         for i, move in enumerate(moves):
             binds.update(_move_params(i, move))
+        for rider in riders:
+            binds.update(rider.params)
         await sole_statement(session)
-        result = await session.execute(_combined(shape, tuple(m.shape() for m in moves)), binds)
+        statement = _combined(shape, tuple(m.shape() for m in moves), tuple(r.shape() for r in riders))
+        result = await session.execute(statement, binds)
+        if not (moves or riders):
+            return
+        counted = result.first()
+        if riders:  # what the riders changed first: a refused posting says so, whatever else moved
+            _check_rider(riders[0], counted.changed if counted is not None else None)
         if moves:
-            _check_moved(moves, result.scalar())
+            _check_moved(moves, counted.moved if counted is not None else None)
         return
-    if moves:
-        await session.run_sync(_write_moves_now)
+    if moves or riders:
+        await session.run_sync(_write_pending_now)
     if len(rows) == 1:
         await sole_statement(session)
     for table, params in tables.items():
         await session.execute(_insert_of(table), params)
 
 
-def _write_moves_now(session: Session) -> None:
-    """The pending moves, each on its own (synchronous: from a session event, or `run_sync`)."""
+def _write_pending_now(session: Session) -> None:
+    """The pending riders, then the pending moves (one may record what a rider wrote), each on its own
+    (synchronous: from a session event, or `run_sync`)."""
+    riders: list[Rider] = session.info.pop(PENDING_RIDERS, [])
+    for rider in riders:
+        _check_rider(rider, session.execute(rider.alone(*rider.args), dict(rider.params)).scalar())
     moves: list[Move] = session.info.pop(PENDING_MOVES, [])
     for move in moves:
         params = _move_params(0, move)
@@ -205,7 +266,10 @@ _WRITING = {"gathered_write": True}  # the pending moves' own statements (`_befo
 
 
 def _moved_tables(session: Session) -> set[str]:
-    return {move.table.name for move in session.info.get(PENDING_MOVES, ())}
+    tables = {move.table.name for move in session.info.get(PENDING_MOVES, ())}
+    for rider in session.info.get(PENDING_RIDERS, ()):
+        tables |= rider.tables
+    return tables
 
 
 def naming_its_tables(statement: Any) -> Any:
@@ -228,17 +292,18 @@ def _before_statement(state: ORMExecuteState) -> None:
     """A statement that names a table with a pending move, or does not say which it names
     (`naming_its_tables`), writes the pending moves first: no read sees a moved row as it was."""
     session = state.session
-    if not session.info.get(PENDING_MOVES) or state.execution_options.get("gathered_write"):
+    pending = session.info.get(PENDING_MOVES) or session.info.get(PENDING_RIDERS)
+    if not pending or state.execution_options.get("gathered_write"):
         return
     named = state.execution_options.get("tables_named")
     if named is None or named & _moved_tables(session):
-        _write_moves_now(session)
+        _write_pending_now(session)
 
 
 @event.listens_for(TrackedSession, "before_flush")
 def _before_flush(session: Session, *_: Any) -> None:
-    if session.info.get(PENDING_MOVES):
-        _write_moves_now(session)
+    if session.info.get(PENDING_MOVES) or session.info.get(PENDING_RIDERS):
+        _write_pending_now(session)
 
 
 def _params_of(rows: Sequence[Any]) -> tuple[Table, list[dict[str, Any]]]:
@@ -313,22 +378,32 @@ def _bind(index: int, column: str) -> str:
 
 
 @functools.lru_cache(maxsize=256)
-def _combined(shape: Shape, moves: tuple[tuple[Table, str, tuple[str, ...]], ...] = ()) -> Insert:
+def _combined(
+    shape: Shape,
+    moves: tuple[tuple[Table, str, tuple[str, ...]], ...] = (),
+    riders: tuple[tuple[Any, ...], ...] = (),
+) -> Insert:
     """One INSERT for rows of several tables (PostgreSQL): a single-row INSERT per row, all but the last as
     data-modifying CTEs, which PostgreSQL runs to completion whether or not the statement reads them; each
-    move (`move_at_commit`) one more, the statement returning how many rows they moved. Built once per
-    shape; single-row VALUES, because SQLAlchemy caches no multi-row VALUES statement (it would compile this
-    one again on every commit)."""
+    move (`move_at_commit`) one more, the statement returning how many rows they moved (`moved`); each
+    rider's CTEs (`ride_at_commit`) too, with what they changed (`changed`). Built once per shape;
+    single-row VALUES, because SQLAlchemy caches no multi-row VALUES statement (it would compile this one
+    again on every commit)."""
     *first, last = (
         insert(table).values({c: bindparam(_bind(i, c), type_=table.c[c].type) for c in columns})
         for i, (table, columns) in enumerate(shape)
     )
     updates = [_moving(i, move).cte(f"u{i}") for i, move in enumerate(moves)]
-    statement = last.add_cte(*(s.cte(f"w{i}") for i, s in enumerate(first)), *updates)
-    if not updates:
+    built = [build(*args) for build, args in riders]
+    statement = last.add_cte(
+        *(s.cte(f"w{i}") for i, s in enumerate(first)), *updates, *(c for ctes, _ in built for c in ctes)
+    )
+    if not updates and not built:
         return statement
     counts = [select(func.count()).select_from(u).scalar_subquery() for u in updates]
-    return statement.returning(sum(counts[1:], counts[0]).label("moved")).execution_options(**_WRITING)
+    returned = [sum(counts[1:], counts[0]).label("moved")] if counts else []
+    returned += [sum((n for _, n in built[1:]), built[0][1]).label("changed")] if built else []
+    return statement.returning(*returned).execution_options(**_WRITING)
 
 
 def _flat(rows: list[tuple[Table, Mapping[str, Any]]]) -> dict[str, Any]:

@@ -21,6 +21,15 @@ if TYPE_CHECKING:
 # session.info: the state moves db/rows.py writes with the last statement, not written yet (a rollback
 # drops them with everything else).
 PENDING_MOVES = "moves_pending"
+# ... and the statements of other modules that ride with it (a posting: db/rows.Rider), not written yet.
+PENDING_RIDERS = "riders_pending"
+
+
+def drop_pending(info: dict[Any, Any]) -> None:
+    """Forget the moves and riders waiting for the commit: the transaction rolls back."""
+    info.pop(PENDING_MOVES, None)
+    info.pop(PENDING_RIDERS, None)
+
 
 AfterCommit = Callable[[], Awaitable[None]]
 BeforeCommit = Callable[[AsyncSession], Awaitable[None]]
@@ -89,7 +98,7 @@ class UnitOfWork:
         if session is not None:
             sync = session.sync_session
             if not commit:
-                sync.info.pop(PENDING_MOVES, None)
+                drop_pending(sync.info)
             if sync.in_transaction() or sync.identity_map or sync.new:
                 try:
                     if commit:
@@ -112,7 +121,7 @@ class UnitOfWork:
         self._before_commit.clear()
         self._last.clear()
         if self._session is not None:
-            self._session.sync_session.info.pop(PENDING_MOVES, None)
+            drop_pending(self._session.sync_session.info)
             await self._session.rollback()
 
     def after_commit(self, hook: AfterCommit) -> None:

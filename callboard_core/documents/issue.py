@@ -28,7 +28,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from callboard_core import bus, clock
 from callboard_core.db.lookup import held
-from callboard_core.db.rows import insert_dicts_at_commit
+from callboard_core.db.rows import insert_dicts_at_commit, naming_its_tables
 from callboard_core.documents.events import DocumentsIssued, IssuedDocument
 from callboard_core.documents.models import (
     CommercialDocument,
@@ -265,8 +265,10 @@ PLANS: dict[TransactionKind, tuple[AccountKind, Plan]] = {
 
 
 # What a document shows of its owner (not the whole account row): built once, every posting reads it.
-_COUNTERPARTY = select(User.name, User.username, User.email, User.company).where(
-    User.id == bindparam("p_user")
+# It names its one table: a posting waiting for the commit (`ledger._post_at_commit`) need not be written
+# before it.
+_COUNTERPARTY = naming_its_tables(
+    select(User.name, User.username, User.email, User.company).where(User.id == bindparam("p_user"))
 )
 
 

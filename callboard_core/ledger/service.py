@@ -70,7 +70,7 @@ from sqlalchemy.orm.attributes import set_committed_value
 
 from callboard_core import bus, clock
 from callboard_core.db.engine import dialect_of
-from callboard_core.db.rows import insert_rows, naming_its_tables, row_values
+from callboard_core.db.rows import Rider, insert_rows, naming_its_tables, ride_at_commit, row_values
 from callboard_core.errors import Conflict, ValidationFailed
 from callboard_core.ids import new_id
 from callboard_core.ledger import accounts
@@ -143,13 +143,10 @@ assert set(_ENTRY_COLUMNS) == {c.key for c in _entries.c}, "ledger_entries chang
 
 
 @functools.lru_cache(maxsize=8)
-def _posted_together(legs: int) -> Any:
-    """PostgreSQL, a posting without a savepoint: the transaction's row, the legs' balance moves (`_apply_all`,
-    its accounts locked in id order) and the entries in one statement of data-modifying CTEs, built once per
-    number of legs; it returns the moved accounts as `_apply_all` does. The entries are written only when
-    every leg moved: a refused debit leaves a transaction without entries, which the caller's rollback
-    removes (and which the deferred zero-sum trigger would refuse at commit). Binds: t_<column> for the
-    transaction, a<i>/m<i> for the legs (as `_apply_all`), e<i> for the entries' ids."""
+def _posting_parts(legs: int) -> tuple[tuple[Any, Any, Any], Any]:
+    """A posting of `legs` legs on PostgreSQL as data-modifying CTEs (its transaction's row, the legs' guarded
+    balance moves, the entries written from what moved) and the count of legs moved: the parts of
+    `_posted_together`, and of the commit's statement for a posting at commit (`db/rows.Rider`)."""
     txn = insert(_transactions).values(
         {c.key: bindparam(f"t_{c.key}", type_=c.type) for c in _transactions.c}
     )
@@ -166,7 +163,7 @@ def _posted_together(legs: int) -> Any:
             )
         )
 
-    every_leg_moved = select(func.count()).select_from(moved).scalar_subquery() == legs
+    moved_count = select(func.count()).select_from(moved).scalar_subquery()
     entries = insert(_entries).from_select(
         list(_ENTRY_COLUMNS),
         select(
@@ -177,13 +174,28 @@ def _posted_together(legs: int) -> Any:
             moved.c.version,
             moved.c.balance_cents,
             bindparam("t_created_at", type_=_transactions.c.created_at.type),
-        ).where(every_leg_moved),
+        ).where(moved_count == legs),
     )
-    return naming_its_tables(
-        select(moved.c.id, moved.c.balance_cents, moved.c.version).add_cte(
-            txn.cte("posting_txn"), entries.cte("posting_entries")
-        )
-    )
+    return (txn.cte("posting_txn"), moved, entries.cte("posting_entries")), moved_count
+
+
+@functools.lru_cache(maxsize=8)
+def _posted_together(legs: int) -> Any:
+    """PostgreSQL, a posting without a savepoint: the transaction's row, the legs' balance moves (`_apply_all`,
+    its accounts locked in id order) and the entries in one statement of data-modifying CTEs, built once per
+    number of legs; it returns the moved accounts as `_apply_all` does. The entries are written only when
+    every leg moved: a refused debit leaves a transaction without entries, which the caller's rollback
+    removes (and which the deferred zero-sum trigger would refuse at commit). Binds: t_<column> for the
+    transaction, a<i>/m<i> for the legs (as `_apply_all`), e<i> for the entries' ids."""
+    (txn, moved, entries), _ = _posting_parts(legs)
+    return naming_its_tables(select(moved.c.id, moved.c.balance_cents, moved.c.version).add_cte(txn, entries))
+
+
+@functools.lru_cache(maxsize=8)
+def _posted_count(legs: int) -> Any:
+    """`_posted_together` answering only how many legs moved: a posting at commit written on its own."""
+    (txn, moved, entries), _ = _posting_parts(legs)
+    return naming_its_tables(select(func.count()).select_from(moved).add_cte(txn, entries))
 
 
 def _invalid(message: str, field: str = "entries", code: str = "invalid_posting") -> ValidationFailed:
@@ -294,6 +306,7 @@ async def post(
     metadata: dict[str, Any] | None = None,
     savepoint: bool = True,
     reverses_id: str | None = None,
+    at_commit: bool = False,
 ) -> LedgerTransaction:
     """Post one balanced transaction in the caller's database transaction (flush only).
 
@@ -305,7 +318,11 @@ async def post(
     `savepoint=False` is for a caller whose whole transaction ends with any failure of the posting (a
     publish's reserve, an award's capture: their keys cannot repeat, the job row being locked in its
     state): no savepoint (two statements less), and a refused debit or a repeated key simply raises, for
-    the caller's unit of work to roll everything back."""
+    the caller's unit of work to roll everything back.
+
+    `at_commit` (with `savepoint=False`; PostgreSQL): the posting is written by the transaction's last
+    statement (`_post_at_commit`), for a caller whose debit cannot be refused (an award's capture of its
+    reserved escrow)."""
     kind = TransactionKind(kind)
     legs = _validate(key, entries)
     # No look-up of the key first: a repeat is rare, and the unique index finds it (below) for one
@@ -323,6 +340,8 @@ async def post(
         created_at=at,
     )
     if not savepoint and dialect_of(session) == "postgresql":
+        if at_commit:
+            return await _post_at_commit(session, txn, legs)
         return await _post_together(session, txn, legs)
     await session.flush()  # the caller's pending rows must not ride in (and roll back with) our savepoint
     balances: list[tuple[LedgerAccount, tuple[int, int]]] = []
@@ -357,13 +376,8 @@ async def post(
     return await _posted(session, txn, balances, [entry for _, entry in written])
 
 
-async def _post_together(
-    session: AsyncSession, txn: LedgerTransaction, legs: Sequence[Leg]
-) -> LedgerTransaction:
-    """`post` without a savepoint on PostgreSQL: one statement (`_posted_together`) where the other path
-    sends three. A repeated key raises IntegrityError and a refused debit 409 `insufficient_funds`, as
-    there, for the caller's unit of work to roll everything back."""
-    await session.flush()  # the caller's changes go first, as on the other path (no statement when none)
+def _together_binds(txn: LedgerTransaction, legs: Sequence[Leg]) -> tuple[list[LedgerEntry], dict[str, Any]]:
+    """The entries a posting in one statement writes (their ids known now) and its binds (`_posting_parts`)."""
     entries = [
         LedgerEntry(
             transaction_id=txn.id, account_id=account.id, amount_cents=amount, created_at=txn.created_at
@@ -373,6 +387,17 @@ async def _post_together(
     params = row_values(txn, prefix="t_")
     for i, ((account, amount), entry) in enumerate(zip(legs, entries, strict=True)):
         params[f"a{i}"], params[f"m{i}"], params[f"e{i}"] = account.id, amount, row_values(entry)["id"]
+    return entries, params
+
+
+async def _post_together(
+    session: AsyncSession, txn: LedgerTransaction, legs: Sequence[Leg]
+) -> LedgerTransaction:
+    """`post` without a savepoint on PostgreSQL: one statement (`_posted_together`) where the other path
+    sends three. A repeated key raises IntegrityError and a refused debit 409 `insufficient_funds`, as
+    there, for the caller's unit of work to roll everything back."""
+    await session.flush()  # the caller's changes go first, as on the other path (no statement when none)
+    entries, params = _together_binds(txn, legs)
     moved = {
         row[0]: (int(row[1]), int(row[2]))
         for row in await session.execute(_posted_together(len(legs)), params)
@@ -383,6 +408,45 @@ async def _post_together(
     for entry, (_, (balance, version)) in zip(entries, balances, strict=True):
         entry.account_version, entry.balance_after_cents = version, balance
     return await _posted(session, txn, balances, entries)
+
+
+def _posting_refused() -> Conflict:
+    return Conflict(
+        "The ledger refused the posting when the transaction committed: an account it debits would have "
+        "gone below zero. Nothing was stored; read the balance, then try again.",
+        code="insufficient_funds",
+    )
+
+
+_POSTING_TABLES = frozenset({_accounts.name, _entries.name, _transactions.name})
+
+
+async def _post_at_commit(
+    session: AsyncSession, txn: LedgerTransaction, legs: Sequence[Leg]
+) -> LedgerTransaction:
+    """`_post_together`'s statement as CTEs of the transaction's last one (`db/rows.ride_at_commit`): the
+    accounts it locks (an award's: the payer's escrow, the payee's payable, the platform's fee account) are
+    then held only from that statement to the commit, not through the rest of the request, and the posting
+    costs no round trip of its own. Any earlier statement that names a ledger table writes it first. Its
+    listeners hear it now, with the entries it will write (their running balances and versions are the
+    database's, set by that statement: none of the listeners reads them), and the accounts the caller holds
+    keep their balances as read. A leg that does not move fails the commit (409 `insufficient_funds`),
+    nothing stored."""
+    entries, params = _together_binds(txn, legs)
+    rider = Rider(
+        build=_posting_parts,
+        alone=_posted_count,
+        args=(len(legs),),
+        params=params,
+        tables=_POSTING_TABLES,
+        expected=len(legs),
+        refused=_posting_refused,
+    )
+    await ride_at_commit(session, rider)
+    await bus.publish(
+        session, LedgerPosted(txn, tuple((account, e) for (account, _), e in zip(legs, entries, strict=True)))
+    )
+    return txn
 
 
 async def _posted(
@@ -577,6 +641,7 @@ async def capture(
     metadata: dict[str, Any] | None = None,
     savepoint: bool = True,
     accounts_read: Sequence[LedgerAccount | None] = (),
+    at_commit: bool = False,
 ) -> LedgerTransaction:
     """`accounts_read`: the requester's reserved, the worker owner's payable and the platform's fee
     accounts as the caller read them (`with_capture_accounts`, None where missing), saving the posting's
@@ -607,6 +672,7 @@ async def capture(
             "feeCents": fee_cents,
         },
         savepoint=savepoint,
+        at_commit=at_commit,
     )
 
 

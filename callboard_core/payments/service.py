@@ -691,6 +691,9 @@ async def capture(
         metadata={"jobPaymentId": payment.id, "workerAgentId": worker.id},
         savepoint=False,  # the award's transaction: any failure here fails the award
         accounts_read=accounts_read,
+        # The reserved escrow cannot refuse its capture: written with the commit's statement (PostgreSQL),
+        # so the shared accounts it locks are held only from there to the commit.
+        at_commit=source is PaymentStatus.RESERVED,
     )
     return await _move(
         session,
