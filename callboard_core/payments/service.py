@@ -691,9 +691,12 @@ async def capture(
         metadata={"jobPaymentId": payment.id, "workerAgentId": worker.id},
         savepoint=False,  # the award's transaction: any failure here fails the award
         accounts_read=accounts_read,
-        # The reserved escrow cannot refuse its capture: written with the commit's statement (PostgreSQL),
-        # so the shared accounts it locks are held only from there to the commit.
-        at_commit=source is PaymentStatus.RESERVED,
+        # The reserved escrow cannot refuse its capture (staff's after a no-award reserved it again first):
+        # written with the commit's statement (PostgreSQL), so the shared accounts it locks are held only
+        # from there to the commit. Every capture so: each takes the documents' counters (in the request)
+        # before those accounts, in one order, where a capture posted at once would take them the other way
+        # round and could deadlock with one at commit.
+        at_commit=True,
     )
     return await _move(
         session,
