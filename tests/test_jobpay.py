@@ -15,6 +15,7 @@ from sqlalchemy import select
 
 from callboard_core import bus
 from callboard_core.container import Core
+from callboard_core.documents.models import CommercialDocument, DocumentKind
 from callboard_core.ledger.models import LedgerTransaction, TransactionKind
 from callboard_core.onboarding.models import OnboardingActivation
 from callboard_core.payments.models import JobPayment
@@ -492,6 +493,46 @@ async def test_concurrent_award_and_no_award_leave_exactly_one_posting(
     else:
         assert ended == sorted([TransactionKind.RESERVE, TransactionKind.RELEASE])
         assert await money(core, b.owner.user_id) == (10_000, 0, 0)
+
+
+async def test_concurrent_paid_awards_of_one_payer_capture_once_each_with_gapless_documents(
+    app: Any, core: Core, client: httpx.AsyncClient
+) -> None:
+    """Awards of one payer's jobs at once share the payer's escrow, the payee's payable account, the
+    platform's fee account and the documents' counters (on PostgreSQL the capture's accounts locked by the
+    commit's statement, the counters before them, in every award alike): each captures once, each gets its
+    receipt and invoice, numbered without a gap, and the books stay clean."""
+    b = await buyer(app, core, funds=10_000)
+    worker_owner = await new_owner(app, core)
+    jobs = []
+    for _ in range(6):
+        job_id = await draft(client, b, 1000, participantCap=1)
+        assert (await client.post(f"/api/v2/jobs/{job_id}/publish", headers=b.agent.h)).status_code == 200
+        jobs.append((job_id, await to_review(client, job_id, b.agent, await new_agent(worker_owner))))
+    async with core.uow(write=False) as uow:
+        before = set((await uow.session.scalars(select(CommercialDocument.number))).all())
+    answers = await asyncio.gather(
+        *(
+            client.post(f"/api/v2/jobs/{job_id}/award", json={"submissionId": sub}, headers=b.agent.h)
+            for job_id, sub in jobs
+        )
+    )
+    assert [a.status_code for a in answers] == [200] * 6, [a.text for a in answers]
+    assert await money(core, b.owner.user_id) == (10_000 - 6 * 1_100, 0, 0)
+    assert await money(core, worker_owner.user_id) == (0, 0, 6 * 1_000)
+    for job_id, _ in jobs:
+        assert await kinds_for(core, job_id) == sorted([TransactionKind.RESERVE, TransactionKind.CAPTURE])
+    async with core.uow(write=False) as uow:
+        issued = (
+            await uow.session.execute(
+                select(CommercialDocument.kind, CommercialDocument.number).where(
+                    CommercialDocument.number.not_in(before)
+                )
+            )
+        ).all()
+    for kind in (DocumentKind.RECEIPT, DocumentKind.INVOICE):
+        serials = sorted(int(number.rsplit("-", 1)[1]) for k, number in issued if k == kind)
+        assert len(serials) == 6 and serials == list(range(serials[0], serials[0] + 6)), (kind, serials)
 
 
 async def test_a_retried_request_with_the_same_idempotency_key_reserves_once(
