@@ -42,7 +42,7 @@ from sqlalchemy.sql.util import find_tables
 
 from callboard_core.db.engine import dialect_of
 from callboard_core.db.scopes import TrackedSession
-from callboard_core.db.uow import PENDING_MOVES, PENDING_RIDERS, at_commit, sole_statement
+from callboard_core.db.uow import PENDING_MOVES, PENDING_RIDER, at_commit, sole_statement
 from callboard_core.errors import Conflict
 
 # Rows of several tables in one statement only while it stays small: its text grows with the rows, and
@@ -123,17 +123,14 @@ async def move_at_commit(session: AsyncSession, move: Move) -> None:
 @dataclass(frozen=True)
 class Rider:
     """Data-modifying statements of another module (a ledger posting) that ride with the commit's last
-    statement (PostgreSQL), as a move does. `build(*args)`, called once per shape and cached, returns the
-    CTEs and a scalar that counts what they changed; `alone(*args)` the same work as one statement whose
-    first column of its first row is that count (written before any statement that names `tables`, or when
-    the rows cannot be combined). The count must be `expected`, or the commit fails with `refused`'s 409 and
-    nothing of the transaction is stored. `params` bind both."""
+    statement (PostgreSQL), as a move does. `build(*args)` (called once per shape, cached) returns the CTEs
+    and a scalar that counts what they changed, which must be `expected`, or the commit fails with
+    `refused()`'s 409 and nothing of the transaction is stored. `params` bind them. Written on its own
+    (`_rider_alone`) before any statement that names its tables, or when the rows cannot be combined."""
 
     build: Callable[..., tuple[tuple[Any, ...], Any]]
-    alone: Callable[..., Any]
     args: tuple[Hashable, ...]
     params: Mapping[str, Any]
-    tables: frozenset[str]
     expected: int
     refused: Callable[[], Conflict]
 
@@ -141,17 +138,29 @@ class Rider:
         return self.build, self.args
 
 
+@functools.lru_cache(maxsize=64)
+def _rider_alone(shape: tuple[Any, ...]) -> Any:
+    """A rider's CTEs as a statement of their own, answering their count; it says which tables it names."""
+    build, args = shape
+    ctes, changed = build(*args)
+    return naming_its_tables(select(changed).add_cte(*ctes))
+
+
 async def ride_at_commit(session: AsyncSession, rider: Rider) -> None:
     """Write `rider` with the gathered rows (PostgreSQL), or before any statement that names its tables. One
     rider waits at a time (their binds would meet): a second writes the first now."""
     sync = session.sync_session
     if session.info.get("uow") is None or dialect_of(session) != "postgresql" or sync.in_nested_transaction():
-        _check_rider(rider, (await session.execute(rider.alone(*rider.args), dict(rider.params))).scalar())
+        await session.run_sync(_write_rider, rider)
         return
-    if sync.info.get(PENDING_RIDERS):
+    if PENDING_RIDER in sync.info:
         await session.run_sync(_write_pending_now)
-    sync.info[PENDING_RIDERS] = [rider]
+    sync.info[PENDING_RIDER] = rider
     await at_commit(session, "rows", [rider], _write, last=True)
+
+
+def _write_rider(session: Session, rider: Rider) -> None:
+    _check_rider(rider, session.execute(_rider_alone(rider.shape()), dict(rider.params)).scalar())
 
 
 def _check_rider(rider: Rider, changed: Any) -> None:
@@ -179,34 +188,33 @@ async def _write(
         await session.flush()  # (writes the pending moves and riders first: `_before_flush`)
     info = session.sync_session.info
     moves: list[Move] = info.get(PENDING_MOVES, [])
-    riders: list[Rider] = info.get(PENDING_RIDERS, [])
+    rider: Rider | None = info.get(PENDING_RIDER)
     rows = [(table, row) for table, params in tables.items() for row in params]
     if (
         rows
-        and len(tables) + len(moves) + len(riders) > 1
+        and len(tables) + len(moves) + (rider is not None) > 1
         and len(rows) <= COMBINED_ROWS_MAX
         and dialect_of(session) == "postgresql"
     ):
         info.pop(PENDING_MOVES, None)
-        info.pop(PENDING_RIDERS, None)
+        info.pop(PENDING_RIDER, None)
         shape = tuple((table, tuple(row)) for table, row in rows)
         binds = _flat(rows)
         for i, move in enumerate(moves):
             binds.update(_move_params(i, move))
-        for rider in riders:
-            binds.update(rider.params)
+        binds.update(rider.params if rider is not None else {})
         await sole_statement(session)
-        statement = _combined(shape, tuple(m.shape() for m in moves), tuple(r.shape() for r in riders))
+        statement = _combined(shape, tuple(m.shape() for m in moves), rider.shape() if rider else None)
         result = await session.execute(statement, binds)
-        if not (moves or riders):
+        if not moves and rider is None:
             return
         counted = result.first()
-        if riders:  # what the riders changed first: a refused posting says so, whatever else moved
-            _check_rider(riders[0], counted.changed if counted is not None else None)
+        if rider is not None:  # the rider's count first: a refused posting says so, whatever else moved
+            _check_rider(rider, counted.changed if counted is not None else None)
         if moves:
             _check_moved(moves, counted.moved if counted is not None else None)
         return
-    if moves or riders:
+    if moves or rider is not None:
         await session.run_sync(_write_pending_now)
     if len(rows) == 1:
         await sole_statement(session)
@@ -215,11 +223,11 @@ async def _write(
 
 
 def _write_pending_now(session: Session) -> None:
-    """The pending riders, then the pending moves (one may record what a rider wrote), each on its own
+    """The pending rider, then the pending moves (one may record what the rider wrote), each on its own
     (synchronous: from a session event, or `run_sync`)."""
-    riders: list[Rider] = session.info.pop(PENDING_RIDERS, [])
-    for rider in riders:
-        _check_rider(rider, session.execute(rider.alone(*rider.args), dict(rider.params)).scalar())
+    rider: Rider | None = session.info.pop(PENDING_RIDER, None)
+    if rider is not None:
+        _write_rider(session, rider)
     moves: list[Move] = session.info.pop(PENDING_MOVES, [])
     for move in moves:
         params = _move_params(0, move)
@@ -267,8 +275,9 @@ _WRITING = {"gathered_write": True}  # the pending moves' own statements (`_befo
 
 def _moved_tables(session: Session) -> set[str]:
     tables = {move.table.name for move in session.info.get(PENDING_MOVES, ())}
-    for rider in session.info.get(PENDING_RIDERS, ()):
-        tables |= rider.tables
+    rider: Rider | None = session.info.get(PENDING_RIDER)
+    if rider is not None:
+        tables |= _rider_alone(rider.shape()).get_execution_options()["tables_named"]
     return tables
 
 
@@ -292,7 +301,7 @@ def _before_statement(state: ORMExecuteState) -> None:
     """A statement that names a table with a pending move, or does not say which it names
     (`naming_its_tables`), writes the pending moves first: no read sees a moved row as it was."""
     session = state.session
-    pending = session.info.get(PENDING_MOVES) or session.info.get(PENDING_RIDERS)
+    pending = session.info.get(PENDING_MOVES) or session.info.get(PENDING_RIDER)
     if not pending or state.execution_options.get("gathered_write"):
         return
     named = state.execution_options.get("tables_named")
@@ -302,7 +311,7 @@ def _before_statement(state: ORMExecuteState) -> None:
 
 @event.listens_for(TrackedSession, "before_flush")
 def _before_flush(session: Session, *_: Any) -> None:
-    if session.info.get(PENDING_MOVES) or session.info.get(PENDING_RIDERS):
+    if session.info.get(PENDING_MOVES) or session.info.get(PENDING_RIDER):
         _write_pending_now(session)
 
 
@@ -381,7 +390,7 @@ def _bind(index: int, column: str) -> str:
 def _combined(
     shape: Shape,
     moves: tuple[tuple[Table, str, tuple[str, ...]], ...] = (),
-    riders: tuple[tuple[Any, ...], ...] = (),
+    rider: tuple[Any, ...] | None = None,
 ) -> Insert:
     """One INSERT for rows of several tables (PostgreSQL): a single-row INSERT per row, all but the last as
     data-modifying CTEs, which PostgreSQL runs to completion whether or not the statement reads them; each
@@ -394,15 +403,13 @@ def _combined(
         for i, (table, columns) in enumerate(shape)
     )
     updates = [_moving(i, move).cte(f"u{i}") for i, move in enumerate(moves)]
-    built = [build(*args) for build, args in riders]
-    statement = last.add_cte(
-        *(s.cte(f"w{i}") for i, s in enumerate(first)), *updates, *(c for ctes, _ in built for c in ctes)
-    )
-    if not updates and not built:
-        return statement
+    ctes, changed = rider[0](*rider[1]) if rider is not None else ((), None)
+    statement = last.add_cte(*(s.cte(f"w{i}") for i, s in enumerate(first)), *updates, *ctes)
     counts = [select(func.count()).select_from(u).scalar_subquery() for u in updates]
     returned = [sum(counts[1:], counts[0]).label("moved")] if counts else []
-    returned += [sum((n for _, n in built[1:]), built[0][1]).label("changed")] if built else []
+    returned += [changed.label("changed")] if changed is not None else []
+    if not returned:
+        return statement
     return statement.returning(*returned).execution_options(**_WRITING)
 
 

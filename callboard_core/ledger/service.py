@@ -191,13 +191,6 @@ def _posted_together(legs: int) -> Any:
     return naming_its_tables(select(moved.c.id, moved.c.balance_cents, moved.c.version).add_cte(txn, entries))
 
 
-@functools.lru_cache(maxsize=8)
-def _posted_count(legs: int) -> Any:
-    """`_posted_together` answering only how many legs moved: a posting at commit written on its own."""
-    (txn, moved, entries), _ = _posting_parts(legs)
-    return naming_its_tables(select(func.count()).select_from(moved).add_cte(txn, entries))
-
-
 def _invalid(message: str, field: str = "entries", code: str = "invalid_posting") -> ValidationFailed:
     # Top-level `validation_failed` like every 422; the specific code is the field error's.
     return ValidationFailed(message, errors=[{"field": field, "code": code, "message": message}])
@@ -418,9 +411,6 @@ def _posting_refused() -> Conflict:
     )
 
 
-_POSTING_TABLES = frozenset({_accounts.name, _entries.name, _transactions.name})
-
-
 async def _post_at_commit(
     session: AsyncSession, txn: LedgerTransaction, legs: Sequence[Leg]
 ) -> LedgerTransaction:
@@ -434,13 +424,7 @@ async def _post_at_commit(
     nothing stored."""
     entries, params = _together_binds(txn, legs)
     rider = Rider(
-        build=_posting_parts,
-        alone=_posted_count,
-        args=(len(legs),),
-        params=params,
-        tables=_POSTING_TABLES,
-        expected=len(legs),
-        refused=_posting_refused,
+        build=_posting_parts, args=(len(legs),), params=params, expected=len(legs), refused=_posting_refused
     )
     await ride_at_commit(session, rider)
     await bus.publish(
