@@ -36,6 +36,9 @@ ALLOWED = {
     # Pure memos of discovery previews (each hit checked against its row), bounded; no behaviour hangs on them.
     "callboard_core.jobs.discovery._MEMO",
     "callboard_core.jobs.discovery._JSON",
+    # Owners whose paid publishes add up earlier spending, as this process saw them: which lock a first
+    # attempt takes; bounded, every answer checked under the lock (a miss costs one more attempt, no rule).
+    "callboard_core.payments.service._SUMMING_OWNERS",
     # This process's commits, counted by SQLAlchemy's process-wide events (every engine of the process
     # writes the one database): the read cache's own-commit part of its version, overall and per scope.
     "callboard_core.db.readcache._Commits",

@@ -16,9 +16,12 @@ from sqlalchemy import select
 from callboard_core import bus
 from callboard_core.container import Core
 from callboard_core.documents.models import CommercialDocument, DocumentKind
+from callboard_core.errors import PrepareFirst
+from callboard_core.jobs import service as jobs
 from callboard_core.ledger.models import LedgerTransaction, TransactionKind
 from callboard_core.onboarding.models import OnboardingActivation
 from callboard_core.payments.models import JobPayment
+from callboard_core.principals import Actor
 from callboard_core.processor.sandbox import SandboxProcessor, pending_events
 from callboard_core.processor.translate import fact_of
 from tests.jobs_helpers import new_agent, new_owner, to_review, travel
@@ -470,6 +473,58 @@ async def test_concurrent_publishes_hold_the_daily_cap(
     assert sorted(a.status_code for a in answers).count(200) == 3
     assert all(a.json()["missing"] == ["DAILY_CAP"] for a in answers if a.status_code == 409)
     assert await money(core, b.owner.user_id) == (100_000 - 3_300, 3_300, 0)
+
+
+def _on_postgres(core: Core) -> None:
+    if not core.settings.database_url.startswith("postgresql"):
+        pytest.skip("SQLite has one writer: a publish's write step holds the database until it ends")
+
+
+async def test_a_publish_without_spending_caps_shares_the_profile_and_its_reserve_waits_for_the_commit(
+    app: Any, core: Core, client: httpx.AsyncClient
+) -> None:
+    """PostgreSQL: an owner without a daily cap or an activation's caps. A publish's write step held open
+    before its commit locks neither the owner's profile against another publish nor the accounts its
+    reserve moves (that reserve rides with the commit): a second publish goes through meanwhile and takes
+    the money. The first's commit then finds the balance short: nothing of it is stored, and the pipeline
+    is told to run the prepare step (PrepareFirst), after which the publish is refused naming the balance."""
+    _on_postgres(core)
+    b = await buyer(app, core, funds=2_200)  # two jobs' pay and fee
+    # The owner's first paid publish makes the profile and the escrow account (a second waits for those).
+    warm = await draft(client, b, 1000)
+    assert (await client.post(f"/api/v2/jobs/{warm}/publish", headers=b.agent.h)).status_code == 200
+    first, second = await draft(client, b, 1000), await draft(client, b, 1000)
+    with pytest.raises(PrepareFirst):
+        async with core.uow() as uow:
+            await jobs.publish(uow.session, core.blobs, core.settings, Actor.agent(b.agent.id), first)
+            r = await asyncio.wait_for(client.post(f"/api/v2/jobs/{second}/publish", headers=b.agent.h), 10)
+            assert r.status_code == 200, r.text
+    assert await money(core, b.owner.user_id) == (0, 2_200, 0)
+    assert await kinds_for(core, first) == [] and await kinds_for(core, second) == [TransactionKind.RESERVE]
+    r = await client.post(f"/api/v2/jobs/{first}/publish", headers=b.agent.h)
+    assert r.status_code == 409 and "BALANCE" in r.json()["missing"], r.text
+    assert (await client.get(f"/api/v2/jobs/{first}", headers=b.agent.h)).json()["job"]["status"] == "DRAFT"
+
+
+async def test_a_change_of_limits_waits_for_a_publish_sharing_the_profile(
+    app: Any, core: Core, client: httpx.AsyncClient
+) -> None:
+    """PostgreSQL: a publish that shares the profile's lock (no cap to add up) still holds it until it ends,
+    so a daily cap set meanwhile applies to every publish after it, none of which can miss the one before."""
+    _on_postgres(core)
+    b = await buyer(app, core)
+    job_id = await draft(client, b, 1000)
+    async with core.uow() as uow:
+        await jobs.publish(uow.session, core.blobs, core.settings, Actor.agent(b.agent.id), job_id)
+        limits = asyncio.create_task(
+            b.owner.client.patch("/me/billing/limits", json={"dailySpendCapCents": 2_000})
+        )
+        await asyncio.sleep(0.3)
+        assert not limits.done(), "the owner's limits changed while a publish held the profile"
+    assert (await asyncio.wait_for(limits, 10)).status_code == 200
+    # The cap counts the publish that went before it: 1100 + 1100 > 2000.
+    r = await client.post(f"/api/v2/jobs/{await draft(client, b, 1000)}/publish", headers=b.agent.h)
+    assert r.status_code == 409 and r.json()["missing"] == ["DAILY_CAP"], r.text
 
 
 async def test_concurrent_award_and_no_award_leave_exactly_one_posting(

@@ -125,14 +125,15 @@ class Rider:
     """Data-modifying statements of another module (a ledger posting) that ride with the commit's last
     statement (PostgreSQL), as a move does. `build(*args)` (called once per shape, cached) returns the CTEs
     and a scalar that counts what they changed, which must be `expected`, or the commit fails with
-    `refused()`'s 409 and nothing of the transaction is stored. `params` bind them. Written on its own
-    (`_rider_alone`) before any statement that names its tables, or when the rows cannot be combined."""
+    `refused()` (a 409, or what the caller's retry expects) and nothing of the transaction is stored.
+    `params` bind them. Written on its own (`_rider_alone`) before any statement that names its tables, or
+    when the rows cannot be combined."""
 
     build: Callable[..., tuple[tuple[Any, ...], Any]]
     args: tuple[Hashable, ...]
     params: Mapping[str, Any]
     expected: int
-    refused: Callable[[], Conflict]
+    refused: Callable[[], Exception]
 
     def shape(self) -> tuple[Any, ...]:
         return self.build, self.args

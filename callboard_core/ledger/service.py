@@ -58,7 +58,7 @@ from __future__ import annotations
 import contextlib
 import functools
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, NoReturn, cast
@@ -300,6 +300,7 @@ async def post(
     savepoint: bool = True,
     reverses_id: str | None = None,
     at_commit: bool = False,
+    refused: Callable[[], Exception] | None = None,
 ) -> LedgerTransaction:
     """Post one balanced transaction in the caller's database transaction (flush only).
 
@@ -315,7 +316,8 @@ async def post(
 
     `at_commit` (with `savepoint=False`; PostgreSQL): the posting is written by the transaction's last
     statement (`_post_at_commit`), for a caller whose debit cannot be refused (an award's capture of its
-    reserved escrow)."""
+    reserved escrow), or whose refusal needs no details but `refused()`, raised from the commit (default 409
+    `insufficient_funds`): a publish's reserve when the balance it read covers it."""
     kind = TransactionKind(kind)
     legs = _validate(key, entries)
     # No look-up of the key first: a repeat is rare, and the unique index finds it (below) for one
@@ -334,7 +336,7 @@ async def post(
     )
     if not savepoint and dialect_of(session) == "postgresql":
         if at_commit:
-            return await _post_at_commit(session, txn, legs)
+            return await _post_at_commit(session, txn, legs, refused or _posting_refused)
         return await _post_together(session, txn, legs)
     await session.flush()  # the caller's pending rows must not ride in (and roll back with) our savepoint
     balances: list[tuple[LedgerAccount, tuple[int, int]]] = []
@@ -412,7 +414,7 @@ def _posting_refused() -> Conflict:
 
 
 async def _post_at_commit(
-    session: AsyncSession, txn: LedgerTransaction, legs: Sequence[Leg]
+    session: AsyncSession, txn: LedgerTransaction, legs: Sequence[Leg], refused: Callable[[], Exception]
 ) -> LedgerTransaction:
     """`_post_together`'s statement as CTEs of the transaction's last one (`db/rows.ride_at_commit`): the
     accounts it locks (an award's: the payer's escrow, the payee's payable, the platform's fee account) are
@@ -420,12 +422,13 @@ async def _post_at_commit(
     costs no round trip of its own. Any earlier statement that names a ledger table writes it first. Its
     listeners hear it now, with the entries it will write (their running balances and versions are the
     database's, set by that statement: none of the listeners reads them), and the accounts the caller holds
-    keep their balances as read. A leg that does not move fails the commit (409 `insufficient_funds`),
-    nothing stored."""
+    keep their balances as read. A leg that does not move fails the commit with `refused()`, nothing
+    stored."""
+    # The caller's changes go first, as on the other paths: a later read that refreshes its objects
+    # (populate_existing) would otherwise drop what they had not flushed (no statement when none).
+    await session.flush()
     entries, params = _together_binds(txn, legs)
-    rider = Rider(
-        build=_posting_parts, args=(len(legs),), params=params, expected=len(legs), refused=_posting_refused
-    )
+    rider = Rider(build=_posting_parts, args=(len(legs),), params=params, expected=len(legs), refused=refused)
     await ride_at_commit(session, rider)
     await bus.publish(
         session, LedgerPosted(txn, tuple((account, e) for (account, _), e in zip(legs, entries, strict=True)))
@@ -540,10 +543,16 @@ async def reserve(
     metadata: dict[str, Any] | None = None,
     savepoint: bool = True,
     accounts_read: Sequence[LedgerAccount | None] = (),
+    at_commit: bool = False,
+    refused: Callable[[], Exception] | None = None,
 ) -> LedgerTransaction:
+    """`amount_cents` of the owner's available balance held in escrow for a job (`at_commit`, `refused`:
+    as `post`'s, for a publish whose read balance covers it)."""
     return await flow(
         session,
         TransactionKind.RESERVE,
+        at_commit=at_commit,
+        refused=refused,
         user_id=user_id,
         amount_cents=amount_cents,
         key=key or f"reserve:{job_id}",

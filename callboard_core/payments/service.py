@@ -7,7 +7,8 @@ The flow (docs/decisions.md, "Money: paid jobs"):
   owner's auto top-up is on, charges the default card off-session (never inside a write transaction) under
   a key made of the payment's id and attempt number.
 - `secure` (in the publish's write unit of work, the job locked): locks the owner's buyer profile (the daily
-  caps hold under concurrency: one owner's paid publishes queue on that row), credits a succeeded auto
+  caps hold under concurrency: one owner's paid publishes that add up earlier spending queue on that row;
+  the others share its lock, and their reserve rides with the commit's statement), credits a succeeded auto
   top-up (`topup:<payment intent>`, the key its webhook posts too), re-runs the checks, and reserves pay +
   fee (`reserve:<job>`). A refused check is 409 `payment_not_ready` naming every missing requirement and
   the calls that fix it.
@@ -34,6 +35,7 @@ from callboard_core import clock, states
 from callboard_core.agents.models import Agent
 from callboard_core.billing import service as billing
 from callboard_core.billing.models import BuyerProfile
+from callboard_core.db.engine import dialect_of
 from callboard_core.db.lookup import by_pk
 from callboard_core.db.rows import insert_at_commit
 from callboard_core.db.uow import UnitsOfWork
@@ -523,10 +525,12 @@ async def prepare(
 # job's payment (`_open_row`), in one statement. The activation is as the statement found it before any wait
 # for the lock: it changes only when the agent is activated again, which a publish racing it may see either
 # side of. The payment's writers all hold the job's lock, which the publish holds. The reserve's accounts only
-# name what moves: their balances move by the posting's guarded update, whatever the read found.
-def _lock_profile_read() -> Any:
+# name what moves: their balances move by the posting's guarded update, whatever the read found (as read,
+# without a lock, they say whether the reserve may wait for the commit: `secure`).
+def _lock_profile_read(*, exclusive: bool) -> Any:
     """`_lock_profile`'s statement: the profile, the latest activation, the job's payment and the accounts
-    the reserve moves (`ledger.with_flow_accounts`), each outer-joined."""
+    the reserve moves (`ledger.with_flow_accounts`), each outer-joined; the profile locked FOR UPDATE
+    (`exclusive`) or FOR SHARE."""
     statement = (
         select(BuyerProfile, OnboardingActivation, JobPayment)
         .select_from(BuyerProfile)
@@ -540,25 +544,47 @@ def _lock_profile_read() -> Any:
     return (
         ledger.with_flow_accounts(statement, TransactionKind.RESERVE, BuyerProfile.user_id, true())
         .where(BuyerProfile.user_id == bindparam("p_user"))
-        .with_for_update(of=BuyerProfile)
+        .with_for_update(of=BuyerProfile, read=not exclusive)
         .execution_options(populate_existing=True)
     )
 
 
-_LOCK_PROFILE = _lock_profile_read()
+_LOCK_PROFILE = {exclusive: _lock_profile_read(exclusive=exclusive) for exclusive in (True, False)}
+
+# Owners whose publishes, as this process last saw them, add up earlier spending (`_sums_spending`): their
+# publishes lock the profile FOR UPDATE from the first attempt. Bounded: emptied when full (a forgotten owner
+# costs one more attempt, never a rule).
+_SUMMING_OWNERS: set[str] = set()
+_SUMMING_OWNERS_MAX = 10_000
 
 
-async def _lock_profile(session: AsyncSession, job: Job, user_id: str) -> Any:
-    """The owner's buyer profile, locked until the transaction ends (FOR UPDATE on PostgreSQL; SQLite's
-    writers are serialised): one owner's paid publishes check the daily caps one at a time. With it, the
-    publishing agent's latest activation (None: never activated), the job's payment (None: none yet) and
-    the owner's accounts the reserve moves (None where missing): a row of five."""
+def _sums_spending(profile: BuyerProfile, activation: OnboardingActivation | None) -> bool:
+    """Whether a publish's checks add up the owner's or the agent's earlier spending (a daily cap, an
+    activation's caps): such checks must see every earlier publish, so they run one at a time per owner."""
+    return profile.daily_spend_cap_cents is not None or activation is not None
+
+
+async def _lock_profile(session: AsyncSession, job: Job, user_id: str, *, exclusive: bool = True) -> Any:
+    """The owner's buyer profile, locked until the transaction ends (PostgreSQL; SQLite's writers are
+    serialised): FOR UPDATE (`exclusive`), so that one owner's paid publishes check the daily caps one at a
+    time, or FOR SHARE, for a publish whose checks add up no earlier spending: such publishes of one owner
+    run side by side, and a change of the owner's limits waits for them. With it, the publishing agent's
+    latest activation (None: never activated), the job's payment (None: none yet) and the owner's accounts
+    the reserve moves (None where missing): a row of five."""
     params = {"p_user": user_id, "p_agent": job.requester_agent_id, "p_job": job.id}
-    locked = (await session.execute(_LOCK_PROFILE, params)).one_or_none()
+    statement = _LOCK_PROFILE[exclusive]
+    locked = (await session.execute(statement, params)).one_or_none()
     if locked is None:  # the owner's first paid publish: make the row (race-safe), then lock it
         await billing.ensure(session, user_id)
-        locked = (await session.execute(_LOCK_PROFILE, params)).one()
+        locked = (await session.execute(statement, params)).one()
     return locked
+
+
+def _refused_at_commit() -> PrepareFirst:
+    """A reserve written with the commit (`secure`) that the balance refused: another spend got there
+    between the read and the commit. The publish's prepare step reads the balance again, and its next
+    attempt reserves at once, answering a refusal with what is missing."""
+    return PrepareFirst()
 
 
 async def secure(
@@ -584,7 +610,21 @@ async def secure(
         return None
     if job.owner_id is None:
         raise not_ready(job, job.reward_amount_cents, 0, ["CLAIMED_OWNER"])
-    profile, activation, found, *reserve_accounts = await _lock_profile(session, job, job.owner_id)
+    # A first attempt on PostgreSQL shares the profile's lock unless its checks add up earlier spending
+    # (this process saw the owner's so, or finds them so now: the next attempt then locks it FOR UPDATE).
+    postgres = dialect_of(session) == "postgresql"
+    exclusive = not (postgres and first_attempt) or job.owner_id in _SUMMING_OWNERS
+    profile, activation, found, *reserve_accounts = await _lock_profile(
+        session, job, job.owner_id, exclusive=exclusive
+    )
+    if postgres and first_attempt and _sums_spending(profile, activation) != exclusive:
+        if exclusive:
+            _SUMMING_OWNERS.discard(job.owner_id)
+        else:
+            if len(_SUMMING_OWNERS) >= _SUMMING_OWNERS_MAX:
+                _SUMMING_OWNERS.clear()
+            _SUMMING_OWNERS.add(job.owner_id)
+            raise PrepareFirst
     # A first publish inserts its payment once, already RESERVED (one statement less than insert + move).
     payment = await _open_row(session, job, fee_bps, add=False, found=(found,))
     fresh = sa_inspect(payment).transient
@@ -608,6 +648,12 @@ async def secure(
             raise PrepareFirst
         s.available_cents = (await ledger.balances(session, job.owner_id)).available_cents
         raise not_ready(job, total, s.available_cents, _missing(s, total))
+    # The balance as read (no lock) covers it: the reserve rides with the commit's statement (PostgreSQL),
+    # so the owner's accounts are locked from there to the commit only. A first attempt only: a refusal
+    # there (another spend got there first) runs the prepare step and a next attempt, which reserves at once
+    # and says what is missing.
+    source = reserve_accounts[0] if reserve_accounts else None
+    at_commit = first_attempt and source is not None and source.balance_cents >= total
     try:
         txn = await ledger.reserve(
             session,
@@ -622,6 +668,8 @@ async def secure(
             },
             savepoint=False,  # a refusal ends this publish: nothing of the write step may commit
             accounts_read=reserve_accounts,
+            at_commit=at_commit,
+            refused=_refused_at_commit,
         )
     except Conflict as exc:
         if exc.code != "insufficient_funds":
