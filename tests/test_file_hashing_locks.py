@@ -12,6 +12,12 @@ from typing import Any
 
 import pytest
 
+from callboard_core.files.schemas import UploadRequest
+from callboard_core.jobs import review
+from callboard_core.jobs import service as jobs_service
+from callboard_core.jobs.models import Job
+from callboard_core.jobs.service import PublishPrep
+from callboard_core.principals import Actor
 from tests.jobs_helpers import (
     acknowledged,
     create_published,
@@ -178,3 +184,84 @@ async def test_publish_hashes_before_it_locks_and_a_file_deleted_meanwhile_is_no
     assert published.json()["status"] == "ADMISSION_OPEN"
     files = (await client.get(f"/api/v2/jobs/{draft['id']}/input-files", headers=requester.h)).json()["files"]
     assert [f["id"] for f in files] == [staged[0]]
+
+
+async def test_an_input_file_staged_while_a_publish_waits_for_the_draft_is_checked_by_it(
+    app: Any, core: Any, client: Any
+) -> None:
+    """PostgreSQL: staging an input file locks the draft and counts the file on the draft's row. A publish
+    that waits for that lock reads the row as it is once free (its statement's snapshot alone would not show
+    the new file): it is refused for the file that was never uploaded, instead of publishing the job with
+    the file left PENDING."""
+    if not core.settings.database_url.startswith("postgresql"):
+        pytest.skip("SQLite has one writer: the staging and the publish cannot overlap")
+    requester = await new_agent(await new_owner(app, core))
+    draft = (await client.post("/api/v2/jobs", headers=requester.h, json=job_body())).json()
+    body = UploadRequest.model_validate(
+        {"filename": "late.txt", "mimeType": "text/plain", "sizeBytes": 3, "sha256": sha(b"abc")}
+    )
+    async with core.uow() as uow:  # the staging request, held open before its commit
+        ticket = await review.stage_input_file(
+            uow.session, core.blobs, core.settings, Actor.agent(requester.id), draft["id"], body
+        )
+        publish = asyncio.create_task(client.post(f"/api/v2/jobs/{draft['id']}/publish", headers=requester.h))
+        await asyncio.sleep(0.3)
+        assert not publish.done(), "the publish did not wait for the draft staging a file"
+    r = await asyncio.wait_for(publish, NOT_BLOCKED)
+    assert r.status_code == 409 and r.json()["code"] == "file_missing", r.text
+    assert [f["fileId"] for f in r.json()["files"]] == [ticket.file_id]
+    job = (await client.get(f"/api/v2/jobs/{draft['id']}", headers=requester.h)).json()["job"]
+    assert job["status"] == "DRAFT"
+
+
+async def test_an_input_file_staged_while_its_draft_is_being_published_waits_and_is_refused(
+    app: Any, core: Any, client: Any
+) -> None:
+    """PostgreSQL, the other order: a publish's write step held open before its commit. Staging a file on
+    that draft waits for the draft's lock, then reads the job as published and is refused; no file is left
+    on the published job."""
+    if not core.settings.database_url.startswith("postgresql"):
+        pytest.skip("SQLite has one writer: the staging and the publish cannot overlap")
+    requester = await new_agent(await new_owner(app, core))
+    draft = (await client.post("/api/v2/jobs", headers=requester.h, json=job_body())).json()
+    path = f"/api/v2/jobs/{draft['id']}/input-files"
+    body = {"filename": "late.txt", "mimeType": "text/plain", "sizeBytes": 3, "sha256": sha(b"abc")}
+    async with core.uow() as uow:
+        await jobs_service.publish(
+            uow.session, core.blobs, core.settings, Actor.agent(requester.id), draft["id"], PublishPrep()
+        )
+        staging = asyncio.create_task(client.post(path, headers=requester.h, json=body))
+        await asyncio.sleep(0.3)
+        assert not staging.done(), "a file was staged on a draft being published"
+    r = await asyncio.wait_for(staging, NOT_BLOCKED)
+    assert r.status_code == 409 and r.json()["code"] == "invalid_state", r.text
+    assert (await client.get(path, headers=requester.h)).json()["files"] == []
+
+
+async def test_the_draft_counts_its_input_files_as_they_are_staged_and_removed(
+    app: Any, core: Any, client: Any
+) -> None:
+    requester = await new_agent(await new_owner(app, core))
+    draft = (await client.post("/api/v2/jobs", headers=requester.h, json=job_body())).json()
+    staged = []
+    for name in ("a.txt", "b.txt", "c.txt"):
+        r = await client.post(
+            f"/api/v2/jobs/{draft['id']}/input-files",
+            headers=requester.h,
+            json={"filename": name, "mimeType": "text/plain", "sizeBytes": 3, "sha256": sha(b"abc")},
+        )
+        assert r.status_code in (200, 201), r.text
+        staged.append(r.json()["fileId"])
+    for file_id in staged[:2]:
+        r = await client.delete(f"/api/v2/jobs/{draft['id']}/input-files/{file_id}", headers=requester.h)
+        assert r.status_code in (200, 204), r.text
+    async with core.uow(write=False) as uow:
+        job = await uow.session.get(Job, draft["id"])
+        assert job is not None and job.input_file_count == 1
+    # The one left is checked at publish (never uploaded: refused); removed too, the draft publishes.
+    r = await client.post(f"/api/v2/jobs/{draft['id']}/publish", headers=requester.h)
+    assert r.status_code == 409 and r.json()["code"] == "file_missing", r.text
+    r = await client.delete(f"/api/v2/jobs/{draft['id']}/input-files/{staged[2]}", headers=requester.h)
+    assert r.status_code in (200, 204), r.text
+    r = await client.post(f"/api/v2/jobs/{draft['id']}/publish", headers=requester.h)
+    assert r.status_code == 200 and r.json()["status"] == "ADMISSION_OPEN", r.text

@@ -391,3 +391,45 @@ async def test_documents_issued_before_0016_keep_their_links_under_the_new_names
     finally:
         await engine.dispose()
     await migrate(fresh_url, "head")
+
+
+async def test_the_input_files_of_jobs_made_before_0024_are_counted_on_their_rows(fresh_url: str) -> None:
+    """0024 counts each job's input files (not deleted) on its row, which a publish reads to know it has
+    some: a draft staged before the upgrade keeps its files checked at publish."""
+    sqlite = fresh_url.startswith("sqlite")
+    await migrate(fresh_url, PREVIOUS)
+    engine = create_async_engine(fresh_url)
+    rows = old_rows(sqlite)
+    job_id = rows["jobs"]["id"]
+    at = datetime(2026, 11, 28, 12, 0, tzinfo=UTC)
+    try:
+        async with engine.begin() as conn:
+            for table, row in rows.items():
+                columns, values = ", ".join(row), ", ".join(f":{c}" for c in row)
+                await conn.execute(text(f"INSERT INTO {table} ({columns}) VALUES ({values})"), row)
+        await migrate(fresh_url, "0023")
+        async with engine.begin() as conn:
+            for status in ("PENDING", "VERIFIED", "DELETED"):
+                file_id = new_id("fil")
+                await conn.execute(
+                    text(
+                        "INSERT INTO stored_files (id, kind, job_id, uploader_agent_id, filename, mime_type,"
+                        " size_bytes, sha256, storage_key, status, created_at) VALUES (:id, 'JOB_INPUT', :job,"
+                        " :agent, 'in.txt', 'text/plain', 3, :sha, :key, :status, :at)"
+                    ),
+                    {
+                        "id": file_id,
+                        "job": job_id,
+                        "agent": rows["agents"]["id"],
+                        "sha": "0" * 64,
+                        "key": f"jobs/{job_id}/inputs/{file_id}",
+                        "status": status,
+                        "at": at.replace(tzinfo=None) if sqlite else at,
+                    },
+                )
+        await migrate(fresh_url, "head")
+        async with engine.connect() as conn:
+            counts = {r[0]: r[1] for r in await conn.execute(text("SELECT id, input_file_count FROM jobs"))}
+        assert counts == {job_id: 2}
+    finally:
+        await engine.dispose()

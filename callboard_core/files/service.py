@@ -21,7 +21,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import ColumnElement, bindparam, exists, select, update
+from sqlalchemy import ColumnElement, bindparam, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from callboard_core import clock
@@ -183,12 +183,6 @@ async def list_for_job(
 def _listed(job_id: Any, kind: Any) -> tuple[ColumnElement[bool], ...]:
     """What `list_for_job` lists: the job's files of a kind, deleted ones left out."""
     return StoredFile.job_id == job_id, StoredFile.kind == kind, StoredFile.status != FileStatus.DELETED
-
-
-def inputs_exist(job_id: Any) -> ColumnElement[bool]:
-    """Whether the job (`job_id`, a column of the caller's read) has input files `list_for_job` would list: a
-    column of the publish's locked read, which then skips that list for the many jobs without any."""
-    return exists().where(*_listed(job_id, FileKind.JOB_INPUT))
 
 
 # Every publish with input files reads it: built once.

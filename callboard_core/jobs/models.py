@@ -100,6 +100,9 @@ class Job(Base):
     application_count: Mapped[int] = mapped_column(Integer, default=0)  # open applications (PENDING)
     new_worker_application_count: Mapped[int] = mapped_column(Integer, default=0)  # of which by new workers
     reserved_participants: Mapped[int] = mapped_column(Integer, default=0)  # live slots + pending invitations
+    # A draft's input files not deleted, moved under the job's lock by staging and removing one: the
+    # publish's locked read sees one staged while it waited (jobs.service._for_publish).
+    input_file_count: Mapped[int] = mapped_column(Integer, default=0, server_default=text("0"))
     no_award_reason_code: Mapped[str | None] = mapped_column(String(40))
     no_award_reason_text: Mapped[str | None] = mapped_column(Text)
     awarded_submission_id: Mapped[str | None] = mapped_column(String(40))

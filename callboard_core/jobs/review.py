@@ -75,10 +75,12 @@ async def stage_input_file(
     job_id: str,
     body: UploadRequest,
 ) -> Any:
-    job = await requester_job(session, actor, job_id)
+    # The draft locked, and its count of files moved on its row: a publish waiting for the lock re-reads the
+    # row and so sees this file (jobs.service._for_publish), whatever its statement's snapshot.
+    job = await requester_job(session, actor, job_id, for_update=True)
     if job.status != JobStatus.DRAFT:
         raise Conflict("Input files are staged on a draft.", code="invalid_state", current_state=job.status)
-    return await files.request_upload(
+    ticket = await files.request_upload(
         session,
         blobs,
         settings,
@@ -87,6 +89,8 @@ async def stage_input_file(
         agent_id=job.requester_agent_id,
         body=body,
     )
+    job.input_file_count += 1
+    return ticket
 
 
 async def list_input_files(
@@ -99,7 +103,7 @@ async def list_input_files(
 async def delete_input_file(
     session: AsyncSession, blobs: BlobStore, actor: Actor, job_id: str, file_id: str
 ) -> job_schemas.InputFileList:
-    job = await requester_job(session, actor, job_id)
+    job = await requester_job(session, actor, job_id, for_update=True)  # as staging one (above)
     if job.status != JobStatus.DRAFT:
         raise Conflict(
             "Input files can be removed while the job is a draft.",
@@ -109,6 +113,7 @@ async def delete_input_file(
     await files.delete(
         session, blobs, await files.get(session, file_id, job_id=job.id, kind=FileKind.JOB_INPUT)
     )
+    job.input_file_count = max(job.input_file_count - 1, 0)
     return input_file_list(blobs, await files.list_for_job(session, job.id))
 
 

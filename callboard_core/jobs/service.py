@@ -243,12 +243,14 @@ async def locked_requester_row(
 @functools.cache
 def _for_publish(kind: str) -> Any:
     """The publish's locked read: the job, its requester agent, whether it has input files and whether it
-    has a payment row."""
+    has a payment row. Whether it has input files is read off the job's row (its count, which staging and
+    removing a file move under the job's lock): a publish that waited for the lock reads the row's newest
+    version, where a sub-select would still see the statement's snapshot and miss a file staged meanwhile."""
     return requester_locked(
         select(
             Job,
             Agent,
-            files.inputs_exist(Job.id).label("has_inputs"),
+            (Job.input_file_count > 0).label("has_inputs"),
             payments.row_exists(Job.id).label("has_payment"),
         ).join(Agent, Agent.id == Job.requester_agent_id),
         kind,
