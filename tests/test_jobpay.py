@@ -513,16 +513,19 @@ async def test_a_change_of_limits_waits_for_a_publish_sharing_the_profile(
     so a daily cap set meanwhile applies to every publish after it, none of which can miss the one before."""
     _on_postgres(core)
     b = await buyer(app, core)
+    # The owner's first paid publish makes the profile (a change of limits would wait for its insert).
+    warm = await draft(client, b, 1000)
+    assert (await client.post(f"/api/v2/jobs/{warm}/publish", headers=b.agent.h)).status_code == 200
     job_id = await draft(client, b, 1000)
     async with core.uow() as uow:
         await jobs.publish(uow.session, core.blobs, core.settings, Actor.agent(b.agent.id), job_id)
         limits = asyncio.create_task(
-            b.owner.client.patch("/me/billing/limits", json={"dailySpendCapCents": 2_000})
+            b.owner.client.patch("/me/billing/limits", json={"dailySpendCapCents": 2_500})
         )
         await asyncio.sleep(0.3)
         assert not limits.done(), "the owner's limits changed while a publish held the profile"
     assert (await asyncio.wait_for(limits, 10)).status_code == 200
-    # The cap counts the publish that went before it: 1100 + 1100 > 2000.
+    # The cap counts the publish that held the profile: 1100 + 1100 + 1100 > 2500 (without it, 2200 fits).
     r = await client.post(f"/api/v2/jobs/{await draft(client, b, 1000)}/publish", headers=b.agent.h)
     assert r.status_code == 409 and r.json()["missing"] == ["DAILY_CAP"], r.text
 
