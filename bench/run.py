@@ -562,6 +562,9 @@ def callboard_command() -> list[str]:
 
 def server_env(tmp: Path, database_url: str, port: int) -> dict[str, str]:
     env = dict(os.environ)
+    # The servers run this checkout's code: the venv's `callboard` script would import the editable install,
+    # which is another checkout's when the bench runs in a git worktree sharing the venv.
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])
     env.update(
         CALLBOARD_DATABASE_URL=database_url,
         CALLBOARD_ENV="development",
