@@ -9,6 +9,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import httpx
+import pytest
 
 from callboard_core import clock
 from callboard_core.auth import sessions
@@ -238,3 +239,9 @@ async def seed_job_and_slot(core: Core, job_id: str, slot_id: str) -> None:
                 acknowledged_at=now,
             )
         )
+
+
+def postgres_only(core: Core, reason: str) -> None:
+    """Skip the calling test on SQLite, saying why (`reason`) the behaviour it checks is PostgreSQL's own."""
+    if core.db.is_sqlite:
+        pytest.skip(reason)

@@ -24,6 +24,7 @@ from tests.jobs_helpers import (
     job_body,
     new_agent,
     new_owner,
+    postgres_only,
     put_upload,
     sha,
     submit_body,
@@ -34,6 +35,7 @@ pytestmark = pytest.mark.db
 # Longer than any write should take here, far shorter than SQLite's 30 s busy timeout: a write that waits
 # for a lock held by the hashing request times out.
 NOT_BLOCKED = 5.0
+ONE_WRITER = "SQLite has one writer: the staging and the publish cannot overlap"
 
 
 class Gate:
@@ -193,8 +195,7 @@ async def test_an_input_file_staged_while_a_publish_waits_for_the_draft_is_check
     that waits for that lock reads the row as it is once free (its statement's snapshot alone would not show
     the new file): it is refused for the file that was never uploaded, instead of publishing the job with
     the file left PENDING."""
-    if not core.settings.database_url.startswith("postgresql"):
-        pytest.skip("SQLite has one writer: the staging and the publish cannot overlap")
+    postgres_only(core, ONE_WRITER)
     requester = await new_agent(await new_owner(app, core))
     draft = (await client.post("/api/v2/jobs", headers=requester.h, json=job_body())).json()
     body = UploadRequest.model_validate(
@@ -220,8 +221,7 @@ async def test_an_input_file_staged_while_its_draft_is_being_published_waits_and
     """PostgreSQL, the other order: a publish's write step held open before its commit. Staging a file on
     that draft waits for the draft's lock, then reads the job as published and is refused; no file is left
     on the published job."""
-    if not core.settings.database_url.startswith("postgresql"):
-        pytest.skip("SQLite has one writer: the staging and the publish cannot overlap")
+    postgres_only(core, ONE_WRITER)
     requester = await new_agent(await new_owner(app, core))
     draft = (await client.post("/api/v2/jobs", headers=requester.h, json=job_body())).json()
     path = f"/api/v2/jobs/{draft['id']}/input-files"

@@ -24,7 +24,7 @@ from callboard_core.payments.models import JobPayment
 from callboard_core.principals import Actor
 from callboard_core.processor.sandbox import SandboxProcessor, pending_events
 from callboard_core.processor.translate import fact_of
-from tests.jobs_helpers import new_agent, new_owner, to_review, travel
+from tests.jobs_helpers import new_agent, new_owner, postgres_only, to_review, travel
 from tests.mcp_helpers import call, call_error, http_client, serving
 from tests.payments_helpers import buyer, draft, fund, kinds_for, money, platform_fees, save_card
 
@@ -475,9 +475,7 @@ async def test_concurrent_publishes_hold_the_daily_cap(
     assert await money(core, b.owner.user_id) == (100_000 - 3_300, 3_300, 0)
 
 
-def _on_postgres(core: Core) -> None:
-    if not core.settings.database_url.startswith("postgresql"):
-        pytest.skip("SQLite has one writer: a publish's write step holds the database until it ends")
+ONE_WRITER = "SQLite has one writer: a publish's write step holds the database until it ends"
 
 
 async def test_a_publish_without_spending_caps_shares_the_profile_and_its_reserve_waits_for_the_commit(
@@ -488,7 +486,7 @@ async def test_a_publish_without_spending_caps_shares_the_profile_and_its_reserv
     reserve moves (that reserve rides with the commit): a second publish goes through meanwhile and takes
     the money. The first's commit then finds the balance short: nothing of it is stored, and the pipeline
     is told to run the prepare step (PrepareFirst), after which the publish is refused naming the balance."""
-    _on_postgres(core)
+    postgres_only(core, ONE_WRITER)
     b = await buyer(app, core, funds=2_200)  # two jobs' pay and fee
     # The owner's first paid publish makes the profile and the escrow account (a second waits for those).
     warm = await draft(client, b, 1000)
@@ -511,7 +509,7 @@ async def test_a_change_of_limits_waits_for_a_publish_sharing_the_profile(
 ) -> None:
     """PostgreSQL: a publish that shares the profile's lock (no cap to add up) still holds it until it ends,
     so a daily cap set meanwhile applies to every publish after it, none of which can miss the one before."""
-    _on_postgres(core)
+    postgres_only(core, ONE_WRITER)
     b = await buyer(app, core)
     # The owner's first paid publish makes the profile (a change of limits would wait for its insert).
     warm = await draft(client, b, 1000)

@@ -26,7 +26,16 @@ from callboard_core.jobs.models import Job, JobEvent, ParticipationSlot
 from callboard_core.jobs.states import JOB_MOVES, JobStatus
 from callboard_core.principals import SYSTEM, Actor
 from callboard_core.waitlist.models import WAITLIST_MOVES, WaitlistSignup, WaitlistStatus
-from tests.jobs_helpers import acknowledged, create_published, job_body, new_agent, new_owner
+from tests.jobs_helpers import (
+    acknowledged,
+    create_published,
+    job_body,
+    new_agent,
+    new_owner,
+    postgres_only,
+)
+
+SQLITE_MOVES = "SQLite: a move is its own statement (no round trip to save)"
 
 
 async def test_move_is_compare_and_set_along_the_table(app: Any, core: Core, client: Any) -> None:
@@ -148,11 +157,6 @@ async def test_a_move_of_a_locked_row_reads_back_only_what_it_set(app: Any, core
         assert (stored.published_at, stored.updated_at) == (published_at, updated_at)
 
 
-def postgres_only(core: Core) -> None:
-    if core.db.is_sqlite:
-        pytest.skip("SQLite: a move is its own statement (no round trip to save)")
-
-
 async def quiet_draft_id(app: Any, core: Core, client: Any) -> str:
     """A draft, its request's background work (the key's last use) done: only the test's statements follow."""
     job_id = await draft_id(app, core, client)
@@ -172,7 +176,7 @@ async def test_a_held_move_rides_with_the_commit_and_no_read_sees_the_row_behind
     """PostgreSQL: a locked row's move waits for the transaction's last statement, but a statement that names
     its table writes it first (the read sees the moved row); one that does not leaves it waiting. The commit
     writes it with the gathered rows: one statement for both."""
-    postgres_only(core)
+    postgres_only(core, SQLITE_MOVES)
     job_id = await quiet_draft_id(app, core, client)
     async with core.uow() as uow:
         session = uow.session
@@ -209,7 +213,7 @@ async def test_a_held_move_goes_with_a_rollback_and_a_broken_guard_fails_the_com
     """PostgreSQL: a transaction that rolls back writes none of its moves; a move whose guard finds the row in
     another state than the lock read (a broken lock) fails the commit: nothing of the transaction is stored,
     and the caller is told to try again."""
-    postgres_only(core)
+    postgres_only(core, SQLITE_MOVES)
     job_id = await quiet_draft_id(app, core, client)
     with pytest.raises(RuntimeError):
         async with core.uow() as uow:
@@ -244,7 +248,7 @@ async def test_held_moves_of_one_row_a_flush_and_a_savepoint_keep_their_order(
     """PostgreSQL: two moves of one held row are one UPDATE from the stored state to the last; a flush of
     the row's other columns writes the move before it; inside a savepoint a move is sent at once (a rollback
     to the savepoint undoes it there)."""
-    postgres_only(core)
+    postgres_only(core, SQLITE_MOVES)
     job_id = await quiet_draft_id(app, core, client)
     async with core.uow() as uow:
         session = uow.session

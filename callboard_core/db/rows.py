@@ -302,8 +302,7 @@ def _before_statement(state: ORMExecuteState) -> None:
     """A statement that names a table with a pending move, or does not say which it names
     (`naming_its_tables`), writes the pending moves first: no read sees a moved row as it was."""
     session = state.session
-    pending = session.info.get(PENDING_MOVES) or session.info.get(PENDING_RIDER)
-    if not pending or state.execution_options.get("gathered_write"):
+    if not _pending(session) or state.execution_options.get("gathered_write"):
         return
     named = state.execution_options.get("tables_named")
     if named is None or named & _moved_tables(session):
@@ -312,8 +311,13 @@ def _before_statement(state: ORMExecuteState) -> None:
 
 @event.listens_for(TrackedSession, "before_flush")
 def _before_flush(session: Session, *_: Any) -> None:
-    if session.info.get(PENDING_MOVES) or session.info.get(PENDING_RIDER):
+    if _pending(session):
         _write_pending_now(session)
+
+
+def _pending(session: Session) -> bool:
+    """Whether moves or a rider wait for the commit."""
+    return bool(session.info.get(PENDING_MOVES)) or PENDING_RIDER in session.info
 
 
 def _params_of(rows: Sequence[Any]) -> tuple[Table, list[dict[str, Any]]]:

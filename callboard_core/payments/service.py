@@ -564,7 +564,7 @@ def _sums_spending(profile: BuyerProfile, activation: OnboardingActivation | Non
     return profile.daily_spend_cap_cents is not None or activation is not None
 
 
-async def _lock_profile(session: AsyncSession, job: Job, user_id: str, *, exclusive: bool = True) -> Any:
+async def _lock_profile(session: AsyncSession, job: Job, user_id: str, *, exclusive: bool) -> Any:
     """The owner's buyer profile, locked until the transaction ends (PostgreSQL; SQLite's writers are
     serialised): FOR UPDATE (`exclusive`), so that one owner's paid publishes check the daily caps one at a
     time, or FOR SHARE, for a publish whose checks add up no earlier spending: such publishes of one owner
