@@ -28,13 +28,15 @@ from typing import Any, TypeVar
 
 import httpx
 import pytest
-from sqlalchemy import func, select
+from sqlalchemy import func, select, update
 
 from callboard_core import clock
 from callboard_core.agent_notifications.models import AgentNotification
 from callboard_core.agents.models import Agent
 from callboard_core.container import Core
 from callboard_core.errors import Conflict
+from callboard_core.jobs import participation
+from callboard_core.jobs import service as jobs_service
 from callboard_core.jobs.models import (
     Award,
     Job,
@@ -44,16 +46,21 @@ from callboard_core.jobs.models import (
     ParticipationSlot,
     Submission,
 )
+from callboard_core.jobs.schemas import SubmitBody
+from callboard_core.jobs.states import SlotStatus
 from callboard_core.jobs.sweeper import sweep
+from callboard_core.principals import Actor
 from tests.conftest import BASE_URL, ORIGIN
 from tests.factories import assert_not_5xx, assert_problem
 from tests.jobs_helpers import (
     AgentHandle,
     Owner,
+    acknowledged,
     create_published,
     job_body,
     new_agent,
     new_owner,
+    postgres_only,
     submit_body,
 )
 
@@ -864,3 +871,68 @@ async def test_submit_racing_the_sweeper_has_exactly_one_outcome(
             outcomes[await _check_one_outcome(core, at, submitted, swept)] += 1
     assert not _sweeper_failures(caplog), [r.getMessage() for r in _sweeper_failures(caplog)]
     print("submit vs sweeper:", dict(outcomes))
+
+
+# PostgreSQL: a submit's one read locks the job, then the slot (`participation.slot_with_job`).
+HELD = 0.3  # how long a held-open transaction keeps the lock before it goes on
+NOT_BLOCKED = 5.0  # far longer than any write here; a deadlock is found after PostgreSQL's 1 s
+
+
+async def _submitting(app: Any, core: Core, client: Any) -> tuple[AgentHandle, str]:
+    """A worker's acknowledged slot (its job has that one place)."""
+    requester = await new_agent(await new_owner(app, core))
+    worker = await new_agent(await new_owner(app, core))
+    job = await create_published(requester, client, participantCap=1)
+    (slot_id,) = await acknowledged(client, job["id"], requester, [worker])
+    return worker, slot_id
+
+
+async def test_a_submit_waiting_for_another_reads_the_slot_as_it_was_left(
+    app: Any, core: Core, client: Any
+) -> None:
+    """A second submit of one slot waits for the first's locks, then reads the slot as the first left it: 409
+    `already_submitted` naming the first's submission. (A read that locked only the job would see the slot as
+    its snapshot had it before the wait, pass its checks, lose the compare-and-set and answer a bare
+    `invalid_state`.)"""
+    postgres_only(core, "SQLite runs one write transaction at a time: the submits cannot overlap")
+    worker, slot_id = await _submitting(app, core, client)
+    path = f"/api/v2/participation-slots/{slot_id}/submit"
+    async with core.uow() as uow:  # the first submit, held open before its commit
+        first = await participation.submit(
+            uow.session, core.blobs, Actor.agent(worker.id), slot_id, SubmitBody.model_validate(submit_body())
+        )
+        second = asyncio.create_task(client.post(path, headers=worker.h, json=submit_body()))
+        await asyncio.sleep(HELD)
+        assert not second.done(), "the second submit did not wait for the first"
+    r = await asyncio.wait_for(second, NOT_BLOCKED)
+    assert r.status_code == 409 and r.json()["code"] == "already_submitted", r.text
+    assert r.json()["submissionId"] == first.id
+
+
+async def test_a_submit_takes_the_jobs_lock_before_the_slots(app: Any, core: Core, client: Any) -> None:
+    """A writer holding the job's lock that then changes the slot (as every writer of a job's slots does: job
+    first) goes on while a submit waits: the submit's read took no slot lock before the job's, so no deadlock.
+    The submit then sees the slot withdrawn: 409 `invalid_state`."""
+    postgres_only(core, "SQLite runs one write transaction at a time: the writes cannot overlap")
+    worker, slot_id = await _submitting(app, core, client)
+    async with core.uow() as uow:
+        job = (
+            await uow.session.scalars(select(ParticipationSlot.job_id).where(ParticipationSlot.id == slot_id))
+        ).one()
+        await jobs_service.lock(uow.session, job)
+        submit = asyncio.create_task(
+            client.post(f"/api/v2/participation-slots/{slot_id}/submit", headers=worker.h, json=submit_body())
+        )
+        await asyncio.sleep(HELD)
+        assert not submit.done(), "the submit did not wait for the job's lock"
+        await asyncio.wait_for(
+            uow.session.execute(
+                update(ParticipationSlot)
+                .where(ParticipationSlot.id == slot_id)
+                .values(status=SlotStatus.WITHDRAWN, end_reason="withdrawn_by_worker")
+            ),
+            NOT_BLOCKED,
+        )
+    r = await asyncio.wait_for(submit, NOT_BLOCKED)
+    assert r.status_code == 409 and r.json()["code"] == "invalid_state", r.text
+    assert r.json()["currentState"] == SlotStatus.WITHDRAWN

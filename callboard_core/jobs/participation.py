@@ -229,45 +229,38 @@ _SLOT_WORKER_JOB = (
 
 
 @functools.cache
-def _job_of_slot_locked(kind: str) -> Any:
-    """The job of a slot whose worker the actor may act for (`ACTS_FOR`, by kind), locked FOR UPDATE: a slot
-    that is not the actor's locks nothing."""
-    slot_job = (
-        select(ParticipationSlot.job_id)
-        .join(Agent, Agent.id == ParticipationSlot.worker_agent_id)
-        .where(ParticipationSlot.id == bindparam("p_id"))
-    )
-    if ACTS_FOR[kind] is not None:
-        slot_job = slot_job.where(ACTS_FOR[kind])
-    return (
-        select(Job)
-        .where(Job.id == slot_job.scalar_subquery())
-        .with_for_update()
-        .execution_options(populate_existing=True)
-    )
+def _slot_worker_job_locked(kind: str) -> Any:
+    """PostgreSQL: `_SLOT_WORKER_JOB` for a slot whose worker the actor may act for (`ACTS_FOR`, by kind),
+    locking the job's row, then the slot's (FOR UPDATE OF in that order, the order every writer of a job's
+    slots takes them: the job first). A read that waited for a lock returns both rows as their last writer
+    left them (PostgreSQL re-reads a locked row's newest version); the worker as the statement found it. A
+    slot that is not the actor's locks nothing."""
+    statement = _SLOT_WORKER_JOB.with_for_update(of=(Job, ParticipationSlot))
+    return statement if ACTS_FOR[kind] is None else statement.where(ACTS_FOR[kind])
 
 
 async def slot_with_job(
     session: AsyncSession, actor: Actor, slot_id: str, *, locked: bool = False
 ) -> tuple[ParticipationSlot, Agent, Job]:
     """The slot, if the actor is its worker (or the worker's owner), with its worker and its job, all read
-    now; else 404. `locked`: the job's row is locked first (`lock`), so the slot is read after it. One read
-    where writes are serialised (or nothing is locked); on PostgreSQL a lock is two (the job's lock, taken only
-    for the slot's worker, then the slot and its job read again, fresh)."""
+    now; else 404. `locked`: the job's row is locked, then the slot's (`lock`): both stay as read until the
+    transaction ends. One read: where writes are serialised the transaction is the lock; on PostgreSQL the
+    read takes both row locks (`_slot_worker_job_locked`)."""
+    found = None
     if locked and not writes_serialised(session):
         acting = actor_kind(actor)
-        job = None
         if acting is not None:
             kind, params = acting
-            job = (await session.scalars(_job_of_slot_locked(kind), {"p_id": slot_id, **params})).first()
-        if job is None:
-            raise NotFound("No such participation slot.", code="slot_not_found")
-    found = (await session.execute(_SLOT_WORKER_JOB, {"p_id": slot_id})).first()
+            found = (
+                await session.execute(_slot_worker_job_locked(kind), {"p_id": slot_id, **params})
+            ).first()
+    else:
+        found = (await session.execute(_SLOT_WORKER_JOB, {"p_id": slot_id})).first()
     if found is None or not may_act_for(actor, found[1]):
         raise NotFound("No such participation slot.", code="slot_not_found")
     if locked:
-        # The job's lock is held and the slot read after it: every writer of a job's slots takes that lock
-        # first (`lock`), so both stay as read until the transaction ends (lookup.current).
+        # Every writer of a job's slots takes the job's lock first (`lock`): the job and the slot stay as
+        # read until the transaction ends (lookup.current).
         note_locked(session, [found[0], found[2]])
     return found[0], found[1], found[2]
 
