@@ -21,7 +21,11 @@ from callboard_core.jobs.events import JobEventRecorded
 from callboard_core.ledger import counting
 from callboard_core.ledger.events import LedgerPosted
 from callboard_core.owner_notifications import delivery, triggers
-from callboard_core.owner_notifications.service import EmailNotificationQueued, MailInTransaction
+from callboard_core.owner_notifications.service import (
+    EmailNotificationQueued,
+    MailInTransaction,
+    NotesCarryMails,
+)
 from callboard_core.payouts import accounts as payout_accounts
 from callboard_core.payouts import service as payouts
 from callboard_core.payouts.events import BankPayoutFailed, PayoutFailed
@@ -54,6 +58,7 @@ def table(core: Core) -> HandlerTable:
         DisputeResolved: [InTransaction(triggers.on_dispute_resolved)],
         EmailNotificationQueued: [InTransaction(emails.queue)],
         MailInTransaction: [InTransaction(emails.in_transaction)],
+        NotesCarryMails: [InTransaction(emails.carry_mails)],
         # The agent lifecycle asks what blocks an archive or delete, and whether there is history.
         lifecycle.BlockersOf: [InTransaction(lifecycle_hooks.job_blockers)],
         lifecycle.HasHistory: [InTransaction(lifecycle_hooks.job_history)],

@@ -17,7 +17,7 @@ from callboard_core import clock, metrics, worker
 from callboard_core.bus import AfterCommit, InTransaction
 from callboard_core.container import Core
 from callboard_core.db.rows import insert_at_commit, naming_its_tables
-from callboard_core.db.uow import PENDING_RIDER
+from callboard_core.db.uow import PENDING_RIDERS
 from callboard_core.errors import Conflict, ValidationFailed
 from callboard_core.ids import new_id
 from callboard_core.ledger import accounts
@@ -720,7 +720,7 @@ async def test_a_read_of_the_ledger_writes_a_posting_waiting_for_the_commit_firs
             await _reserve_at_commit(session, user, 700)
             # A statement that says it names other tables only: the posting still waits.
             await session.execute(naming_its_tables(select(OutboxMessage.id).limit(1)))
-            assert core.db.is_sqlite or session.sync_session.info[PENDING_RIDER]
+            assert core.db.is_sqlite or session.sync_session.info[PENDING_RIDERS]
             # One that names the accounts reads them as moved; so does one that does not say what it names.
             reserved = naming_its_tables(
                 select(LedgerAccount.balance_cents).where(
@@ -728,7 +728,7 @@ async def test_a_read_of_the_ledger_writes_a_posting_waiting_for_the_commit_firs
                 )
             )
             assert await session.scalar(reserved) == 700
-            assert PENDING_RIDER not in session.sync_session.info
+            assert PENDING_RIDERS not in session.sync_session.info
             seen = await ledger.balances(session, user)
             assert (seen.available_cents, seen.reserved_cents) == (300, 700)
     assert len([statement for statement in sent if "INSERT INTO ledger_transactions" in statement]) == 1
@@ -759,9 +759,9 @@ async def test_a_posting_waiting_for_the_commit_goes_with_a_rollback(core: Core)
         async with core.uow() as uow:
             await _reserve_at_commit(uow.session, user, 700)
             info = uow.session.sync_session.info
-            assert core.db.is_sqlite or info[PENDING_RIDER]
+            assert core.db.is_sqlite or info[PENDING_RIDERS]
             raise RuntimeError("the request failed after its posting")
-    assert PENDING_RIDER not in info
+    assert PENDING_RIDERS not in info
     assert await balance(core, user) == money(available=1_000)
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import email
 import email.policy
+import logging
 import re
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -15,7 +16,7 @@ from typing import Any
 import httpx
 import pytest
 from aiosmtpd.controller import Controller
-from sqlalchemy import literal, select, text
+from sqlalchemy import event, literal, select, text
 
 from callboard_core import clock, metrics
 from callboard_core.container import Core
@@ -275,6 +276,89 @@ async def test_notes_keep_to_each_owners_choices_whichever_way_they_are_written(
     assert sorted(m for m in mails if m in address.values()) == sorted(
         [address[plain.user_id], address[no_in_app.user_id]]
     )
+
+
+async def test_notes_at_commit_write_their_mails_by_each_owners_choices_once(
+    app: Any, core: Core, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A transaction's notes, written as its last work with their outbox mails: each owner's choices kept,
+    an account that does not exist left out, the same event again writing nothing (no second mail), and the
+    outbox's log line naming each mail's address. On PostgreSQL notes and mails go in one statement (the
+    mails' addresses read by the notes' own RETURNING: `service._notes_and_mails`); on SQLite by
+    `notify_all`, then the mails with the transaction's rows."""
+    from callboard_core.mail.models import OutboxMessage
+    from callboard_core.owner_notifications.service import Note, notify_at_commit
+
+    plain, no_email, no_in_app = [await new_owner(app, core) for _ in range(3)]
+    for owner, choice in ((no_email, {"emailEnabled": False}), (no_in_app, {"inAppEnabled": False})):
+        r = await owner.client.patch(
+            "/me/notifications/preferences", json={"preferences": [{"type": "RECEIPT_READY", **choice}]}
+        )
+        assert r.status_code == 200, r.text
+    key = f"doc_{plain.user_id}"
+    notes = [
+        Note(o.user_id, T.RECEIPT_READY, key, f"Receipt for {i}", f"body {i}")
+        for i, o in enumerate((plain, no_email, no_in_app))
+    ]
+    notes += [
+        Note(None, T.RECEIPT_READY, key, "nobody's", "body"),
+        Note("usr_gone", T.RECEIPT_READY, key, "x", "y"),
+    ]
+    sent: list[str] = []
+
+    def record(_conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
+        sent.append(statement)
+
+    engine = core.db.write_engine.sync_engine
+    with caplog.at_level(logging.INFO, "callboard.mail"):
+        for _ in range(2):  # the same event twice: written once
+            event.listen(engine, "before_cursor_execute", record)
+            try:
+                async with core.uow() as uow:
+                    await notify_at_commit(uow.session, notes)
+            finally:
+                event.remove(engine, "before_cursor_execute", record)
+    rows = [r for o in (plain, no_email, no_in_app) for r in await _rows(core, o.user_id)]
+    assert sorted((r.owner_id, r.channel, r.status) for r in rows) == sorted(
+        [
+            (plain.user_id, "IN_APP", "SENT"),
+            (plain.user_id, "EMAIL", "SENT"),
+            (no_email.user_id, "IN_APP", "SENT"),
+            (no_in_app.user_id, "EMAIL", "SENT"),
+        ]
+    )
+    async with core.uow(write=False) as uow:
+        address = {
+            u.id: u.email
+            for u in await uow.session.scalars(
+                select(User).where(User.id.in_([o.user_id for o in (plain, no_email, no_in_app)]))
+            )
+        }
+        mails = (
+            await uow.session.execute(
+                select(
+                    OutboxMessage.to_address, OutboxMessage.subject, OutboxMessage.kind, OutboxMessage.status
+                ).where(OutboxMessage.to_address.in_(list(address.values())))
+            )
+        ).all()
+    assert sorted(tuple(m) for m in mails) == sorted(
+        [
+            (address[plain.user_id], "Receipt for 0", "notification:RECEIPT_READY", core.mailer.DELIVERED),
+            (
+                address[no_in_app.user_id],
+                "Receipt for 2",
+                "notification:RECEIPT_READY",
+                core.mailer.DELIVERED,
+            ),
+        ]
+    )
+    logged = [r.getMessage() for r in caplog.records if r.name == "callboard.mail"]
+    assert sorted(re.match(r"mail \S+ to (\S+):", line)[1] for line in logged) == sorted(  # type: ignore[index]
+        [address[plain.user_id], address[no_in_app.user_id]]
+    )
+    if not core.db.is_sqlite:
+        together = [s for s in sent if "INSERT INTO owner_notifications" in s]
+        assert len(together) == 2 and all("INSERT INTO mail_outbox" in s for s in together), together
 
 
 async def test_a_close_without_award_tells_every_owner_once_by_their_own_channels(

@@ -22,9 +22,9 @@ returns how many moved (one each, or the commit fails). Until then nothing may r
 database: a statement that names a moved table (and any flush) first writes the pending moves on their own
 (`_before_statement`), so a read never sees a row behind the session's copy.
 
-Another module's statement can ride the same way (`ride_at_commit`, a `Rider`: an award's ledger posting):
-its data-modifying CTEs join that statement, which returns what they changed, and it too is written first
-by any statement that names its tables.
+Other modules' statements can ride the same way (`ride_at_commit`, a `Rider`: an award's ledger posting, a
+transaction's owner notifications and their mails): their data-modifying CTEs join that statement, which
+returns what each changed, and each is written first by any statement that names its tables.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ from sqlalchemy.sql.util import find_tables
 
 from callboard_core.db.engine import dialect_of
 from callboard_core.db.scopes import TrackedSession
-from callboard_core.db.uow import PENDING_MOVES, PENDING_RIDER, at_commit, sole_statement
+from callboard_core.db.uow import PENDING_MOVES, PENDING_RIDERS, at_commit, sole_statement
 from callboard_core.errors import Conflict
 
 # Rows of several tables in one statement only while it stays small: its text grows with the rows, and
@@ -120,20 +120,26 @@ async def move_at_commit(session: AsyncSession, move: Move) -> None:
     await at_commit(session, "rows", [move], _write, last=True)
 
 
+def _refused_anyway() -> Exception:
+    raise AssertionError("a rider that expects no count is never refused")
+
+
 @dataclass(frozen=True)
 class Rider:
-    """Data-modifying statements of another module (a ledger posting) that ride with the commit's last
-    statement (PostgreSQL), as a move does. `build(*args)` (called once per shape, cached) returns the CTEs
-    and a scalar that counts what they changed, which must be `expected`, or the commit fails with
-    `refused()` (a 409, or what the caller's retry expects) and nothing of the transaction is stored.
-    `params` bind them. Written on its own (`_rider_alone`) before any statement that names its tables, or
-    when the rows cannot be combined."""
+    """Data-modifying statements of another module that ride with the commit's last statement (PostgreSQL),
+    as a move does. `build(*args)` (called once per shape, cached) returns the CTEs and a scalar of what they
+    changed. With `expected`, that scalar must be it (a count), or the commit fails with `refused()` (a 409,
+    or what the caller's retry expects) and nothing of the transaction is stored; `answered` hears it once
+    written (the mails a note rider wrote, for the outbox's log). `params` bind them: each kind of rider
+    (its `build`) names its own. Written on its own (`_rider_alone`) before any statement that names its
+    tables, or when the rows cannot be combined."""
 
     build: Callable[..., tuple[tuple[Any, ...], Any]]
     args: tuple[Hashable, ...]
     params: Mapping[str, Any]
-    expected: int
-    refused: Callable[[], Exception]
+    expected: int | None = None
+    refused: Callable[[], Exception] = _refused_anyway
+    answered: Callable[[Any], None] | None = None
 
     def shape(self) -> tuple[Any, ...]:
         return self.build, self.args
@@ -149,14 +155,14 @@ def _rider_alone(shape: tuple[Any, ...]) -> Any:
 
 async def ride_at_commit(session: AsyncSession, rider: Rider) -> None:
     """Write `rider` with the gathered rows (PostgreSQL), or before any statement that names its tables. One
-    rider waits at a time (their binds would meet): a second writes the first now."""
+    rider of a kind waits at a time (their binds would meet): a second writes the waiting ones now."""
     sync = session.sync_session
     if session.info.get("uow") is None or dialect_of(session) != "postgresql" or sync.in_nested_transaction():
         await session.run_sync(_write_rider, rider)
         return
-    if PENDING_RIDER in sync.info:
+    if rider.build in sync.info.get(PENDING_RIDERS, {}):
         await session.run_sync(_write_pending_now)
-    sync.info[PENDING_RIDER] = rider
+    sync.info.setdefault(PENDING_RIDERS, {})[rider.build] = rider
     await at_commit(session, "rows", [rider], _write, last=True)
 
 
@@ -165,8 +171,10 @@ def _write_rider(session: Session, rider: Rider) -> None:
 
 
 def _check_rider(rider: Rider, changed: Any) -> None:
-    if int(changed or 0) != rider.expected:
+    if rider.expected is not None and int(changed or 0) != rider.expected:
         raise rider.refused()
+    if rider.answered is not None:
+        rider.answered(changed)
 
 
 async def write_gathered(session: AsyncSession) -> None:
@@ -189,33 +197,34 @@ async def _write(
         await session.flush()  # (writes the pending moves and riders first: `_before_flush`)
     info = session.sync_session.info
     moves: list[Move] = info.get(PENDING_MOVES, [])
-    rider: Rider | None = info.get(PENDING_RIDER)
+    riders: list[Rider] = list(info.get(PENDING_RIDERS, {}).values())
     rows = [(table, row) for table, params in tables.items() for row in params]
     if (
         rows
-        and len(tables) + len(moves) + (rider is not None) > 1
+        and len(tables) + len(moves) + len(riders) > 1
         and len(rows) <= COMBINED_ROWS_MAX
         and dialect_of(session) == "postgresql"
     ):
         info.pop(PENDING_MOVES, None)
-        info.pop(PENDING_RIDER, None)
+        info.pop(PENDING_RIDERS, None)
         shape = tuple((table, tuple(row)) for table, row in rows)
         binds = _flat(rows)
         for i, move in enumerate(moves):
             binds.update(_move_params(i, move))
-        binds.update(rider.params if rider is not None else {})
+        for rider in riders:
+            binds.update(rider.params)
         await sole_statement(session)
-        statement = _combined(shape, tuple(m.shape() for m in moves), rider.shape() if rider else None)
+        statement = _combined(shape, tuple(m.shape() for m in moves), tuple(r.shape() for r in riders))
         result = await session.execute(statement, binds)
-        if not moves and rider is None:
+        if not moves and not riders:
             return
         counted = result.first()
-        if rider is not None:  # the rider's count first: a refused posting says so, whatever else moved
-            _check_rider(rider, counted.changed if counted is not None else None)
+        for i, rider in enumerate(riders):  # the riders' counts first: a refused posting says so
+            _check_rider(rider, counted._mapping[f"changed{i}"] if counted is not None else None)
         if moves:
             _check_moved(moves, counted.moved if counted is not None else None)
         return
-    if moves or rider is not None:
+    if moves or riders:
         await session.run_sync(_write_pending_now)
     if len(rows) == 1:
         await sole_statement(session)
@@ -224,10 +233,10 @@ async def _write(
 
 
 def _write_pending_now(session: Session) -> None:
-    """The pending rider, then the pending moves (one may record what the rider wrote), each on its own
+    """The pending riders, then the pending moves (one may record what a rider wrote), each on its own
     (synchronous: from a session event, or `run_sync`)."""
-    rider: Rider | None = session.info.pop(PENDING_RIDER, None)
-    if rider is not None:
+    riders: dict[Any, Rider] = session.info.pop(PENDING_RIDERS, {})
+    for rider in riders.values():
         _write_rider(session, rider)
     moves: list[Move] = session.info.pop(PENDING_MOVES, [])
     for move in moves:
@@ -276,8 +285,7 @@ _WRITING = {"gathered_write": True}  # the pending moves' own statements (`_befo
 
 def _moved_tables(session: Session) -> set[str]:
     tables = {move.table.name for move in session.info.get(PENDING_MOVES, ())}
-    rider: Rider | None = session.info.get(PENDING_RIDER)
-    if rider is not None:
+    for rider in session.info.get(PENDING_RIDERS, {}).values():
         tables |= _rider_alone(rider.shape()).get_execution_options()["tables_named"]
     return tables
 
@@ -316,8 +324,8 @@ def _before_flush(session: Session, *_: Any) -> None:
 
 
 def _pending(session: Session) -> bool:
-    """Whether moves or a rider wait for the commit."""
-    return bool(session.info.get(PENDING_MOVES)) or PENDING_RIDER in session.info
+    """Whether moves or riders wait for the commit."""
+    return bool(session.info.get(PENDING_MOVES)) or bool(session.info.get(PENDING_RIDERS))
 
 
 def _params_of(rows: Sequence[Any]) -> tuple[Table, list[dict[str, Any]]]:
@@ -395,12 +403,12 @@ def _bind(index: int, column: str) -> str:
 def _combined(
     shape: Shape,
     moves: tuple[tuple[Table, str, tuple[str, ...]], ...] = (),
-    rider: tuple[Any, ...] | None = None,
+    riders: tuple[tuple[Any, ...], ...] = (),
 ) -> Insert:
     """One INSERT for rows of several tables (PostgreSQL): a single-row INSERT per row, all but the last as
     data-modifying CTEs, which PostgreSQL runs to completion whether or not the statement reads them; each
     move (`move_at_commit`) one more, the statement returning how many rows they moved (`moved`); each
-    rider's CTEs (`ride_at_commit`) too, with what they changed (`changed`). Built once per shape;
+    rider's CTEs (`ride_at_commit`) too, with what each changed (`changed<i>`, in the riders' order). Built once per shape;
     single-row VALUES, because SQLAlchemy caches no multi-row VALUES statement (it would compile this one
     again on every commit)."""
     *first, last = (
@@ -408,11 +416,12 @@ def _combined(
         for i, (table, columns) in enumerate(shape)
     )
     updates = [_moving(i, move).cte(f"u{i}") for i, move in enumerate(moves)]
-    ctes, changed = rider[0](*rider[1]) if rider is not None else ((), None)
+    built = [build(*args) for build, args in riders]
+    ctes = [cte for rider_ctes, _changed in built for cte in rider_ctes]
     statement = last.add_cte(*(s.cte(f"w{i}") for i, s in enumerate(first)), *updates, *ctes)
     counts = [select(func.count()).select_from(u).scalar_subquery() for u in updates]
     returned = [sum(counts[1:], counts[0]).label("moved")] if counts else []
-    returned += [changed.label("changed")] if changed is not None else []
+    returned += [changed.label(f"changed{i}") for i, (_ctes, changed) in enumerate(built)]
     if not returned:
         return statement
     return statement.returning(*returned).execution_options(**_WRITING)

@@ -21,14 +21,14 @@ if TYPE_CHECKING:
 # session.info: the state moves db/rows.py writes with the last statement, not written yet (a rollback
 # drops them with everything else).
 PENDING_MOVES = "moves_pending"
-# ... and another module's statement that rides with it (a posting: db/rows.Rider), not written yet.
-PENDING_RIDER = "rider_pending"
+# ... and other modules' statements that ride with it (a posting, notes: db/rows.Rider), not written yet.
+PENDING_RIDERS = "riders_pending"
 
 
 def drop_pending(info: dict[Any, Any]) -> None:
-    """Forget the moves and the rider waiting for the commit: the transaction rolls back."""
+    """Forget the moves and the riders waiting for the commit: the transaction rolls back."""
     info.pop(PENDING_MOVES, None)
-    info.pop(PENDING_RIDER, None)
+    info.pop(PENDING_RIDERS, None)
 
 
 AfterCommit = Callable[[], Awaitable[None]]

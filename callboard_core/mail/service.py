@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from email.message import EmailMessage
@@ -17,7 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from callboard_core import clock
 from callboard_core.config import Settings
 from callboard_core.db import Database
-from callboard_core.db.rows import insert_dicts_at_commit
+from callboard_core.db.rows import default_value, insert_dicts_at_commit
 from callboard_core.db.uow import after_commit
 from callboard_core.mail.models import OutboxMessage
 
@@ -89,6 +90,23 @@ class Mailer:
         await insert_dicts_at_commit(
             session, _OUTBOX, [_outbox_values(mail, self.DELIVERED, None, now) for mail in mails]
         )
+
+    def delivered_row(self, mail: Mail, now: datetime) -> dict[str, Any]:
+        """For a mailer `in_database`: the outbox row of a mail another module's statement writes in the
+        caller's transaction (owner notifications' own, which reads the address: `to` is left out), every
+        other column named, its id new. `logged` tells the log once it is written."""
+        values = _outbox_values(mail, self.DELIVERED, None, now)
+        del values["to_address"]
+        values.update(id=default_value(_OUTBOX.c.id.default), created_at=now)
+        return values
+
+    @property
+    def outbox(self) -> Table:
+        return _OUTBOX
+
+    def logged(self, row: Mapping[str, Any], to: str) -> None:
+        """The log line of a mail delivered as an outbox row (`delivered_row`), now its address is known."""
+        log.info("mail %s to %s: %s\n%s", row["kind"], to, row["subject"], row["body_text"])
 
     async def _record(self, outcomes: list[tuple[Mail, str | None]]) -> None:
         """Outbox rows for mails handed over (error None) or refused, in one transaction."""

@@ -27,6 +27,8 @@ from callboard_core.owner_notifications.models import OwnerNotification
 from callboard_core.owner_notifications.service import (
     EmailNotificationQueued,
     MailInTransaction,
+    MailsWithNotes,
+    NotesCarryMails,
     unsubscribe_token,
 )
 from callboard_core.owner_notifications.states import (
@@ -251,6 +253,7 @@ class Batch:
     ) -> None:
         self.uows, self.mailer, self.settings, self.spawn = uows, mailer, settings, spawn
         self._ids: list[str] = []
+        self._carried = MailsWithNotes(table=mailer.outbox, row=self._mail_row, logged=mailer.logged)
 
     async def queue(self, session: AsyncSession, event: EmailNotificationQueued) -> None:
         """In the transaction that wrote the row. A mailer whose delivery is a row of this database (the
@@ -274,6 +277,16 @@ class Batch:
     async def in_transaction(self, _session: AsyncSession, _question: MailInTransaction) -> bool:
         """`MailInTransaction`'s answer: this mailer's."""
         return self.mailer.in_database
+
+    async def carry_mails(self, _session: AsyncSession, _question: NotesCarryMails) -> MailsWithNotes | None:
+        """`NotesCarryMails`' answer: with an outbox mailer, each email row's mail as its outbox row."""
+        return self._carried if self.mailer.in_database else None
+
+    def _mail_row(self, row: Mapping[str, Any]) -> dict[str, Any]:
+        # The address is the statement's to read: the mail's text does not name it.
+        return self.mailer.delivered_row(
+            compose(SimpleNamespace(**row), "", self.settings), row["created_at"]
+        )
 
     async def add(self, event: EmailNotificationQueued) -> None:
         self._ids.append(event.notification_id)

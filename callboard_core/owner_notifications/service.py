@@ -10,7 +10,7 @@ import base64
 import functools
 import hashlib
 import hmac
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, cast
@@ -23,6 +23,7 @@ from sqlalchemy import (
     case,
     exists,
     func,
+    insert,
     literal,
     literal_column,
     or_,
@@ -36,7 +37,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from callboard_core import bus, clock
 from callboard_core.agents.models import Agent
 from callboard_core.db.engine import dialect_of, insert_for
-from callboard_core.db.rows import naming_its_tables
+from callboard_core.db.rows import Rider, naming_its_tables, ride_at_commit
 from callboard_core.db.uow import at_commit
 from callboard_core.errors import NotFound, ValidationFailed
 from callboard_core.ids import new_id
@@ -76,6 +77,23 @@ class EmailNotificationQueued(bus.Event):
 class MailInTransaction(bus.Question[bool]):
     """Whether the mailer delivers inside the raising transaction (the outbox: a mail is a row of this
     database). Then an email notification is written SENT, with its mail, and never claimed."""
+
+
+@dataclass(frozen=True)
+class MailsWithNotes:
+    """How the mails of email notifications are written by the notes' own statement (`NotesCarryMails`):
+    the outbox's table; `row(email_row)`, the mail's outbox row (its address left to the statement, which
+    reads it with the note); `logged(mail_row, address)`, the outbox's log line once written."""
+
+    table: Table
+    row: Callable[[Mapping[str, Any]], dict[str, Any]]
+    logged: Callable[[Mapping[str, Any], str], None]
+
+
+@dataclass(frozen=True)
+class NotesCarryMails(bus.Question["MailsWithNotes | None"]):
+    """Whether a transaction's notes can write their mails in the same statement (the mailer delivers by
+    writing an outbox row: `MailInTransaction`): how, or None."""
 
 
 def _channels(type_: str, row: Any) -> Preference:
@@ -184,35 +202,24 @@ async def notify_all(session: AsyncSession, notes: Sequence[Note]) -> list[str]:
     wanted_notes = [note for note in notes if note.owner_id is not None]
     if not wanted_notes:
         return []
-    awarded = sorted({note.first[1] for note in wanted_notes if note.first is not None})
     # With the outbox, the email row is its own delivery's outcome (the mail is written with it, below):
     # SENT at once, as the claim would have made it, without the claim's statement.
     answers: list[bool] = await bus.ask(session, MailInTransaction())
     in_transaction = any(answers)
     now = clock.now()
     if 2 * len(wanted_notes) <= TOGETHER_MAX:
-        offered = [
-            [_row(note, channel, now, in_transaction) for channel in CHANNELS] for note in wanted_notes
-        ]
-        # What the channels' rows share is bound once per note; what differs (id, delivery) per channel.
-        params: dict[str, Any] = {f"p_job{j}": job_id for j, job_id in enumerate(awarded)}
-        for channel, row in zip(CHANNELS, offered[0], strict=True):  # as `_row` made them: alike for all
-            params.update({f"p_{channel.lower()}_{column}": row[column] for column in _DELIVERY})
-        params["p_now"] = now
-        for i, (note, (in_app, by_email)) in enumerate(zip(wanted_notes, offered, strict=True)):
-            params.update({_bind(i, column): in_app[column] for column in _PER_NOTE})
-            params[_bind(i, "in_app_id")], params[_bind(i, "email_id")] = in_app["id"], by_email["id"]
-            params[_bind(i, "first")] = note.first[0] if note.first is not None else ""
-        statement = _together(dialect_of(session), len(offered), len(awarded))
+        offered, params, awarded = _offered(wanted_notes, now, in_transaction)
+        statement = _together(dialect_of(session), len(offered), awarded)
         found = (await session.execute(statement, params)).all()
         return await _written(
             session, [row for rows in offered for row in rows], {r.id: r.email for r in found}
         )
+    jobs = sorted({note.first[1] for note in wanted_notes if note.first is not None})
     owners = sorted({str(note.owner_id) for note in wanted_notes})
     types = sorted({str(note.type) for note in wanted_notes})
     choices: dict[str, Any] = {"p_owners": owners, "p_types": types}
-    if awarded:
-        found = (await session.execute(_OWNERS_CHOICES_AND_FIRSTS, {**choices, "p_jobs": awarded})).all()
+    if jobs:
+        found = (await session.execute(_OWNERS_CHOICES_AND_FIRSTS, {**choices, "p_jobs": jobs})).all()
         before = {(row.id, "given"): row.given_before for row in found}
         before |= {(row.id, "won"): row.won_before for row in found}
     else:
@@ -241,6 +248,25 @@ async def notify_all(session: AsyncSession, notes: Sequence[Note]) -> list[str]:
     )
 
 
+def _offered(
+    notes: Sequence[Note], now: datetime, mail_in_transaction: bool
+) -> tuple[list[list[dict[str, Any]]], dict[str, Any], int]:
+    """The rows `_together` offers (per note, one per channel, as `_row` makes them), its parameters and its
+    count of awarded jobs."""
+    awarded = sorted({note.first[1] for note in notes if note.first is not None})
+    offered = [[_row(note, channel, now, mail_in_transaction) for channel in CHANNELS] for note in notes]
+    # What the channels' rows share is bound once per note; what differs (id, delivery) per channel.
+    params: dict[str, Any] = {f"p_job{j}": job_id for j, job_id in enumerate(awarded)}
+    for channel, row in zip(CHANNELS, offered[0], strict=True):  # as `_row` made them: alike for all
+        params.update({f"p_{channel.lower()}_{column}": row[column] for column in _DELIVERY})
+    params["p_now"] = now
+    for i, (note, (in_app, by_email)) in enumerate(zip(notes, offered, strict=True)):
+        params.update({_bind(i, column): in_app[column] for column in _PER_NOTE})
+        params[_bind(i, "in_app_id")], params[_bind(i, "email_id")] = in_app["id"], by_email["id"]
+        params[_bind(i, "first")] = note.first[0] if note.first is not None else ""
+    return offered, params, len(awarded)
+
+
 async def _written(
     session: AsyncSession, rows: Sequence[dict[str, Any]], inserted: Mapping[str, str | None]
 ) -> list[str]:
@@ -257,7 +283,69 @@ async def notify_at_commit(session: AsyncSession, notes: Sequence[Note]) -> None
     """`notify_all` as the transaction's last work, for notes whose ids nobody needs: every note the events
     of one transaction raise (an award's documents and its outcome) is written by one read and one insert,
     not two of each per event. Nothing is written if the transaction rolls back."""
-    await at_commit(session, "owner-notifications", notes, notify_all)
+    await at_commit(session, "owner-notifications", notes, _notify_gathered)
+
+
+async def _notify_gathered(session: AsyncSession, notes: list[Note]) -> None:
+    """`notify_all` of the notes a transaction gathered. On PostgreSQL, when they fit one statement and
+    their mails are outbox rows (`NotesCarryMails`), the notes and the mails of those written by email ride
+    with the commit's statement (`_notes_and_mails`, a `db/rows.Rider`): no round trip of their own."""
+    wanted = [note for note in notes if note.owner_id is not None]
+    if wanted and 2 * len(wanted) <= TOGETHER_MAX and dialect_of(session) == "postgresql":
+        carriers = [answer for answer in await bus.ask(session, NotesCarryMails()) if answer is not None]
+        if carriers:
+            await _ride(session, wanted, carriers[0])
+            return
+    await notify_all(session, notes)
+
+
+async def _ride(session: AsyncSession, notes: list[Note], mails: MailsWithNotes) -> None:
+    offered, params, awarded = _offered(notes, clock.now(), True)
+    written: dict[str, dict[str, Any]] = {}  # mail id -> its outbox row, for the log
+    for i, (_in_app, by_email) in enumerate(offered):
+        mail = mails.row(by_email)
+        params.update({f"ml{i}_{column}": value for column, value in mail.items()})
+        params[f"ml{i}_note"] = by_email["id"]
+        written[mail["id"]] = mail
+
+    def logged(sent: Sequence[str] | None) -> None:  # "<mail id> <address>" of each mail written
+        for line in sent or ():
+            mail_id, _, address = line.partition(" ")
+            mails.logged(written[mail_id], address)
+
+    rider = Rider(
+        build=_notes_and_mails, args=(len(offered), awarded, mails.table), params=params, answered=logged
+    )
+    await ride_at_commit(session, rider)
+
+
+@functools.lru_cache(maxsize=64)
+def _notes_and_mails(count: int, awarded: int, outbox: Table) -> tuple[tuple[Any, ...], Any]:
+    """`_together`'s insert as a data-modifying CTE, and one writing the outbox row of each email row it
+    wrote (`ml<i>_*`, one per note, its address read by the notes' RETURNING); what changed: the mails
+    written, "<id> <address>" each (the outbox logs them)."""
+    notes = _together_insert("postgresql", count, awarded).cte("owner_notes")
+    own = [c for c in outbox.c if c.key != "to_address"]
+    offered_mails = [
+        select(
+            bindparam(f"ml{i}_note", type_=String()).label("note_id"),
+            *(bindparam(f"ml{i}_{c.key}", type_=c.type).label(c.key) for c in own),
+        )
+        for i in range(count)
+    ]
+    offered = (offered_mails[0] if count == 1 else union_all(*offered_mails)).subquery("offered_mails")
+    columns = [c.key for c in outbox.c]
+    source = select(
+        *(notes.c.email.label(c) if c == "to_address" else offered.c[c] for c in columns)
+    ).select_from(offered.join(notes, notes.c.id == offered.c.note_id))
+    written = (
+        insert(outbox)
+        .from_select(columns, source)
+        .returning(outbox.c.id, outbox.c.to_address)
+        .cte("outbox_mails")
+    )
+    sent = select(func.array_agg(func.concat_ws(" ", written.c.id, written.c.to_address))).scalar_subquery()
+    return (notes, written), sent
 
 
 @functools.cache
@@ -315,6 +403,12 @@ _PER_NOTE = tuple(c for c in _COLUMNS if c not in _PER_CHANNEL and c != "created
 
 @functools.lru_cache(maxsize=4 * TOGETHER_MAX)
 def _together(dialect: str, count: int, awarded: int) -> Any:
+    """`_together_insert`, saying which tables it names (`naming_its_tables`)."""
+    return naming_its_tables(_together_insert(dialect, count, awarded))
+
+
+@functools.lru_cache(maxsize=4 * TOGETHER_MAX)
+def _together_insert(dialect: str, count: int, awarded: int) -> Any:
     """One INSERT ... SELECT of `count` offered notes (`_bind` parameters, and `first`: "given" / "won" / ""),
     each as one row per channel: what the rows share bound once per note, each channel's id bound per note,
     and each channel's delivery (`p_in_app_*`, `p_email_*`: status, attempts, times, as `_row` makes them)
@@ -390,7 +484,7 @@ def _together(dialect: str, count: int, awarded: int) -> Any:
         f"(SELECT {User.__tablename__}.email FROM {User.__tablename__} "
         f"WHERE {User.__tablename__}.id = {table.name}.owner_id)"
     )
-    return naming_its_tables(
+    return (
         insert_for(dialect)(table)
         .from_select(list(_COLUMNS), source)
         .on_conflict_do_nothing(index_elements=["owner_id", "type", "channel", "event_key"])

@@ -60,8 +60,7 @@ async def on_job_event(session: AsyncSession, event: JobEventRecorded) -> None:
     if job is None or job.is_starter:
         return
     if kind == "review_started":
-        await notify(
-            session,
+        note = Note(
             job.owner_id,
             T.BOUNTY_SUBMISSIONS_READY,
             job.id,
@@ -69,8 +68,9 @@ async def on_job_event(session: AsyncSession, event: JobEventRecorded) -> None:
             f'{data.get("submissions", "New")} submission(s) to your job "{job.title}" are ready for review. '
             f"Award one or close the job without a winner before {job.review_deadline_at:%Y-%m-%d %H:%M} UTC; "
             "your agent sees it on its home.",
-            metadata={"jobId": job.id, "submissions": data.get("submissions")},
+            {"jobId": job.id, "submissions": data.get("submissions")},
         )
+        await notify_at_commit(session, [note])
     elif kind == "awarded":
         await _awarded(session, job, data)
     else:
