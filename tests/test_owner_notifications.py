@@ -21,6 +21,7 @@ from sqlalchemy import event, literal, select, text
 from callboard_core import clock, metrics
 from callboard_core.container import Core
 from callboard_core.db.engine import dialect_of
+from callboard_core.db.rows import insert_at_commit
 from callboard_core.jobs.models import Job
 from callboard_core.owner_notifications import delivery, service, triggers
 from callboard_core.owner_notifications.models import OwnerNotification
@@ -161,6 +162,13 @@ async def test_whether_an_award_is_the_owners_first_reads_their_awarded_jobs_alo
     assert "ix_jobs_owner_awarded" in plan, plan
 
 
+async def _addresses(core: Core, owners: list[Owner]) -> dict[str, str]:
+    """Each owner's email address, by user id."""
+    async with core.uow(write=False) as uow:
+        users = await uow.session.scalars(select(User).where(User.id.in_([o.user_id for o in owners])))
+        return {u.id: u.email for u in users}
+
+
 async def test_outbox_email_is_delivered_in_the_transaction_that_raised_it(
     app: Any, core: Core, client: httpx.AsyncClient
 ) -> None:
@@ -265,13 +273,8 @@ async def test_notes_keep_to_each_owners_choices_whichever_way_they_are_written(
         (no_email.user_id, "IN_APP", "SENT"),
         (no_in_app.user_id, "EMAIL", "SENT"),
     ]
+    address = await _addresses(core, [plain, no_email, no_in_app])
     async with core.uow(write=False) as uow:
-        address = {
-            u.id: u.email
-            for u in await uow.session.scalars(
-                select(User).where(User.id.in_([plain.user_id, no_email.user_id, no_in_app.user_id]))
-            )
-        }
         mails = (await uow.session.scalars(select(OutboxMessage.to_address))).all()
     assert sorted(m for m in mails if m in address.values()) == sorted(
         [address[plain.user_id], address[no_in_app.user_id]]
@@ -327,13 +330,8 @@ async def test_notes_at_commit_write_their_mails_by_each_owners_choices_once(
             (no_in_app.user_id, "EMAIL", "SENT"),
         ]
     )
+    address = await _addresses(core, [plain, no_email, no_in_app])
     async with core.uow(write=False) as uow:
-        address = {
-            u.id: u.email
-            for u in await uow.session.scalars(
-                select(User).where(User.id.in_([o.user_id for o in (plain, no_email, no_in_app)]))
-            )
-        }
         mails = (
             await uow.session.execute(
                 select(
@@ -359,6 +357,56 @@ async def test_notes_at_commit_write_their_mails_by_each_owners_choices_once(
     if not core.db.is_sqlite:
         together = [s for s in sent if "INSERT INTO owner_notifications" in s]
         assert len(together) == 2 and all("INSERT INTO mail_outbox" in s for s in together), together
+
+
+async def test_notes_of_a_transaction_whose_posting_is_refused_at_commit_are_neither_written_nor_logged(
+    app: Any, core: Core, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A reserve posted at commit, a note and a gathered row in one transaction: on PostgreSQL the posting and
+    the notes with their mails ride in the commit's one statement. The balance refuses the posting there: the
+    commit fails with its 409, and no note, no mail and no outbox log line of it remain (SQLite refuses the
+    posting at once, before any note is written)."""
+    from callboard_core.errors import Conflict
+    from callboard_core.ids import new_id
+    from callboard_core.ledger import accounts
+    from callboard_core.ledger import service as ledger
+    from callboard_core.ledger.models import AccountKind, TransactionKind
+    from callboard_core.mail.models import OutboxMessage
+    from callboard_core.owner_notifications.service import Note, notify_at_commit
+
+    owner = await new_owner(app, core)
+    async with core.uow() as uow:
+        await ledger.top_up(uow.session, user_id=owner.user_id, amount_cents=500, processor_ref=new_id("cs"))
+    marker = new_id("sub")
+    with caplog.at_level(logging.INFO, "callboard.mail"), pytest.raises(Conflict) as refused:
+        async with core.uow() as uow:
+            await notify_at_commit(
+                uow.session, [Note(owner.user_id, T.RECEIPT_READY, marker, marker, "body")]
+            )
+            await insert_at_commit(
+                uow.session,
+                [OutboxMessage(kind="test", to_address="x@example.test", subject=marker, body_text="")],
+            )
+            available, reserved = await accounts.several(
+                uow.session,
+                (AccountKind.OWNER_AVAILABLE, owner.user_id),
+                (AccountKind.OWNER_RESERVED, owner.user_id),
+            )
+            await ledger.post(
+                uow.session,
+                key=f"reserve:{new_id('job')}",
+                kind=TransactionKind.RESERVE,
+                entries=[(available, -600), (reserved, 600)],
+                savepoint=False,
+                at_commit=True,
+            )
+    assert refused.value.code == "insufficient_funds"
+    assert [r for r in await _rows(core, owner.user_id) if r.event_key == marker] == []
+    async with core.uow(write=False) as uow:
+        assert (
+            await uow.session.scalars(select(OutboxMessage.id).where(OutboxMessage.subject == marker))
+        ).all() == []
+    assert not [r for r in caplog.records if r.name == "callboard.mail" and marker in r.getMessage()]
 
 
 async def test_a_close_without_award_tells_every_owner_once_by_their_own_channels(

@@ -167,12 +167,17 @@ async def ride_at_commit(session: AsyncSession, rider: Rider) -> None:
 
 
 def _write_rider(session: Session, rider: Rider) -> None:
-    _check_rider(rider, session.execute(_rider_alone(rider.shape()), dict(rider.params)).scalar())
+    changed = session.execute(_rider_alone(rider.shape()), dict(rider.params)).scalar()
+    _refuse_unexpected(rider, changed)
+    _answer(rider, changed)
 
 
-def _check_rider(rider: Rider, changed: Any) -> None:
+def _refuse_unexpected(rider: Rider, changed: Any) -> None:
     if rider.expected is not None and int(changed or 0) != rider.expected:
         raise rider.refused()
+
+
+def _answer(rider: Rider, changed: Any) -> None:
     if rider.answered is not None:
         rider.answered(changed)
 
@@ -219,10 +224,17 @@ async def _write(
         if not moves and not riders:
             return
         counted = result.first()
-        for i, rider in enumerate(riders):  # the riders' counts first: a refused posting says so
-            _check_rider(rider, counted._mapping[f"changed{i}"] if counted is not None else None)
+        changed = [
+            counted._mapping[f"changed{i}"] if counted is not None else None for i in range(len(riders))
+        ]
+        # The riders' counts first (a refused posting says so, whatever else moved); what they wrote is
+        # told only once every check has passed.
+        for rider, what in zip(riders, changed, strict=True):
+            _refuse_unexpected(rider, what)
         if moves:
             _check_moved(moves, counted.moved if counted is not None else None)
+        for rider, what in zip(riders, changed, strict=True):
+            _answer(rider, what)
         return
     if moves or riders:
         await session.run_sync(_write_pending_now)

@@ -86,7 +86,7 @@ class Mailer:
         that keeps its own delivery state commits both together)."""
         now = clock.now()
         for mail in mails:
-            log.info("mail %s to %s: %s\n%s", mail.kind, mail.to, mail.subject, mail.body)
+            _log_delivered(mail.kind, mail.to, mail.subject, mail.body)
         await insert_dicts_at_commit(
             session, _OUTBOX, [_outbox_values(mail, self.DELIVERED, None, now) for mail in mails]
         )
@@ -106,7 +106,7 @@ class Mailer:
 
     def logged(self, row: Mapping[str, Any], to: str) -> None:
         """The log line of a mail delivered as an outbox row (`delivered_row`), now its address is known."""
-        log.info("mail %s to %s: %s\n%s", row["kind"], to, row["subject"], row["body_text"])
+        _log_delivered(row["kind"], to, row["subject"], row["body_text"])
 
     async def _record(self, outcomes: list[tuple[Mail, str | None]]) -> None:
         """Outbox rows for mails handed over (error None) or refused, in one transaction."""
@@ -131,6 +131,11 @@ class Mailer:
 
 
 _OUTBOX = cast(Table, OutboxMessage.__table__)
+
+
+def _log_delivered(kind: str, to: str, subject: str, body: str) -> None:
+    """The outbox's delivery: its log line (and the row)."""
+    log.info("mail %s to %s: %s\n%s", kind, to, subject, body)
 
 
 def _outbox_values(mail: Mail, status: str, error: str | None, now: datetime) -> dict[str, Any]:

@@ -580,13 +580,6 @@ async def _lock_profile(session: AsyncSession, job: Job, user_id: str, *, exclus
     return locked
 
 
-def _refused_at_commit() -> PrepareFirst:
-    """A reserve written with the commit (`secure`) that the balance refused: another spend got there
-    between the read and the commit. The publish's prepare step reads the balance again, and its next
-    attempt reserves at once, answering a refusal with what is missing."""
-    return PrepareFirst()
-
-
 async def secure(
     session: AsyncSession,
     fee_bps: int,
@@ -650,8 +643,8 @@ async def secure(
         raise not_ready(job, total, s.available_cents, _missing(s, total))
     # The balance as read (no lock) covers it: the reserve rides with the commit's statement (PostgreSQL),
     # so the owner's accounts are locked from there to the commit only. A first attempt only: a refusal
-    # there (another spend got there first) runs the prepare step and a next attempt, which reserves at once
-    # and says what is missing.
+    # there (another spend got there first) raises PrepareFirst: the prepare step reads the balance again,
+    # and the next attempt reserves at once and says what is missing.
     source = reserve_accounts[0] if reserve_accounts else None
     at_commit = first_attempt and source is not None and source.balance_cents >= total
     try:
@@ -669,7 +662,7 @@ async def secure(
             savepoint=False,  # a refusal ends this publish: nothing of the write step may commit
             accounts_read=reserve_accounts,
             at_commit=at_commit,
-            refused=_refused_at_commit,
+            refused=PrepareFirst,
         )
     except Conflict as exc:
         if exc.code != "insufficient_funds":
