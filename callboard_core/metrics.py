@@ -77,8 +77,18 @@ LEDGER_VERIFY_FAILURES = Gauge(
     multiprocess_mode="max",
     registry=REGISTRY,
 )
+WRITE_RETRIES = Counter(
+    "callboard_write_retries",
+    "Write actions run again because the database undid them to break a deadlock or a serialization "
+    "conflict with other requests, by reason (deadlock, serialization): a climbing count names a lock "
+    "order to mend.",
+    ["reason"],
+    registry=REGISTRY,
+)
 for _channel in ("mail", "webhook"):
     DELIVERY_FAILURES.labels(channel=_channel)
+for _reason in ("deadlock", "serialization"):
+    WRITE_RETRIES.labels(reason=_reason)
 
 
 def request_done(route: str, method: str, status: int, seconds: float) -> None:

@@ -6,9 +6,12 @@ instead); the optional `prepare` step (the slow part that needs no lock, such as
 runs in a read unit of work; then the write unit of work runs the action and stores its answer with it.
 A prepare step `on demand` runs only when the write step asks for it (errors.PrepareFirst): the common
 case (a publish with no files to re-hash and the money in place) then costs one transaction, not two.
-Any exception releases the reservation, so a failed action can be retried. The prepare and write steps run
-in one of the database's action slots (`Database.action_slot`), so actions waiting for a second connection
-can never hold the whole pool.
+Any exception releases the reservation, so a failed action can be retried. A write step the database undid
+to break a deadlock or a serialization conflict with other requests (nothing of it stored) runs again here,
+up to `WRITE_ATTEMPTS` times with a short random pause, before the caller ever sees it: the same retry a
+client would make, without the round trip (`db.outage.write_conflict`; counted in
+`callboard_write_retries`). The prepare and write steps run in one of the database's action slots
+(`Database.action_slot`), so actions waiting for a second connection can never hold the whole pool.
 
 A front end brings only what is its own: how it authenticates, what its answer looks like stored (the HTTP
 response bytes, a tool result's JSON) and how a replay is rendered.
@@ -16,20 +19,33 @@ response bytes, a tool result's JSON) and how a replay is rendered.
 
 from __future__ import annotations
 
+import asyncio
+import logging
+import random
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from callboard_core import metrics
 from callboard_core.api_keys import service as api_keys
 from callboard_core.container import Core
+from callboard_core.db.outage import DATABASE_ERRORS, write_conflict
 from callboard_core.errors import PrepareFirst, Unauthenticated
 from callboard_core.idempotency import service as idempotency
 from callboard_core.idempotency.service import StoredResponse
 
 C = TypeVar("C")  # the authenticated caller, as the front end describes it
 R = TypeVar("R")  # the action's answer
+
+log = logging.getLogger(__name__)
+
+# A write step undone by a deadlock or a serialization failure runs again, up to this many attempts in all;
+# before each new one it waits a random pause of up to RETRY_PAUSE_SECONDS times the attempts so far, so
+# that the requests that collided do not meet again in step.
+WRITE_ATTEMPTS = 3
+RETRY_PAUSE_SECONDS = 0.02
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,13 +128,16 @@ async def run_write(
                 async with core.uow(write=False) as uow:
                     return await prepare(uow.session, caller)
 
-            async def attempt(prepared: Any) -> R:
+            async def attempt_once(prepared: Any) -> R:
                 async with core.uow(write=True) as uow:
                     answer = await write(uow.session, caller, prepared)
                     if record_id is not None:
                         # In the action's own transaction: the answer is kept exactly when its effects are.
                         await idempotency.complete(uow.session, core.sealer, record_id, stored(answer))
                 return answer
+
+            async def attempt(prepared: Any) -> R:
+                return await _retrying_conflicts(lambda: attempt_once(prepared))
 
             if prepare is None:
                 answer = await attempt(None)
@@ -134,6 +153,27 @@ async def run_write(
             await idempotency.release(core, record_id)
         raise
     return answer
+
+
+async def _retrying_conflicts(attempt: Callable[[], Awaitable[R]]) -> R:
+    """`attempt()` (one write unit of work), run again while the database undoes it to break a deadlock or a
+    serialization conflict, at most `WRITE_ATTEMPTS` times in all: the unit of work rolled back whole, so
+    a new attempt starts from nothing, as a client's retry would (its prepared step and idempotency
+    reservation are the request's own and stay). Any other error, or the last conflict, goes to the caller."""
+    attempts = 0
+    while True:
+        attempts += 1
+        try:
+            return await attempt()
+        except DATABASE_ERRORS as exc:
+            reason = write_conflict(exc)
+            if reason is None or attempts >= WRITE_ATTEMPTS:
+                raise
+            metrics.WRITE_RETRIES.labels(reason=reason).inc()
+            log.warning(
+                "write undone by a %s (attempt %d of %d): running it again", reason, attempts, WRITE_ATTEMPTS
+            )
+            await asyncio.sleep(random.uniform(0, RETRY_PAUSE_SECONDS * attempts))
 
 
 async def _revoked_replay(

@@ -5,8 +5,9 @@ Each race fires its requests at once through the real app (`asyncio.gather` over
 runs them as concurrent transactions on pooled connections, SQLite queues the writers on BEGIN IMMEDIATE), or
 runs the deadline sweeper as a concurrent unit of work, and repeats over several rounds so that one lucky
 interleaving cannot hide a bug; where one side needs a head start to win now and then, the rounds start it a
-few milliseconds late (`_delayed`). The racing clients do not re-raise the app's exceptions: a 500 (a deadlock
-or serialization failure reaching the client) comes back as a response and fails the test with its body. The
+few milliseconds late (`_delayed`). The racing clients do not re-raise the app's exceptions: a 500 comes back
+as a response and fails the test with its body; a deadlock or serialization failure, which the write pipeline
+runs again unseen by the client, fails the test through tests/conftest.py's count of writes run again. The
 sweeper swallows and logs a failed step; the tests read its log and accept only a lost compare-and-set there.
 Deadlines are exact: the frozen clock is moved onto the work deadline, and `SkewedClock` lets the sweeper read
 a microsecond later than the worker's request while both are in flight.

@@ -109,6 +109,7 @@ async def test_requests_are_counted_by_route_template_and_status_without_ids(
     assert not [v for v in labels if agent_id in v or key[:8] in v or "zz_nothing" in v]
     assert ("callboard_db_pool_connections", frozenset({("state", "checked_out")})) in after
     assert ("callboard_money_operations_total", frozenset({("kind", "CAPTURE")})) in after
+    assert ("callboard_write_retries_total", frozenset({("reason", "deadlock")})) in after
 
 
 async def test_money_operations_count_committed_postings_only(core: Core, metered: httpx.AsyncClient) -> None:
