@@ -260,7 +260,13 @@ def _one_row_move(*shape: Any) -> Any:
     ORM reads the Core statement's RETURNING)."""
     model = shape[0]
     moving = _one_row_moving(*shape).returning(*inspect(model).local_table.c)
-    return select(model).from_statement(moving).execution_options(populate_existing=True)
+    # It says which tables it names: a posting or a move waiting for the commit (db/rows.py) is not written
+    # before it unless it names their tables (an award's capture stays at commit, its accounts locked there).
+    return (
+        select(model)
+        .from_statement(moving)
+        .execution_options(populate_existing=True, tables_named=rows.tables_named(moving))
+    )
 
 
 @functools.lru_cache(maxsize=1024)
@@ -270,7 +276,7 @@ def _narrow_move(*shape: Any) -> tuple[Any, tuple[str, ...]]:
     model, state_column, names = shape[0], shape[3], shape[4]
     table = inspect(model).local_table
     keys = tuple(dict.fromkeys((state_column, *names, *(c.key for c in table.c if c.onupdate is not None))))
-    return _one_row_moving(*shape).returning(*(table.c[key] for key in keys)), keys
+    return rows.naming_its_tables(_one_row_moving(*shape).returning(*(table.c[key] for key in keys))), keys
 
 
 async def compare_and_set_where(

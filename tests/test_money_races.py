@@ -17,6 +17,7 @@ from sqlalchemy import select, update
 
 from callboard_core import clock
 from callboard_core.container import Core
+from callboard_core.documents.models import CommercialDocument, DocumentKind, SourceType
 from callboard_core.ledger.models import LedgerTransaction, TransactionKind
 from callboard_core.payouts import service as payouts
 from callboard_core.payouts.models import Payout
@@ -235,3 +236,53 @@ async def test_two_worker_loops_at_once_send_each_payout_once(
     assert await count_kind(core, TransactionKind.PAYOUT) == 8
     assert await count_kind(core, TransactionKind.PAYOUT_SETTLED) == 8
     assert await money(core, worker_owner.user_id) == (0, 0, 0)
+
+
+async def test_concurrent_paid_awards_sharing_their_workers_number_their_documents_without_a_gap(
+    app: Any, core: Core, client: httpx.AsyncClient
+) -> None:
+    """Rounds of six paid jobs of one payer, each with submissions of the same two workers (of two owners,
+    paid for the first time in the round), awarded at once. Every award lands, none undone by a deadlock
+    (the suite fails a test whose write was run again): on PostgreSQL each closing statement takes the
+    year's document counters before the submitters' agent rows, and each capture takes the accounts only
+    with the commit's statement, even the first awards, which create the workers' owners' accounts. The
+    invoices and receipts are numbered without a gap, each receipt naming its own award's invoice."""
+    b = await buyer(app, core, funds=3 * 6 * 1_100)
+    for _round in range(3):
+        workers = [await new_agent(await new_owner(app, core)) for _ in range(2)]
+        jobs = [await draft(client, b, 1_000, participantCap=2) for _ in range(6)]
+        for job_id in jobs:
+            assert (await client.post(f"/api/v2/jobs/{job_id}/publish", headers=b.agent.h)).status_code == 200
+        submissions = [await all_submit(client, job_id, b.agent, workers) for job_id in jobs]
+        answers = await asyncio.gather(
+            *(
+                client.post(
+                    f"/api/v2/jobs/{job_id}/award", json={"submissionId": subs[i % 2]}, headers=b.agent.h
+                )
+                for i, (job_id, subs) in enumerate(zip(jobs, submissions, strict=True))
+            )
+        )
+        assert [a.status_code for a in answers] == [200] * 6, [a.text for a in answers]
+        await _numbered_without_a_gap(core, jobs)
+    assert await money(core, b.owner.user_id) == (0, 0, 0)
+
+
+async def _numbered_without_a_gap(core: Core, jobs: list[str]) -> None:
+    """The jobs' award documents: each kind's numbers consecutive, each receipt naming its job's invoice."""
+    async with core.uow(write=False) as uow:
+        documents = (
+            await uow.session.scalars(
+                select(CommercialDocument).where(
+                    CommercialDocument.job_id.in_(jobs),
+                    CommercialDocument.source_type == SourceType.JOB_PAYMENT,
+                )
+            )
+        ).all()
+    by_kind: dict[str, list[CommercialDocument]] = {}
+    for document in documents:
+        by_kind.setdefault(document.kind, []).append(document)
+    for kind in (DocumentKind.INVOICE, DocumentKind.RECEIPT):
+        serials = sorted(int(d.number.rsplit("-", 1)[1]) for d in by_kind[kind])
+        assert serials == list(range(serials[0], serials[0] + len(jobs))), (kind, serials)
+    invoices = {d.job_id: d.number for d in by_kind[DocumentKind.INVOICE]}
+    assert {d.job_id: d.meta["invoiceNumber"] for d in by_kind[DocumentKind.RECEIPT]} == invoices

@@ -35,7 +35,7 @@ from callboard_core import clock
 from callboard_core.agents.models import Agent, AgentCapability, CapabilitySource
 from callboard_core.db.engine import dialect_of
 from callboard_core.db.lookup import by_pk
-from callboard_core.db.rows import insert_rows, naming_its_tables
+from callboard_core.db.rows import alight, insert_rows, naming_its_tables
 
 COMPLETION_WEIGHT = 1.0
 WIN_WEIGHT = 3.0  # on top of the completion: a won job counts 4
@@ -128,7 +128,8 @@ async def record_completions(
     first, no unit of work): the figures the session holds are set from what the statements return.
     Returns the agents counted.
     `beside` (PostgreSQL only): the caller's own writes, data-modifying CTEs built once, that go in the
-    same statement (with `beside_params`); `agents_from` (PostgreSQL only, `agent_ids` then unused): a
+    same statement (with `beside_params`), as do the transaction's waiting passengers (`db/rows.Passenger`,
+    run before the agents' rows are locked); `agents_from` (PostgreSQL only, `agent_ids` then unused): a
     select of the agents' ids, built once, which the statement runs (from one of those CTEs)."""
     if not agent_ids and agents_from is None:
         return set()
@@ -143,7 +144,16 @@ async def record_completions(
         together = {**params, **(beside_params or {}), "p_updated": clock.now()}
         if tag_id:
             together["p_tag"] = tag_id
-        rows = (await session.execute(_counting(bool(tag_id), beside, agents_from), together)).all()
+        # Writes waiting for a carrier (a paid award's document numbers) go in this statement too; not from
+        # inside a savepoint, whose rollback would take back what they were told they took.
+        passengers = [] if session.sync_session.in_nested_transaction() else alight(session)
+        for passenger in passengers:
+            together.update(passenger.params)
+        shapes = tuple(passenger.shape() for passenger in passengers)
+        rows = (await session.execute(_counting(bool(tag_id), beside, agents_from, shapes), together)).all()
+        for i, passenger in enumerate(passengers):
+            if rows:  # none: nothing moved, and the caller's refusal rolls the transaction back
+                passenger.take(rows[0]._mapping[f"carried{i}"])
         agents = _refresh(session, Agent, rows, names=_AGENT_FIGURES)
         if not tag_id:
             return agents
@@ -267,7 +277,9 @@ _LINK_FIGURES = {
 
 
 @functools.cache
-def _counting(tagged: bool, beside: tuple[Any, ...], agents_from: Any = None) -> Any:
+def _counting(
+    tagged: bool, beside: tuple[Any, ...], agents_from: Any = None, passengers: tuple[Any, ...] = ()
+) -> Any:
     """PostgreSQL's one statement, built once per shape: the agents' update, with the links' (`tagged`) and
     the caller's `beside` as data-modifying CTEs. On PostgreSQL both updates go in one statement: the links'
     update a CTE of the agents' (other tables, one snapshot), each agent's row returned with its link's new
@@ -283,6 +295,14 @@ def _counting(tagged: bool, beside: tuple[Any, ...], agents_from: Any = None) ->
                 select(links.c[column]).where(links.c.agent_id == _AGENTS.id).scalar_subquery().label(label)
                 for label, column in _LINK_FIGURES.items()
             )
+        )
+    for i, (build, args) in enumerate(passengers):
+        # A passenger's CTE runs first: the filter that reads it is evaluated once, before any agent's row.
+        cte, carried = build(*args)
+        statement = (
+            statement.add_cte(cte)
+            .where(select(func.count()).select_from(cte).scalar_subquery() >= 0)
+            .returning(carried.label(f"carried{i}"))
         )
     return naming_its_tables(statement.add_cte(*beside) if beside else statement)
 

@@ -42,7 +42,7 @@ from sqlalchemy.sql.util import find_tables
 
 from callboard_core.db.engine import dialect_of
 from callboard_core.db.scopes import TrackedSession
-from callboard_core.db.uow import PENDING_MOVES, PENDING_RIDERS, at_commit, sole_statement
+from callboard_core.db.uow import PASSENGERS, PENDING_MOVES, PENDING_RIDERS, at_commit, sole_statement
 from callboard_core.errors import Conflict
 
 # Rows of several tables in one statement only while it stays small: its text grows with the rows, and
@@ -182,6 +182,40 @@ def _answer(rider: Rider, changed: Any) -> None:
         rider.answered(changed)
 
 
+@dataclass(frozen=True)
+class Passenger:
+    """A write another module would otherwise send as a round trip of its own (a paid award's document
+    numbers), waiting for a statement the transaction sends anyway to carry it (PostgreSQL: an award's closing
+    statement, `agents.reputation.record_completions`). `build(*args)` (cached) gives its data-modifying CTE
+    and a scalar of what it wrote, which the carrier hands to `take`. A carrier runs it before its own work
+    (the CTE is read by a filter evaluated once, first), so the rows it locks are taken in the order a
+    statement of its own would have taken them. Left uncarried, its module writes it itself (`leave`)."""
+
+    build: Callable[..., tuple[Any, Any]]
+    args: tuple[Hashable, ...]
+    params: Mapping[str, Any]
+    take: Callable[[Any], None]
+
+    def shape(self) -> tuple[Any, ...]:
+        return self.build, self.args
+
+
+def board(session: AsyncSession, passenger: Passenger) -> None:
+    """`passenger` waits for a carrier (only in a unit of work on PostgreSQL: elsewhere nothing carries)."""
+    session.sync_session.info.setdefault(PASSENGERS, []).append(passenger)
+
+
+def alight(session: AsyncSession) -> list[Passenger]:
+    """The waiting passengers, for a carrier that takes them all (none wait afterwards)."""
+    return list(session.sync_session.info.pop(PASSENGERS, ()))
+
+
+def leave(session: AsyncSession, passenger: Passenger) -> None:
+    """`passenger` no longer waits: its module writes it itself."""
+    waiting = session.sync_session.info.get(PASSENGERS, [])
+    waiting[:] = [other for other in waiting if other is not passenger]
+
+
 async def write_gathered(session: AsyncSession) -> None:
     """Write now the rows gathered for the commit (`insert_at_commit`): for a transaction that reads them
     back itself (a staff adjustment answers with the document its posting issued)."""
@@ -305,6 +339,12 @@ def _moved_tables(session: Session) -> set[str]:
 def naming_its_tables(statement: Any) -> Any:
     """`statement` saying which tables it names (walked once: call it where the statement is built once), so
     a move pending for the commit need not be written before it when it names none of the moved tables."""
+    names = tables_named(statement)
+    return statement.execution_options(tables_named=names) if names else statement
+
+
+def tables_named(statement: Any) -> frozenset[str]:
+    """The tables `statement` names (`naming_its_tables`' option, for a statement wrapped after it is built)."""
     found = find_tables(
         statement,
         include_crud=True,
@@ -313,8 +353,7 @@ def naming_its_tables(statement: Any) -> Any:
         include_aliases=True,
         check_columns=True,
     )
-    names = frozenset(t.name for t in found if isinstance(t, Table))
-    return statement.execution_options(tables_named=names) if names else statement
+    return frozenset(t.name for t in found if isinstance(t, Table))
 
 
 @event.listens_for(TrackedSession, "do_orm_execute")

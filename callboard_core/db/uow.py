@@ -23,12 +23,15 @@ if TYPE_CHECKING:
 PENDING_MOVES = "moves_pending"
 # ... and other modules' statements that ride with it (a posting, notes: db/rows.Rider), not written yet.
 PENDING_RIDERS = "riders_pending"
+# ... and writes waiting for a statement the transaction sends anyway to carry them (db/rows.Passenger).
+PASSENGERS = "passengers_waiting"
 
 
 def drop_pending(info: dict[Any, Any]) -> None:
-    """Forget the moves and the riders waiting for the commit: the transaction rolls back."""
+    """Forget the moves, riders and passengers waiting for the commit: the transaction rolls back."""
     info.pop(PENDING_MOVES, None)
     info.pop(PENDING_RIDERS, None)
+    info.pop(PASSENGERS, None)
 
 
 AfterCommit = Callable[[], Awaitable[None]]

@@ -2,7 +2,9 @@
 own database transaction (`on_posted`, an in-transaction handler of `LedgerPosted`), so a document exists
 exactly when its money moved. An idempotent replay of a posting publishes nothing (and the unique
 (transaction, kind) index would refuse a second document anyway). What was issued is published as
-`DocumentsIssued` (owner notifications listen).
+`DocumentsIssued` (owner notifications listen). The documents of a posting that rides with the commit's
+statement (an award's capture, PostgreSQL) are issued as the transaction's last work, like the posting, their
+numbers carried by the award's closing statement (`numbering.Waiting`): no round trip of their own.
 
     TOPUP       RECEIPT to the owner: money received (processorRef: the payment intent), PAID.
     CAPTURE     INVOICE to the requester's owner for the platform fee (the service the platform sold; tax 0,
@@ -27,8 +29,10 @@ from sqlalchemy import Table, bindparam, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from callboard_core import bus, clock
+from callboard_core.db.engine import dialect_of
 from callboard_core.db.lookup import held
 from callboard_core.db.rows import insert_dicts_at_commit, naming_its_tables
+from callboard_core.db.uow import at_commit as gather_at_commit
 from callboard_core.documents.events import DocumentsIssued, IssuedDocument
 from callboard_core.documents.models import (
     CommercialDocument,
@@ -38,7 +42,7 @@ from callboard_core.documents.models import (
     DocumentStatus,
     SourceType,
 )
-from callboard_core.documents.numbering import next_numbers
+from callboard_core.documents.numbering import Waiting, next_numbers
 from callboard_core.ids import new_id
 from callboard_core.jobs.models import Job
 from callboard_core.ledger.events import LedgerPosted
@@ -273,11 +277,14 @@ _COUNTERPARTY = naming_its_tables(
 
 
 async def issue_for(
-    session: AsyncSession, txn: LedgerTransaction, written: Written | None = None
+    session: AsyncSession, txn: LedgerTransaction, written: Written | None = None, *, at_commit: bool = False
 ) -> list[IssuedDocument]:
     """The documents of a new ledger transaction, issued in the caller's database transaction (`written`:
     the entries the posting wrote, when the caller has them). A receipt issued with an invoice in the same
-    transaction names it (`metadata.invoiceNumber`)."""
+    transaction names it (`metadata.invoiceNumber`). `at_commit` (the posting rides with the commit's
+    statement, PostgreSQL, in a unit of work): they are issued as the transaction's last work, their numbers
+    carried by a statement it sends anyway (an award's closing statement) or else taken then, and `[]` is
+    returned now (`DocumentsIssued` is published then)."""
     account, plan = PLANS[TransactionKind(txn.kind)]
     found = await _owner_entry(session, txn, account, written)
     if found is None:
@@ -293,7 +300,54 @@ async def issue_for(
     drafts = await plan(session, txn, amount)
     if not drafts:
         return []
+    if at_commit and _can_wait(session):
+        waiting = Waiting(session, [draft.kind for draft in drafts], txn.created_at)
+        await gather_at_commit(
+            session, "documents", [_Unnumbered(txn, entry_id, drafts, user, waiting)], _issue_waiting
+        )
+        return []
     numbers = await next_numbers(session, [draft.kind for draft in drafts], txn.created_at)
+    return await _issue(session, txn, entry_id, drafts, user, numbers)
+
+
+def _can_wait(session: AsyncSession) -> bool:
+    """Whether documents can wait for the commit (and their numbers for a carrier): PostgreSQL, in a unit of
+    work, outside a savepoint."""
+    return (
+        session.info.get("uow") is not None
+        and dialect_of(session) == "postgresql"
+        and not session.sync_session.in_nested_transaction()
+    )
+
+
+@dataclass
+class _Unnumbered:
+    """A posting's documents waiting for the commit, and their numbers."""
+
+    txn: LedgerTransaction
+    entry_id: str
+    drafts: list[_Draft]
+    user: Any
+    waiting: Waiting
+
+
+async def _issue_waiting(session: AsyncSession, unnumbered: list[_Unnumbered]) -> None:
+    """The transaction's last work: each waiting posting's documents, numbered (carried, or now)."""
+    for each in unnumbered:
+        numbers = await each.waiting.numbers(session)
+        issued = await _issue(session, each.txn, each.entry_id, each.drafts, each.user, numbers)
+        if issued:
+            await bus.publish(session, DocumentsIssued(tuple(issued)))
+
+
+async def _issue(
+    session: AsyncSession,
+    txn: LedgerTransaction,
+    entry_id: str,
+    drafts: list[_Draft],
+    user: Any,
+    numbers: list[str],
+) -> list[IssuedDocument]:
     rows: list[dict[str, Any]] = []
     for draft, number in zip(drafts, numbers, strict=True):
         for earlier in rows:
@@ -320,6 +374,6 @@ async def on_posted(session: AsyncSession, event: LedgerPosted) -> None:
     """`LedgerPosted`: a posting of a documented kind issues its documents (other kinds issue none)."""
     if event.kind not in PLANS:
         return
-    issued = await issue_for(session, event.transaction, event.entries)
+    issued = await issue_for(session, event.transaction, event.entries, at_commit=event.at_commit)
     if issued:
         await bus.publish(session, DocumentsIssued(tuple(issued)))

@@ -431,7 +431,10 @@ async def _post_at_commit(
     rider = Rider(build=_posting_parts, args=(len(legs),), params=params, expected=len(legs), refused=refused)
     await ride_at_commit(session, rider)
     await bus.publish(
-        session, LedgerPosted(txn, tuple((account, e) for (account, _), e in zip(legs, entries, strict=True)))
+        session,
+        LedgerPosted(
+            txn, tuple((account, e) for (account, _), e in zip(legs, entries, strict=True)), at_commit=True
+        ),
     )
     return txn
 
