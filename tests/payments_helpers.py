@@ -14,6 +14,7 @@ from sqlalchemy import select, update
 from callboard_core import worker
 from callboard_core.billing import cards
 from callboard_core.container import Core
+from callboard_core.documents.models import CommercialDocument, SourceType
 from callboard_core.ids import new_id
 from callboard_core.ledger import accounts
 from callboard_core.ledger import service as ledger
@@ -190,3 +191,15 @@ async def walk(
         cursor = r.json()["nextCursor"]
         if cursor is None:
             return found
+
+
+async def award_documents(core: Core, job_id: str) -> dict[str, tuple[str, int, str | None]]:
+    """The job's award documents (its capture's invoice and receipt), by kind: (number, total cents, the
+    invoice number a receipt names)."""
+    async with core.uow(write=False) as uow:
+        documents = await uow.session.scalars(
+            select(CommercialDocument).where(
+                CommercialDocument.job_id == job_id, CommercialDocument.source_type == SourceType.JOB_PAYMENT
+            )
+        )
+        return {d.kind: (d.number, d.total_cents, d.meta.get("invoiceNumber")) for d in documents}

@@ -24,7 +24,7 @@ from callboard_core.users.models import User
 from tests.conftest import owner_client
 from tests.jobs_helpers import AgentHandle, new_agent, new_owner, to_review
 from tests.mcp_helpers import call, call_error, http_client, serving
-from tests.payments_helpers import Buyer, buyer, draft, money, platform_fees
+from tests.payments_helpers import Buyer, award_documents, buyer, draft, money, platform_fees
 from tests.payout_helpers import onboard_owner, payout_rows
 
 pytestmark = pytest.mark.usefixtures("books_balance")  # the ledger verifies clean after each test
@@ -236,6 +236,12 @@ async def test_a_worker_dispute_after_no_award_holds_funds_and_force_award_pays(
         and job["openDisputeId"] is None
     )
     assert len(await payout_rows(core, c.worker.owner.user_id)) == 1
+    # The capture's documents, numbered when the transaction committed (no closing statement carried their
+    # numbers: the job's work was closed by the no-award).
+    documents = await award_documents(core, c.job_id)
+    invoice, receipt = documents["INVOICE"], documents["RECEIPT"]
+    assert invoice[0].startswith("INV-") and invoice[1] == FEE
+    assert receipt[0].startswith("RCT-") and receipt[1:] == (REWARD + FEE, invoice[0])
 
 
 async def test_uphold_no_award_gives_the_hold_back(app: Any, core: Core, client: Any) -> None:

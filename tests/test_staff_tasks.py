@@ -14,7 +14,7 @@ from callboard_core.security.permissions import Role
 from callboard_core.users.models import User
 from tests.conftest import owner_client
 from tests.jobs_helpers import AgentHandle, all_submit, new_agent, new_owner, submit_body
-from tests.payments_helpers import Buyer, buyer, draft, money
+from tests.payments_helpers import Buyer, award_documents, buyer, draft, money
 
 pytestmark = pytest.mark.usefixtures("books_balance")
 
@@ -276,6 +276,11 @@ async def test_award_override(app: Any, core: Core, client: Any) -> None:
         assert again.status_code == 409 and again.json()["code"] == "already_awarded"
         assert await actions_logged(admin, job_id) == ["job.award_overridden"]
     assert await money(core, second.owner.user_id) == (0, 0, REWARD)
+    documents = await award_documents(core, job_id)  # numbered in the award's closing statement (PostgreSQL)
+    assert documents["INVOICE"][1] == FEE and documents["RECEIPT"][1:] == (
+        REWARD + FEE,
+        documents["INVOICE"][0],
+    )
 
     other = await published(client, b)
     [w] = await workers(app, core, 1)
