@@ -235,6 +235,27 @@ async def test_notes_raised_at_commit_are_written_once_together_and_not_at_all_o
     }
 
 
+async def _choosing_owners(app: Any, core: Core) -> list[Any]:
+    """Three owners: one with the defaults, one who turned RECEIPT_READY's email off, one its in-app note."""
+    plain, no_email, no_in_app = [await new_owner(app, core) for _ in range(3)]
+    for owner, choice in ((no_email, {"emailEnabled": False}), (no_in_app, {"inAppEnabled": False})):
+        r = await owner.client.patch(
+            "/me/notifications/preferences", json={"preferences": [{"type": "RECEIPT_READY", **choice}]}
+        )
+        assert r.status_code == 200, r.text
+    return [plain, no_email, no_in_app]
+
+
+def _chosen_channels(plain: Any, no_email: Any, no_in_app: Any) -> list[tuple[str, str, str]]:
+    """The RECEIPT_READY rows `_choosing_owners`' choices allow: (owner, channel, status), in their order."""
+    return [
+        (plain.user_id, "IN_APP", "SENT"),
+        (plain.user_id, "EMAIL", "SENT"),
+        (no_email.user_id, "IN_APP", "SENT"),
+        (no_in_app.user_id, "EMAIL", "SENT"),
+    ]
+
+
 @pytest.mark.parametrize("many", [False, True], ids=["one statement", "read then insert"])
 async def test_notes_keep_to_each_owners_choices_whichever_way_they_are_written(
     app: Any, core: Core, many: bool
@@ -244,12 +265,7 @@ async def test_notes_keep_to_each_owners_choices_whichever_way_they_are_written(
     from callboard_core.mail.models import OutboxMessage
     from callboard_core.owner_notifications.service import TOGETHER_MAX, Note, notify_all
 
-    plain, no_email, no_in_app = [await new_owner(app, core) for _ in range(3)]
-    for owner, choice in ((no_email, {"emailEnabled": False}), (no_in_app, {"inAppEnabled": False})):
-        r = await owner.client.patch(
-            "/me/notifications/preferences", json={"preferences": [{"type": "RECEIPT_READY", **choice}]}
-        )
-        assert r.status_code == 200, r.text
+    plain, no_email, no_in_app = await _choosing_owners(app, core)
     notes = [
         Note(o.user_id, T.RECEIPT_READY, "doc_1", f"subject {i}", "body")
         for i, o in enumerate((plain, no_email, no_in_app))
@@ -267,12 +283,8 @@ async def test_notes_keep_to_each_owners_choices_whichever_way_they_are_written(
     rows = {r.id: r for o in (plain, no_email, no_in_app) for r in await _rows(core, o.user_id)}
     assert sorted(written) == sorted(rows)
     channels = [(rows[i].owner_id, rows[i].channel, rows[i].status) for i in written]
-    assert channels == [  # in the notes' order, in-app before email; outbox mail: sent with its row
-        (plain.user_id, "IN_APP", "SENT"),
-        (plain.user_id, "EMAIL", "SENT"),
-        (no_email.user_id, "IN_APP", "SENT"),
-        (no_in_app.user_id, "EMAIL", "SENT"),
-    ]
+    # In the notes' order, in-app before email; outbox mail: sent with its row.
+    assert channels == _chosen_channels(plain, no_email, no_in_app)
     address = await _addresses(core, [plain, no_email, no_in_app])
     async with core.uow(write=False) as uow:
         mails = (await uow.session.scalars(select(OutboxMessage.to_address))).all()
@@ -292,12 +304,7 @@ async def test_notes_at_commit_write_their_mails_by_each_owners_choices_once(
     from callboard_core.mail.models import OutboxMessage
     from callboard_core.owner_notifications.service import Note, notify_at_commit
 
-    plain, no_email, no_in_app = [await new_owner(app, core) for _ in range(3)]
-    for owner, choice in ((no_email, {"emailEnabled": False}), (no_in_app, {"inAppEnabled": False})):
-        r = await owner.client.patch(
-            "/me/notifications/preferences", json={"preferences": [{"type": "RECEIPT_READY", **choice}]}
-        )
-        assert r.status_code == 200, r.text
+    plain, no_email, no_in_app = await _choosing_owners(app, core)
     key = f"doc_{plain.user_id}"
     notes = [
         Note(o.user_id, T.RECEIPT_READY, key, f"Receipt for {i}", f"body {i}")
@@ -323,12 +330,7 @@ async def test_notes_at_commit_write_their_mails_by_each_owners_choices_once(
                 event.remove(engine, "before_cursor_execute", record)
     rows = [r for o in (plain, no_email, no_in_app) for r in await _rows(core, o.user_id)]
     assert sorted((r.owner_id, r.channel, r.status) for r in rows) == sorted(
-        [
-            (plain.user_id, "IN_APP", "SENT"),
-            (plain.user_id, "EMAIL", "SENT"),
-            (no_email.user_id, "IN_APP", "SENT"),
-            (no_in_app.user_id, "EMAIL", "SENT"),
-        ]
+        _chosen_channels(plain, no_email, no_in_app)
     )
     address = await _addresses(core, [plain, no_email, no_in_app])
     async with core.uow(write=False) as uow:

@@ -153,11 +153,21 @@ def _rider_alone(shape: tuple[Any, ...]) -> Any:
     return naming_its_tables(select(changed).add_cte(*ctes))
 
 
+def can_ride(session: AsyncSession) -> bool:
+    """Whether work can wait for the commit's statement: PostgreSQL, in a unit of work, outside a savepoint
+    (whose rollback must take the work with it)."""
+    return (
+        session.info.get("uow") is not None
+        and dialect_of(session) == "postgresql"
+        and not session.sync_session.in_nested_transaction()
+    )
+
+
 async def ride_at_commit(session: AsyncSession, rider: Rider) -> None:
     """Write `rider` with the gathered rows (PostgreSQL), or before any statement that names its tables. One
     rider of a kind waits at a time (their binds would meet): a second writes the waiting ones now."""
     sync = session.sync_session
-    if session.info.get("uow") is None or dialect_of(session) != "postgresql" or sync.in_nested_transaction():
+    if not can_ride(session):
         await session.run_sync(_write_rider, rider)
         return
     if rider.build in sync.info.get(PENDING_RIDERS, {}):

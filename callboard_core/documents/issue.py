@@ -29,9 +29,8 @@ from sqlalchemy import Table, bindparam, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from callboard_core import bus, clock
-from callboard_core.db.engine import dialect_of
 from callboard_core.db.lookup import held
-from callboard_core.db.rows import insert_dicts_at_commit, naming_its_tables
+from callboard_core.db.rows import can_ride, insert_dicts_at_commit, naming_its_tables
 from callboard_core.db.uow import at_commit as gather_at_commit
 from callboard_core.documents.events import DocumentsIssued, IssuedDocument
 from callboard_core.documents.models import (
@@ -300,7 +299,7 @@ async def issue_for(
     drafts = await plan(session, txn, amount)
     if not drafts:
         return []
-    if at_commit and _can_wait(session):
+    if at_commit and can_ride(session):  # as the posting itself waits (db/rows.ride_at_commit)
         waiting = Waiting(session, [draft.kind for draft in drafts], txn.created_at)
         await gather_at_commit(
             session, "documents", [_Unnumbered(txn, entry_id, drafts, user, waiting)], _issue_waiting
@@ -308,16 +307,6 @@ async def issue_for(
         return []
     numbers = await next_numbers(session, [draft.kind for draft in drafts], txn.created_at)
     return await _issue(session, txn, entry_id, drafts, user, numbers)
-
-
-def _can_wait(session: AsyncSession) -> bool:
-    """Whether documents can wait for the commit (and their numbers for a carrier): PostgreSQL, in a unit of
-    work, outside a savepoint."""
-    return (
-        session.info.get("uow") is not None
-        and dialect_of(session) == "postgresql"
-        and not session.sync_session.in_nested_transaction()
-    )
 
 
 @dataclass
