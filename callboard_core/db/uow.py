@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import weakref
 from collections.abc import Awaitable, Callable, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
@@ -41,15 +42,20 @@ H = TypeVar("H", bound=BeforeCommit)
 
 class _LazySession:
     """Stands in for the AsyncSession until something uses it: a request answered from the read cache
-    then never builds a session at all."""
+    then never builds a session at all. It points to its unit of work weakly (the work points to it): no
+    reference cycle, so a finished unit of work is freed at once (`UnitOfWork._release`)."""
 
     __slots__ = ("_uow",)
+    _uow: weakref.ref[UnitOfWork]
 
     def __init__(self, uow: UnitOfWork) -> None:
-        self._uow = uow
+        self._uow = weakref.ref(uow)
 
     def __getattr__(self, name: str) -> Any:
-        return getattr(self._uow.real_session(), name)
+        uow = self._uow()
+        if uow is None:
+            raise RuntimeError("this session's unit of work has ended")
+        return getattr(uow.real_session(), name)
 
 
 class UnitsOfWork(Protocol):
@@ -84,17 +90,28 @@ class UnitOfWork:
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        if exc_type is None and (self._before_commit or self._last):
-            self._committing = True
-            try:
-                await self._run_before_commit(self.real_session())
-            except BaseException:
-                await self._end(commit=False)
-                raise
-        await self._end(commit=exc_type is None)
-        if exc_type is None:
-            for hook in self._after_commit:
-                await hook()
+        try:
+            if exc_type is None and (self._before_commit or self._last):
+                self._committing = True
+                try:
+                    await self._run_before_commit(self.real_session())
+                except BaseException:
+                    await self._end(commit=False)
+                    raise
+            await self._end(commit=exc_type is None)
+            if exc_type is None:
+                for hook in self._after_commit:
+                    await hook()
+        finally:
+            self._release()
+
+    def _release(self) -> None:
+        """The finished work and its session let go of each other (the session's info names its work, which
+        holds the session): without that cycle the request's session, identity map, rows and hooks are freed
+        as it ends, by reference counting, instead of waiting for Python's cyclic collector, whose passes
+        cost every request CPU in proportion to what is left for it (docs/decisions.md)."""
+        if self._session is not None:
+            self._session.sync_session.info.pop("uow", None)
 
     async def _end(self, *, commit: bool) -> None:
         session = self._session
@@ -243,6 +260,6 @@ def _insert_or_nothing(table: Any, dialect: str) -> Any:
 async def discard(session: AsyncSession) -> None:
     """`UnitOfWork.discard` for the unit of work this session belongs to (a lazy one not yet used has
     nothing to undo)."""
-    uow = session._uow if isinstance(session, _LazySession) else session.info.get("uow")
+    uow = session._uow() if isinstance(session, _LazySession) else session.info.get("uow")
     if isinstance(uow, UnitOfWork):
         await uow.discard()

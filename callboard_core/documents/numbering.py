@@ -78,17 +78,23 @@ class Waiting:
         params: dict[str, Any] = {"dn_year": at.year}
         for i, (kind, n) in enumerate(counted):
             params[f"dn_kind{i}"], params[f"dn_n{i}"] = kind, n
-        self.passenger = Passenger(build=_carried, args=(len(counted),), params=params, take=self._take)
+        # The passenger calls back `_take` (it holds this object): dropped once carried or left, so the two
+        # are freed without the cyclic collector (UnitOfWork._release).
+        self.passenger: Passenger | None = Passenger(
+            build=_carried, args=(len(counted),), params=params, take=self._take
+        )
         board(session, self.passenger)
 
     def _take(self, carried: Any) -> None:
         last = {kind: int(n) for kind, _, n in (str(each).partition(" ") for each in carried or ())}
-        self.taken = _counted_back(self.kinds, self.at.year, last)
+        self.taken, self.passenger = _counted_back(self.kinds, self.at.year, last), None
 
     async def numbers(self, session: AsyncSession) -> list[str]:
         """The numbers, carried or taken now (one statement, `next_numbers`)."""
         if self.taken is None:
-            leave(session, self.passenger)
+            if self.passenger is not None:
+                leave(session, self.passenger)
+                self.passenger = None
             self.taken = await next_numbers(session, self.kinds, self.at)
         return self.taken
 

@@ -1,0 +1,102 @@
+"""A finished unit of work leaves nothing for Python's cyclic collector: its session, identity map, rows and
+hooks are freed by reference counting as the request ends. What the collector finds it must scan first, and
+its passes cost every request CPU (docs/decisions.md, the twentieth part of issue 28)."""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import weakref
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+from sqlalchemy import select
+
+from callboard_core.container import Core
+from callboard_core.db.rows import Passenger
+from callboard_core.db.uow import UnitOfWork
+from callboard_core.documents.numbering import Waiting
+from callboard_core.jobs.models import Job
+from tests.jobs_helpers import new_agent, new_owner, to_review
+from tests.payments_helpers import buyer, draft
+
+pytestmark = pytest.mark.usefixtures("books_balance")
+
+# What a request builds and must free: the work, its sessions, the documents' waiting numbers.
+_FREED = (UnitOfWork, Waiting, Passenger)
+
+
+@contextlib.contextmanager
+def collector_off() -> Iterator[None]:
+    """The cyclic collector stopped (what it would have freed stays in gc.get_objects())."""
+    gc.collect()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+
+
+def _alive() -> dict[str, int]:
+    """Objects of the kinds a request must free, tracked by the collector (freed ones are not)."""
+    counts = dict.fromkeys((kind.__name__ for kind in _FREED), 0)
+    counts["Session"] = 0
+    for o in gc.get_objects():
+        if isinstance(o, _FREED):
+            counts[type(o).__name__] += 1
+        elif type(o).__name__ in ("AsyncSession", "TrackedSession", "Session") and hasattr(o, "identity_map"):
+            counts["Session"] += 1
+    return counts
+
+
+async def test_a_finished_unit_of_work_and_its_session_are_freed_at_once(core: Core) -> None:
+    with collector_off():
+        async with core.uow() as uow:
+            job_id = await uow.session.scalar(select(Job.id).limit(1))
+            work, session = weakref.ref(uow), weakref.ref(uow.real_session())
+        del uow
+        assert (work(), session()) == (None, None), job_id
+        # A unit of work whose session was never built (a request the read cache answered).
+        async with core.uow(write=False) as uow:
+            work = weakref.ref(uow)
+        del uow
+        assert work() is None
+        # One whose work raised: rolled back, and freed all the same.
+        with pytest.raises(LookupError):
+            async with core.uow() as uow:
+                await uow.session.scalar(select(Job.id).limit(1))
+                work, session = weakref.ref(uow), weakref.ref(uow.real_session())
+                raise LookupError
+        del uow
+        assert (work(), session()) == (None, None)
+
+
+async def test_a_session_used_after_its_work_ended_says_so(core: Core) -> None:
+    async with core.uow(write=False) as uow:
+        lazy = uow.session
+    del uow
+    gc.collect()
+    with pytest.raises(RuntimeError, match="unit of work has ended"):
+        await lazy.scalar(select(Job.id).limit(1))
+
+
+async def test_a_paid_job_from_draft_to_award_leaves_nothing_for_the_collector(
+    app: Any, core: Core, client: httpx.AsyncClient
+) -> None:
+    b = await buyer(app, core)
+    worker = await new_agent(await new_owner(app, core))
+    job_id = await draft(client, b, 1200)
+    with collector_off():
+        before = _alive()
+        r = await client.post(f"/api/v2/jobs/{job_id}/publish", headers=b.agent.h)
+        assert r.status_code == 200, r.text
+        submission = await to_review(client, job_id, b.agent, worker)
+        r = await client.post(
+            f"/api/v2/jobs/{job_id}/award", json={"submissionId": submission}, headers=b.agent.h
+        )
+        assert r.status_code == 200, r.text
+        await core.bus.drain()
+        await core.mailer.drain()
+        assert _alive() == before
