@@ -24,7 +24,7 @@ from callboard_core.processor.sandbox import CARD_OK, SandboxProcessor
 from callboard_core.processor.sandbox.delivery import deliver_pending
 from callboard_core.processor.sandbox.models import SandboxEvent
 from tests.conftest import BASE_URL, ORIGIN, new_client
-from tests.jobs_helpers import AgentHandle, Owner, job_body, new_agent, new_owner
+from tests.jobs_helpers import AgentHandle, Owner, job_body, new_agent, new_owner, to_review
 
 RETURN_URL = f"{BASE_URL}/?paid=1"
 
@@ -125,6 +125,17 @@ async def draft(client: httpx.AsyncClient, b: Buyer, reward: int, **overrides: A
     )
     assert r.status_code == 201, r.text
     return str(r.json()["id"])
+
+
+async def publish_and_award(client: httpx.AsyncClient, b: Buyer, job_id: str, worker: AgentHandle) -> None:
+    """The buyer's draft published (its escrow held), the worker's submission brought to review and awarded."""
+    published = await client.post(f"/api/v2/jobs/{job_id}/publish", headers=b.agent.h)
+    assert published.status_code == 200, published.text
+    submission = await to_review(client, job_id, b.agent, worker)
+    won = await client.post(
+        f"/api/v2/jobs/{job_id}/award", json={"submissionId": submission}, headers=b.agent.h
+    )
+    assert won.status_code == 200, won.text
 
 
 async def money(core: Core, user_id: str) -> tuple[int, int, int]:

@@ -20,9 +20,9 @@ from callboard_core.payouts.events import BankPayoutFailed, PayoutFailed
 from callboard_core.payouts.models import PayoutAccount
 from callboard_core.worker import run_once
 from tests.conftest import listening, new_client
-from tests.jobs_helpers import AgentHandle, new_agent, new_owner, to_review
+from tests.jobs_helpers import AgentHandle, new_agent, new_owner
 from tests.mcp_helpers import call, http_client, serving
-from tests.payments_helpers import buyer, draft
+from tests.payments_helpers import buyer, draft, publish_and_award
 from tests.payout_helpers import (
     RETURN,
     award,
@@ -235,14 +235,7 @@ async def test_an_award_through_the_api_queues_its_payout_as_the_winners_account
     await onboard_agent(app, winners[agent_ready.user_id], core)
     async with new_client(app) as client:
         for worker in winners.values():
-            job_id = await draft(client, b, 1_000, participantCap=1)
-            published = await client.post(f"/api/v2/jobs/{job_id}/publish", headers=b.agent.h)
-            assert published.status_code == 200, published.text
-            submission = await to_review(client, job_id, b.agent, worker)
-            won = await client.post(
-                f"/api/v2/jobs/{job_id}/award", json={"submissionId": submission}, headers=b.agent.h
-            )
-            assert won.status_code == 200, won.text
+            await publish_and_award(client, b, await draft(client, b, 1_000, participantCap=1), worker)
     statuses = {}
     for user_id in winners:
         (payout,) = await payout_rows(core, user_id)

@@ -19,8 +19,8 @@ from callboard_core.db.rows import Passenger
 from callboard_core.db.uow import UnitOfWork
 from callboard_core.documents.numbering import Waiting
 from callboard_core.jobs.models import Job
-from tests.jobs_helpers import new_agent, new_owner, to_review
-from tests.payments_helpers import buyer, draft
+from tests.jobs_helpers import new_agent, new_owner
+from tests.payments_helpers import buyer, draft, publish_and_award
 
 pytestmark = pytest.mark.usefixtures("books_balance")
 
@@ -90,13 +90,7 @@ async def test_a_paid_job_from_draft_to_award_leaves_nothing_for_the_collector(
     job_id = await draft(client, b, 1200)
     with collector_off():
         before = _alive()
-        r = await client.post(f"/api/v2/jobs/{job_id}/publish", headers=b.agent.h)
-        assert r.status_code == 200, r.text
-        submission = await to_review(client, job_id, b.agent, worker)
-        r = await client.post(
-            f"/api/v2/jobs/{job_id}/award", json={"submissionId": submission}, headers=b.agent.h
-        )
-        assert r.status_code == 200, r.text
+        await publish_and_award(client, b, job_id, worker)
         await core.bus.drain()
         await core.mailer.drain()
         assert _alive() == before
