@@ -12,20 +12,26 @@ from typing import Any
 
 import httpx
 import pytest
-from sqlalchemy import select
+from sqlalchemy import select, update
+from sqlalchemy.exc import NoResultFound
+from sqlalchemy.orm.state import AttributeState
 
 from callboard_core.container import Core
+from callboard_core.db.lookup import reread
 from callboard_core.db.rows import Passenger
 from callboard_core.db.uow import UnitOfWork
 from callboard_core.documents.numbering import Waiting
 from callboard_core.jobs.models import Job
+from callboard_core.waitlist.models import WaitlistSignup
+from tests.factories import uid
 from tests.jobs_helpers import new_agent, new_owner
 from tests.payments_helpers import buyer, draft, publish_and_award
 
 pytestmark = pytest.mark.usefixtures("books_balance")
 
-# What a request builds and must free: the work, its sessions, the documents' waiting numbers.
-_FREED = (UnitOfWork, Waiting, Passenger)
+# What a request builds and must free: the work, its sessions, the documents' waiting numbers, the
+# per-attribute history objects of a refreshed row (Session.refresh builds them: `db.lookup.reread` does not).
+_FREED = (UnitOfWork, Waiting, Passenger, AttributeState)
 
 
 @contextlib.contextmanager
@@ -94,3 +100,25 @@ async def test_a_paid_job_from_draft_to_award_leaves_nothing_for_the_collector(
         await core.bus.drain()
         await core.mailer.drain()
         assert _alive() == before
+
+
+async def test_reread_takes_the_rows_values_as_they_stand_in_place(core: Core) -> None:
+    signup = WaitlistSignup(email=f"{uid()}@example.test", name="n", use_case="u", role="REQUESTER")
+    async with core.uow() as uow:
+        uow.session.add(signup)
+        await uow.session.flush()
+        changed = {"notes": "set behind the object", "company": "Acme"}
+        await uow.session.execute(
+            update(WaitlistSignup).where(WaitlistSignup.id == signup.id).values(**changed)
+        )
+        await reread(uow.session, signup, "notes")  # the named column only
+        assert (signup.notes, signup.company) == ("set behind the object", None)
+        await reread(uow.session, signup)  # every column
+        assert (signup.notes, signup.company) == ("set behind the object", "Acme")
+        assert not uow.session.sync_session.dirty  # read, not set: nothing to write back
+        await uow.session.delete(signup)
+        await uow.session.flush()
+        with pytest.raises(NoResultFound):
+            await reread(uow.session, signup, "notes")
+        with pytest.raises(NoResultFound):
+            await reread(uow.session, signup)

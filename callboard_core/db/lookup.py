@@ -17,6 +17,7 @@ from sqlalchemy import bindparam, event, select
 from sqlalchemy import inspect as sa_inspect
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import Session, SessionTransaction
+from sqlalchemy.orm.attributes import set_committed_value
 
 from callboard_core.db.engine import writes_serialised
 
@@ -37,6 +38,22 @@ async def by_pk(
     statement = _by_key(cast(Hashable, model), tuple(options))
     row: M | None = (await session.execute(statement, params)).scalar_one_or_none()
     return row
+
+
+async def reread(session: AsyncSession, obj: object, *keys: str) -> None:
+    """`session.refresh(obj, keys)`: these columns of the object's row (all of them when no key is named)
+    read again into the session's object. Session.refresh builds an AttributeState per attribute to look for
+    unflushed changes, memoized on the object's state and pointing back at it: a reference cycle per
+    refreshed object, left with all it holds for Python's cyclic collector (docs/decisions.md). Here one
+    statement, built once per class and keys, and no cycle. The row must exist (NoResultFound)."""
+    model = type(obj)
+    params = {f"pk{i}": value for i, value in enumerate(sa_inspect(obj).identity or ())}
+    if not keys:
+        (await session.execute(_reread_by_key(cast(Hashable, model)), params)).scalar_one()  # in place
+        return
+    row = (await session.execute(_columns_by_key(cast(Hashable, model), keys), params)).one()
+    for key, value in zip(keys, row, strict=True):
+        set_committed_value(obj, key, value)
 
 
 def held(session: AsyncSession, model: type[M], ident: Any) -> M | None:
@@ -92,3 +109,15 @@ def _by_key(model: Hashable, options: tuple[Any, ...]) -> Any:
     mapper = sa_inspect(model)
     where = [column == bindparam(f"pk{i}") for i, column in enumerate(mapper.primary_key)]
     return select(cast(Any, model)).where(*where).options(*options)
+
+
+@functools.lru_cache(maxsize=64)
+def _reread_by_key(model: Hashable) -> Any:
+    return _by_key(model, ()).execution_options(populate_existing=True)
+
+
+@functools.lru_cache(maxsize=64)
+def _columns_by_key(model: Hashable, keys: tuple[str, ...]) -> Any:
+    mapper = sa_inspect(model)
+    where = [column == bindparam(f"pk{i}") for i, column in enumerate(mapper.primary_key)]
+    return select(*(getattr(model, key) for key in keys)).where(*where)

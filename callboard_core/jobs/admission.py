@@ -22,6 +22,7 @@ from sqlalchemy.orm import aliased
 from callboard_core import clock, states
 from callboard_core.agent_notifications import service as notifications
 from callboard_core.agents import reputation
+from callboard_core.db.lookup import reread
 from callboard_core.ids import new_id
 from callboard_core.jobs import events
 from callboard_core.jobs import schemas as job_schemas
@@ -117,7 +118,7 @@ async def close_admission(session: AsyncSession, job: Job, actor: Actor | None =
         updated_at=now,
     )
     await release_places(session, job.id, len(lapsed))
-    await session.refresh(job, ["reserved_participants"])
+    await reread(session, job, "reserved_participants")
 
     ranked = (
         await session.execute(
@@ -174,7 +175,7 @@ async def close_admission(session: AsyncSession, job: Job, actor: Actor | None =
             .values(reserved_participants=Job.reserved_participants + len(slots))
             .execution_options(synchronize_session=False)
         )
-        await session.refresh(job, ["reserved_participants"])
+        await reread(session, job, "reserved_participants")
     await events.record(
         session,
         job.id,
@@ -284,7 +285,7 @@ async def reoffer(session: AsyncSession, job: Job) -> int:
             body=f"Acknowledge slot {slot['id']} before {slot['acknowledge_by'].isoformat()}: home lists it "
             "with the call to make.",
         )
-    await session.refresh(job)
+    await reread(session, job)
     return granted
 
 

@@ -11,6 +11,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from callboard_core import clock, states
 from callboard_core.agents import reputation
 from callboard_core.agents.models import Agent
+from callboard_core.db.lookup import reread
 from callboard_core.db.uow import add_or_conflict
 from callboard_core.errors import Conflict, NotFound, ValidationFailed
 from callboard_core.ids import new_id
@@ -168,7 +169,7 @@ async def respond(
         session, actor, JobInvitation, invitation_id, what="invitation", code="invitation_not_found"
     )
     job = await lock(session, inv.job_id)
-    await session.refresh(inv)
+    await reread(session, inv)
     now = clock.now()
     if inv.status == InvitationStatus.PENDING and inv.expires_at <= now:
         raise Conflict("This invitation has expired.", code="invitation_expired", current_state=inv.status)
@@ -320,7 +321,7 @@ async def cancel_direct_hire(session: AsyncSession, actor: Actor, job_id: str) -
         .values(reserved_participants=0)
         .execution_options(synchronize_session=False)
     )
-    await session.refresh(job)
+    await reread(session, job)
     await events.record(
         session,
         job.id,
@@ -340,12 +341,12 @@ async def expire(session: AsyncSession, invitation_id: str) -> bool:
     if inv is None:
         return False
     job = await lock(session, inv.job_id)
-    await session.refresh(inv)
+    await reread(session, inv)
     if inv.status != InvitationStatus.PENDING or inv.expires_at > clock.now():
         return False
     await _settle_invitation(session, inv, InvitationStatus.EXPIRED)
     await admission.release_places(session, job.id)
-    await session.refresh(job)
+    await reread(session, job)
     await events.record(
         session,
         job.id,

@@ -16,7 +16,7 @@ from callboard_core.agents.models import Agent
 from callboard_core.blobs import BlobStore
 from callboard_core.config import Settings
 from callboard_core.db.engine import writes_serialised
-from callboard_core.db.lookup import by_pk, note_locked
+from callboard_core.db.lookup import by_pk, note_locked, reread
 from callboard_core.db.readcache import ReadCache
 from callboard_core.db.rows import insert_at_commit
 from callboard_core.db.uow import add_or_conflict
@@ -320,7 +320,7 @@ async def apply(
     new_worker = reputation.is_new_worker(worker)
     taken = await session.execute(_TAKE_PLACE[new_worker], {"p_job": job.id})
     if not taken.rowcount:  # type: ignore[attr-defined]
-        await session.refresh(job)
+        await reread(session, job)
         if job.status != JobStatus.ADMISSION_OPEN:
             raise Conflict(
                 "Admission to this job is closed.",
@@ -375,7 +375,7 @@ async def withdraw_application(
         session, actor, JobApplication, application_id, what="application", code="application_not_found"
     )
     await lock(session, app.job_id)
-    await session.refresh(app)
+    await reread(session, app)
     now = clock.now()
     if app.status == ApplicationStatus.ADMITTED:
         slot = (
@@ -398,7 +398,7 @@ async def withdraw_application(
         updated_at=now,
     )
     if moved is None:
-        await session.refresh(app)
+        await reread(session, app)
         raise Conflict(
             f"This application is {app.status}; it cannot be withdrawn.",
             code="invalid_state",
@@ -557,7 +557,7 @@ async def acknowledge(
         updated_at=now,
     )
     if moved is None:
-        await session.refresh(slot)
+        await reread(session, slot)
         if slot.status in SLOT_MOVES[SlotStatus.ACKNOWLEDGED]:  # still could move: the deadline said no
             raise Conflict(
                 "The acknowledgement deadline has passed; the slot is expiring.",
@@ -754,7 +754,7 @@ async def submit(
         await session.execute(_SUBMIT, {"p_slot": slot.id, "p_job": job.id, "w_now": now, "p_now": now})
     ).first()
     if moved is None:
-        await session.refresh(slot)
+        await reread(session, slot)
         if slot.status in SLOT_MOVES[SlotStatus.SUBMITTED]:  # still could move: the deadline said no
             raise Conflict(
                 "The work deadline has passed.",
@@ -797,14 +797,14 @@ async def submit(
     job = await admission.settle(session, job, counts=admission.counts_beside(moved))
     if job.is_starter:  # practice: a valid submission wins at once
         await review.award_submission(session, job, submission, SYSTEM)
-        await session.refresh(submission)
+        await reread(session, submission)
     return submission_view(submission, job_status=(await get(session, job.id)).status)
 
 
 async def withdraw_slot(session: AsyncSession, actor: Actor, slot_id: str) -> job_schemas.SlotView:
     slot, _ = await worker_slot(session, actor, slot_id)
     if not await admission.end_slot(session, slot, SlotStatus.WITHDRAWN, "withdrawn_by_worker", actor):
-        await session.refresh(slot)
+        await reread(session, slot)
         raise Conflict(
             f"This slot is {slot.status}; it cannot be withdrawn.",
             code="invalid_state",
@@ -818,7 +818,7 @@ async def withdraw_slot(session: AsyncSession, actor: Actor, slot_id: str) -> jo
         ApplicationStatus.WITHDRAWN,
         withdrawn_at=clock.now(),
     )
-    await session.refresh(slot)
+    await reread(session, slot)
     return slot_view(slot)
 
 
