@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 import pytest
 from sqlalchemy import select, update
-from sqlalchemy.exc import NoResultFound
+from sqlalchemy.exc import InvalidRequestError, NoResultFound
 from sqlalchemy.orm.state import AttributeState
 
 from callboard_core.container import Core
@@ -116,6 +116,10 @@ async def test_reread_takes_the_rows_values_as_they_stand_in_place(core: Core) -
         await reread(uow.session, signup)  # every column
         assert (signup.notes, signup.company) == ("set behind the object", "Acme")
         assert not uow.session.sync_session.dirty  # read, not set: nothing to write back
+        uow.session.expunge(signup)
+        with pytest.raises(InvalidRequestError, match="not this session's object"):
+            await reread(uow.session, signup)
+        signup = await uow.session.merge(signup)
         await uow.session.delete(signup)
         await uow.session.flush()
         with pytest.raises(NoResultFound):

@@ -15,6 +15,7 @@ from typing import Any, TypeVar, cast
 
 from sqlalchemy import bindparam, event, select
 from sqlalchemy import inspect as sa_inspect
+from sqlalchemy.exc import InvalidRequestError
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import Session, SessionTransaction
 from sqlalchemy.orm.attributes import set_committed_value
@@ -49,7 +50,9 @@ async def reread(session: AsyncSession, obj: object, *keys: str) -> None:
     model = type(obj)
     params = {f"pk{i}": value for i, value in enumerate(sa_inspect(obj).identity or ())}
     if not keys:
-        (await session.execute(_reread_by_key(cast(Hashable, model)), params)).scalar_one()  # in place
+        loaded = (await session.execute(_reread_by_key(cast(Hashable, model)), params)).scalar_one()
+        if loaded is not obj:  # populate_existing refreshed the session's own object, not this one
+            raise InvalidRequestError(f"{obj!r} is not this session's object: nothing to read again into")
         return
     row = (await session.execute(_columns_by_key(cast(Hashable, model), keys), params)).one()
     for key, value in zip(keys, row, strict=True):
