@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import re
 import weakref
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -126,3 +128,17 @@ async def test_reread_takes_the_rows_values_as_they_stand_in_place(core: Core) -
             await reread(uow.session, signup, "notes")
         with pytest.raises(NoResultFound):
             await reread(uow.session, signup)
+
+
+def test_the_core_reads_rows_again_with_reread_not_session_refresh() -> None:
+    """Session.refresh leaves a cycle per refreshed object (its AttributeStates): `db.lookup.reread` instead."""
+    core_dir = Path(__file__).resolve().parent.parent / "callboard_core"
+    found = [
+        f"{path.relative_to(core_dir)}:{n}"
+        for path in sorted(core_dir.rglob("*.py"))
+        for n, line in enumerate(path.read_text().splitlines(), 1)
+        if re.search(r"\bsession\.(sync_session\.)?refresh\(", line)
+        and not line.lstrip().startswith(('"', "#"))
+        and "`session.refresh" not in line
+    ]
+    assert found == []

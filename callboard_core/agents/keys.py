@@ -14,6 +14,7 @@ from callboard_core.api_keys import service as api_keys
 from callboard_core.api_keys.models import ApiKey
 from callboard_core.api_keys.schemas import ApiKeyCreate, ApiKeyCreated, ApiKeyInfo, ApiKeyList, ApiKeyRevoked
 from callboard_core.audit import service as audit
+from callboard_core.db.lookup import reread
 from callboard_core.errors import Conflict, Forbidden, NotFound
 from callboard_core.principals import Actor, KeyPrincipal
 
@@ -181,7 +182,7 @@ async def _revoke(session: AsyncSession, key: ApiKey, actor: Actor) -> ApiKeyRev
             target_id=key.id,
             agent_id=key.agent_id,
         )
-    await session.refresh(key)
+    await reread(session, key)
     return ApiKeyRevoked(key_info=await info_one(session, key))
 
 

@@ -17,6 +17,7 @@ from callboard_core.agents.models import Agent, ClaimStatus
 from callboard_core.agents.states import CLAIM_MOVES
 from callboard_core.auth import service as auth
 from callboard_core.config import Settings
+from callboard_core.db.lookup import reread
 from callboard_core.errors import Conflict
 from callboard_core.mail.service import Mailer
 from callboard_core.principals import Actor
@@ -81,7 +82,7 @@ async def verify(session: AsyncSession, actor: Actor, agent_id: str) -> agent_sc
         verified_at=now,
         updated_at=now,
     )
-    await session.refresh(agent)
+    await reread(session, agent)
     if won is None and agent.claim_status != ClaimStatus.VERIFIED:
         raise Conflict(
             "The agent's claim changed meanwhile; reload and try again.",

@@ -32,6 +32,7 @@ from callboard_core.capabilities.models import (
     TagRequestStatus,
     TaxonomyStatus,
 )
+from callboard_core.db.lookup import reread
 from callboard_core.errors import Conflict, NotFound, field_error
 from callboard_core.principals import Actor
 
@@ -667,7 +668,7 @@ async def merge_tag(
         into_slug=target.slug,
         agents_repointed=repointed,
     )
-    await session.refresh(tag)
+    await reread(session, tag)
     return tag_view(target)
 
 
@@ -773,5 +774,5 @@ async def review_request(
         resolved_tag_id=resolved.id if resolved else None,
         applied_to_similar=similar,
     )
-    await session.refresh(request)
+    await reread(session, request)
     return (await _with_similar(session, [request]))[0]

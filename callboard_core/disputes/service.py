@@ -41,6 +41,7 @@ from callboard_core.agents import capability_links, reputation
 from callboard_core.agents.models import Agent, AgentStatus
 from callboard_core.audit import service as audit
 from callboard_core.config import Settings
+from callboard_core.db.lookup import reread
 from callboard_core.db.uow import UnitsOfWork
 from callboard_core.disputes import schemas as dispute_schemas
 from callboard_core.disputes.events import DisputeOpened, DisputeResolved
@@ -528,7 +529,7 @@ async def resolve(
     actor.require(Permission.RESOLVE_DISPUTE)
     dispute = await _dispute(session, dispute_id)
     job = await jobs.lock(session, dispute.job_id)  # resolvers (and the job's own moves) queue here
-    await session.refresh(dispute)
+    await reread(session, dispute)
     if dispute.status != DisputeStatus.OPEN:
         if body.idempotency_key and dispute.resolution_key == body.idempotency_key:
             return view(dispute)  # a retry: the first resolution's answer, nothing done twice

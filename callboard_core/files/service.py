@@ -27,6 +27,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from callboard_core import clock
 from callboard_core.blobs import BlobStore, DownloadLink
 from callboard_core.config import Settings
+from callboard_core.db.lookup import reread
 from callboard_core.db.uow import after_commit
 from callboard_core.errors import CallboardError, Conflict, Gone, NotFound, ValidationFailed
 from callboard_core.files import schemas as file_schemas
@@ -281,7 +282,7 @@ async def mark_verified(session: AsyncSession, file: StoredFile) -> None:
             .execution_options(synchronize_session=False)
         )
     ).first()
-    await session.refresh(file)
+    await reread(session, file)
     if won is None:
         raise Gone(f"File {file.id} ({file.filename}) was deleted.", code="file_deleted", **_facts(file))
 
@@ -402,7 +403,7 @@ async def delete(session: AsyncSession, blobs: BlobStore, file: StoredFile) -> N
             .execution_options(synchronize_session=False)
         )
     ).first()
-    await session.refresh(file)
+    await reread(session, file)
     if won is None:
         return
     key = file.storage_key

@@ -11,6 +11,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from callboard_core import clock, states
 from callboard_core.agents.models import Agent
 from callboard_core.capabilities import service as capabilities
+from callboard_core.db.lookup import reread
 from callboard_core.errors import NotFound, field_error
 from callboard_core.jobs.access import acting_agent
 from callboard_core.offerings.models import Offering
@@ -110,7 +111,7 @@ async def archive(
         archived_at=now,
         updated_at=now,
     )
-    await session.refresh(offering)
+    await reread(session, offering)
     return view(offering)
 
 

@@ -37,6 +37,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from callboard_core import bus, clock
 from callboard_core.agents.models import Agent
 from callboard_core.db.engine import dialect_of, insert_for
+from callboard_core.db.lookup import reread
 from callboard_core.db.rows import Rider, naming_its_tables, ride_at_commit
 from callboard_core.db.uow import at_commit
 from callboard_core.errors import NotFound, ValidationFailed
@@ -566,7 +567,7 @@ async def mark_read(
             .where(OwnerNotification.id == row.id, OwnerNotification.read_at.is_(None))
             .values(read_at=clock.now())
         )
-        await session.refresh(row)
+        await reread(session, row)
     return view(row, base_url)
 
 

@@ -36,7 +36,7 @@ from callboard_core.agents.models import Agent
 from callboard_core.billing import service as billing
 from callboard_core.billing.models import BuyerProfile
 from callboard_core.db.engine import dialect_of
-from callboard_core.db.lookup import by_pk
+from callboard_core.db.lookup import by_pk, reread
 from callboard_core.db.rows import insert_at_commit
 from callboard_core.db.uow import UnitsOfWork
 from callboard_core.errors import Conflict, NotFound, PaymentNotReady, PrepareFirst, field_error
@@ -863,7 +863,7 @@ async def refund_part(session: AsyncSession, job_id: str, amount_cents: int, key
         .values(reward_amount_cents=Job.reward_amount_cents - amount_cents)
         .execution_options(synchronize_session=False)
     )
-    await session.refresh(payment)
+    await reread(session, payment)
     return payment
 
 

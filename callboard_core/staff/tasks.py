@@ -15,6 +15,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from callboard_core import clock
 from callboard_core.audit import service as audit
 from callboard_core.audit.models import AuditEvent
+from callboard_core.db.lookup import reread
 from callboard_core.db.rows import write_gathered
 from callboard_core.disputes import service as disputes
 from callboard_core.disputes.models import Dispute
@@ -228,7 +229,7 @@ async def act(
         after=job.status,
         **data,
     )
-    await session.refresh(job)
+    await reread(session, job)
     return await detail(session, actor, job_id)
 
 
@@ -257,7 +258,7 @@ async def refund(
             transactionId=txn.id,
         )
         await disputes.mark_responded(session, job_id)
-    await session.refresh(job)
+    await reread(session, job)
     payment = await _payment(session, job_id)
     assert payment is not None
     await write_gathered(session)  # the posting's documents, written with the commit otherwise

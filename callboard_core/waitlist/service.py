@@ -13,6 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from callboard_core import clock, states
 from callboard_core.audit import service as audit
 from callboard_core.config import Settings
+from callboard_core.db.lookup import reread
 from callboard_core.errors import Conflict, NotFound
 from callboard_core.mail.service import Mail, Mailer
 from callboard_core.principals import Actor
@@ -198,7 +199,7 @@ async def delete_signup(
     if won is not None:
         _record(session, actor, "waitlist.delete", signup.id, previous_status=before, reason=reason)
     else:
-        await session.refresh(signup)
+        await reread(session, signup)
     return view(signup)
 
 
@@ -257,7 +258,7 @@ async def convert(
     user.waitlist_status = WaitlistStatus.INVITED
     user.updated_at = now
     await session.flush()
-    await session.refresh(user)
+    await reread(session, user)
 
     link = f"{settings.base_url.rstrip('/')}/login?email={quote(signup.email, safe='')}"
     await mailer.send(
