@@ -1,6 +1,7 @@
 """`by_pk`: Session.get for the hot paths, by a statement built once per class and loader options; `current`:
 the session's object of a row when it is the row as it stands (a compare-and-set then refreshes only the
-columns it set: states.compare_and_set).
+columns it set: states.compare_and_set); `reread`: Session.refresh, by such a statement, without the reference
+cycle refresh leaves per object.
 
 Session.get builds its SELECT, applies its options and computes the statement's cache key on every call that
 misses the identity map (~0.1 ms here, several times what the primary-key lookup costs in SQLite); a lifecycle
@@ -34,8 +35,7 @@ async def by_pk(
     found = held(session, model, ident)
     if found is not None:
         return found
-    values = ident if isinstance(ident, tuple) else (ident,)
-    params = {f"pk{i}": value for i, value in enumerate(values)}
+    params = _pk_params(ident if isinstance(ident, tuple) else (ident,))
     statement = _by_key(cast(Hashable, model), tuple(options))
     row: M | None = (await session.execute(statement, params)).scalar_one_or_none()
     return row
@@ -48,7 +48,7 @@ async def reread(session: AsyncSession, obj: object, *keys: str) -> None:
     refreshed object, left with all it holds for Python's cyclic collector (docs/decisions.md). Here one
     statement, built once per class and keys, and no cycle. The row must exist (NoResultFound)."""
     model = type(obj)
-    params = {f"pk{i}": value for i, value in enumerate(sa_inspect(obj).identity or ())}
+    params = _pk_params(sa_inspect(obj).identity or ())
     if not keys:
         loaded = (await session.execute(_reread_by_key(cast(Hashable, model)), params)).scalar_one()
         if loaded is not obj:  # populate_existing refreshed the session's own object, not this one
@@ -107,11 +107,18 @@ def _forget_all(session: Session, transaction: SessionTransaction) -> None:
         session.info[_ENDED] = True
 
 
+def _pk_params(values: Sequence[Any]) -> dict[str, Any]:
+    return {f"pk{i}": value for i, value in enumerate(values)}
+
+
+def _where_pk(model: Hashable) -> list[Any]:
+    """The primary key's columns equal to binds pk0, pk1, ... (`_pk_params`)."""
+    return [column == bindparam(f"pk{i}") for i, column in enumerate(sa_inspect(model).primary_key)]
+
+
 @functools.lru_cache(maxsize=256)  # a bound, should a caller build options per call
 def _by_key(model: Hashable, options: tuple[Any, ...]) -> Any:
-    mapper = sa_inspect(model)
-    where = [column == bindparam(f"pk{i}") for i, column in enumerate(mapper.primary_key)]
-    return select(cast(Any, model)).where(*where).options(*options)
+    return select(cast(Any, model)).where(*_where_pk(model)).options(*options)
 
 
 @functools.lru_cache(maxsize=64)
@@ -121,6 +128,4 @@ def _reread_by_key(model: Hashable) -> Any:
 
 @functools.lru_cache(maxsize=64)
 def _columns_by_key(model: Hashable, keys: tuple[str, ...]) -> Any:
-    mapper = sa_inspect(model)
-    where = [column == bindparam(f"pk{i}") for i, column in enumerate(mapper.primary_key)]
-    return select(*(getattr(model, key) for key in keys)).where(*where)
+    return select(*(getattr(model, key) for key in keys)).where(*_where_pk(model))
