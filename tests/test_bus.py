@@ -39,6 +39,9 @@ ALLOWED = {
     # Owners whose paid publishes add up earlier spending, as this process saw them: which lock a first
     # attempt takes; bounded, every answer checked under the lock (a miss costs one more attempt, no rule).
     "callboard_core.payments.service._SUMMING_OWNERS",
+    # Requesters whose last publish here was paid: which read a publish's first attempt sends; bounded, a
+    # hint of cost only (a miss costs a read, no rule).
+    "callboard_core.payments.service._PAYING_REQUESTERS",
     # This process's commits, counted by SQLAlchemy's process-wide events (every engine of the process
     # writes the one database): the read cache's own-commit part of its version, overall and per scope.
     "callboard_core.db.readcache._Commits",

@@ -20,13 +20,14 @@ from callboard_core.errors import PrepareFirst
 from callboard_core.jobs import service as jobs
 from callboard_core.ledger.models import LedgerTransaction, TransactionKind
 from callboard_core.onboarding.models import OnboardingActivation
+from callboard_core.payments import service as payments
 from callboard_core.payments.models import JobPayment
 from callboard_core.principals import Actor
 from callboard_core.processor.sandbox import SandboxProcessor, pending_events
 from callboard_core.processor.translate import fact_of
 from tests.jobs_helpers import new_agent, new_owner, postgres_only, to_review, travel
 from tests.mcp_helpers import call, call_error, http_client, serving
-from tests.payments_helpers import buyer, draft, fund, kinds_for, money, platform_fees, save_card
+from tests.payments_helpers import Buyer, buyer, draft, fund, kinds_for, money, platform_fees, save_card
 
 pytestmark = pytest.mark.usefixtures("books_balance")  # the ledger verifies clean after each test
 
@@ -50,6 +51,13 @@ async def deliver_payment_events(core: Core) -> int:
 
 
 # --- publish -------------------------------------------------------------------------------------------
+
+
+async def publish_a_paid_job(client: httpx.AsyncClient, b: Buyer) -> None:
+    """The requester publishes a paid job: the owner's profile and escrow account exist from then on, and on
+    PostgreSQL its next publish reads the profile with its job (`payments.with_paid_reads`)."""
+    warm = await draft(client, b, 1000)
+    assert (await client.post(f"/api/v2/jobs/{warm}/publish", headers=b.agent.h)).status_code == 200
 
 
 async def test_paid_publish_reserves_pay_and_fee_and_the_job_shows_the_fee(
@@ -444,10 +452,15 @@ async def test_concurrent_paid_publishes_never_overdraw(
     assert await money(core, b.owner.user_id) == (0, 5_500, 0)
 
 
+@pytest.mark.parametrize("paid_before", [False, True], ids=["first", "after-a-paid-publish"])
 async def test_concurrent_publishes_of_one_paid_job_reserve_once(
-    app: Any, core: Core, client: httpx.AsyncClient
+    app: Any, core: Core, client: httpx.AsyncClient, paid_before: bool
 ) -> None:
-    b = await buyer(app, core)
+    """`paid_before`: the requester published a paid job before, so its publishes read the owner's profile
+    with the job (PostgreSQL: `payments.with_paid_reads`), racing the payment's retries."""
+    b = await buyer(app, core, funds=10_000 + (1_100 if paid_before else 0))
+    if paid_before:
+        await publish_a_paid_job(client, b)
     job_id = await draft(client, b, 1000)
     answers = await asyncio.gather(
         *(client.post(f"/api/v2/jobs/{job_id}/publish", headers=b.agent.h) for _ in range(8)),
@@ -457,7 +470,7 @@ async def test_concurrent_publishes_of_one_paid_job_reserve_once(
     assert [a.status_code for a in publishes].count(200) <= 1
     assert all(a.status_code in (200, 409) for a in answers), [a.text for a in answers]
     assert all(a.json()["status"] == "RESERVED" for a in retries if a.status_code == 200)
-    assert await money(core, b.owner.user_id) == (8_900, 1_100, 0)
+    assert await money(core, b.owner.user_id) == (8_900, 1_100 * (1 + paid_before), 0)
     assert await kinds_for(core, job_id) == [TransactionKind.RESERVE]
 
 
@@ -489,8 +502,7 @@ async def test_a_publish_without_spending_caps_shares_the_profile_and_its_reserv
     postgres_only(core, ONE_WRITER)
     b = await buyer(app, core, funds=2_200)  # two jobs' pay and fee
     # The owner's first paid publish makes the profile and the escrow account (a second waits for those).
-    warm = await draft(client, b, 1000)
-    assert (await client.post(f"/api/v2/jobs/{warm}/publish", headers=b.agent.h)).status_code == 200
+    await publish_a_paid_job(client, b)
     first, second = await draft(client, b, 1000), await draft(client, b, 1000)
     with pytest.raises(PrepareFirst):
         async with core.uow() as uow:
@@ -512,8 +524,7 @@ async def test_a_change_of_limits_waits_for_a_publish_sharing_the_profile(
     postgres_only(core, ONE_WRITER)
     b = await buyer(app, core)
     # The owner's first paid publish makes the profile (a change of limits would wait for its insert).
-    warm = await draft(client, b, 1000)
-    assert (await client.post(f"/api/v2/jobs/{warm}/publish", headers=b.agent.h)).status_code == 200
+    await publish_a_paid_job(client, b)
     job_id = await draft(client, b, 1000)
     async with core.uow() as uow:
         await jobs.publish(uow.session, core.blobs, core.settings, Actor.agent(b.agent.id), job_id)
@@ -526,6 +537,33 @@ async def test_a_change_of_limits_waits_for_a_publish_sharing_the_profile(
     # The cap counts the publish that held the profile: 1100 + 1100 + 1100 > 2500 (without it, 2200 fits).
     r = await client.post(f"/api/v2/jobs/{await draft(client, b, 1000)}/publish", headers=b.agent.h)
     assert r.status_code == 409 and r.json()["missing"] == ["DAILY_CAP"], r.text
+
+
+async def test_a_payment_made_while_a_publish_waits_for_its_job_refuses_that_publishs_commit(
+    app: Any, core: Core, client: httpx.AsyncClient
+) -> None:
+    """PostgreSQL: a requester whose last publish was paid has its next publish read the owner's profile with
+    the job (`payments.with_paid_reads`), and that read cannot see a payment written while it waited for the
+    job's lock (the prepare step of a concurrent publish of the same draft, which holds that lock). Its
+    insert of a second payment then stores nothing: the commit is refused, the pipeline runs the prepare
+    step, and the next attempt reserves against the payment that was made. One payment, one reserve."""
+    postgres_only(core, ONE_WRITER)
+    b = await buyer(app, core)
+    await publish_a_paid_job(client, b)
+    job_id = await draft(client, b, 1000)
+    async with core.uow() as uow:
+        # What the prepare step's short write does: the job locked, its waiting payment recorded.
+        job = await jobs.lock(uow.session, job_id)
+        await payments._open_row(uow.session, job, core.settings.platform_fee_bps)
+        publish = asyncio.create_task(client.post(f"/api/v2/jobs/{job_id}/publish", headers=b.agent.h))
+        await asyncio.sleep(0.3)
+        assert not publish.done(), "the publish did not wait for the job's lock"
+    r = await asyncio.wait_for(publish, 10)
+    assert r.status_code == 200, r.text
+    async with core.db.session(write=False) as s:
+        rows = list(await s.scalars(select(JobPayment).where(JobPayment.job_id == job_id)))
+    assert [row.status for row in rows] == ["RESERVED"]
+    assert await kinds_for(core, job_id) == [TransactionKind.RESERVE]
 
 
 async def test_concurrent_award_and_no_award_leave_exactly_one_posting(

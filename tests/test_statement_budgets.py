@@ -24,7 +24,16 @@ from sqlalchemy import event
 from sqlalchemy.engine.interfaces import CacheStats
 
 from callboard_core.container import Core
-from tests.jobs_helpers import AgentHandle, job_body, new_agent, new_owner, submit_body, to_review
+from callboard_core.payments import service as payments
+from tests.jobs_helpers import (
+    AgentHandle,
+    job_body,
+    new_agent,
+    new_owner,
+    postgres_only,
+    submit_body,
+    to_review,
+)
 from tests.payments_helpers import buyer, draft, money
 
 BUDGETS_FILE = Path(__file__).resolve().parent.parent / "bench" / "statement_budgets.json"
@@ -202,6 +211,38 @@ async def test_a_paid_publish_reads_the_accounts_it_reserves_with_the_buyer_prof
     assert own_reads[0] and not own_reads[1], own_reads
     after = await money(core, b.owner.user_id)
     assert after[1] - before[1] == before[0] - after[0] > 2 * 1_000  # pay and fee of both, held
+
+
+async def test_a_requesters_next_paid_publish_reads_the_profile_with_its_job(
+    app: Any, core: Core, client: httpx.AsyncClient, books_balance: None
+) -> None:
+    """PostgreSQL: once a requester's publish was paid, its next publish's first read brings the owner's
+    profile (locked FOR SHARE in a LATERAL sub-select), the activation and the reserve's accounts with the
+    job: one statement fewer than a publish that reads the profile on its own, as one does when this process
+    has not seen the requester publish a paid job (the hint forgotten here). All three reserve."""
+    postgres_only(
+        core, "SQLite's paid publish reads the profile in its own statement, the writer holding all"
+    )
+    b = await buyer(app, core)
+    await _warm(client, b.agent, await new_agent(await new_owner(app, core)))
+    job_id = await draft(client, b, 1_000)
+    assert (await client.post(f"/api/v2/jobs/{job_id}/publish", headers=b.agent.h)).status_code == 200
+    counter = Counter(core)
+    seen = []
+    for forget in (False, True):
+        if forget:
+            payments._PAYING_REQUESTERS.discard(b.agent.id)
+        job_id = await draft(client, b, 1_000)
+        seen.append(
+            await counter.measure(
+                lambda path=f"/api/v2/jobs/{job_id}/publish": client.post(path, headers=b.agent.h), 200
+            )
+        )
+    folded, alone = seen
+    assert len(folded) == len(alone) - 1, (folded, alone)
+    assert not [line for line in folded if line.startswith("SELECT buyer_profiles.")], folded
+    assert [line for line in alone if line.startswith("SELECT buyer_profiles.")], alone
+    assert (await money(core, b.owner.user_id))[1] == 3 * 1_100  # pay and fee of the three publishes, held
 
 
 async def test_an_acknowledgement_finds_its_job_type_in_the_read_cache(

@@ -15,6 +15,7 @@ from typing import Any, cast
 
 from sqlalchemy import bindparam, select
 from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.orm import aliased
 
 from callboard_core import clock, states
 from callboard_core.agents.models import Agent
@@ -246,15 +247,26 @@ def _for_publish(kind: str) -> Any:
     has a payment row. Whether it has input files is read off the job's row (its count, which staging and
     removing a file move under the job's lock): a publish that waited for the lock reads the row's newest
     version, where a sub-select would still see the statement's snapshot and miss a file staged meanwhile."""
-    return requester_locked(
-        select(
-            Job,
-            Agent,
-            (Job.input_file_count > 0).label("has_inputs"),
-            payments.row_exists(Job.id).label("has_payment"),
-        ).join(Agent, Agent.id == Job.requester_agent_id),
-        kind,
-    )
+    return requester_locked(_publish_read(), kind)
+
+
+@functools.cache
+def _for_paid_publish(kind: str) -> Any:
+    """`_for_publish` with what a paid publish reads (`payments.with_paid_reads`, PostgreSQL). The job is
+    locked in a sub-select, so that its lock is taken before the profile's, as on every other path."""
+    locked = _requested_by(_LOCKED, kind).subquery("locked_job")
+    job = aliased(Job, locked)
+    statement = _publish_read(job).options(*WITHOUT_CAPABILITIES).execution_options(populate_existing=True)
+    return payments.with_paid_reads(statement, job)
+
+
+def _publish_read(job: Any = Job) -> Any:
+    return select(
+        job,
+        Agent,
+        (job.input_file_count > 0).label("has_inputs"),
+        payments.row_exists(job.id).label("has_payment"),
+    ).join(Agent, Agent.id == job.requester_agent_id)
 
 
 async def requester_job(session: AsyncSession, actor: Actor, job_id: str, *, for_update: bool = False) -> Job:
@@ -600,8 +612,12 @@ async def publish(
     prepared = prepared or PublishPrep()
     # The requester agent is kept (`requester`): the paid checks find it in the session (payments.secure).
     # The same read says whether there are input files to verify, or a payment row a free job must look at:
-    # most jobs have neither, and skip both reads.
-    job, requester, has_inputs, has_payment = await locked_requester_row(session, actor, _for_publish, job_id)
+    # most jobs have neither, and skip both reads. A requester whose last publish was paid has the first
+    # attempt's read bring what a paid publish reads, too (`paid`: PostgreSQL, `payments.with_paid_reads`).
+    fold = first_attempt and payments.reads_paid_with_job(session, actor)
+    build = _for_paid_publish if fold else _for_publish
+    job, requester, has_inputs, has_payment, *paid = await locked_requester_row(session, actor, build, job_id)
+    payments.note_publish(actor, job)
     check_job("publish", job.status, JobStatus.ADMISSION_OPEN, job_id=job.id)
     require_can_work(requester, role="requester")
     now = clock.now()
@@ -618,6 +634,7 @@ async def publish(
         prepared.funding,
         first_attempt=first_attempt,
         has_row=has_payment,
+        read=paid or None,
     )
     fee = payment.fee_cents if payment is not None else None
     await files.verify_all(session, blobs, inputs, prepared.hashed)

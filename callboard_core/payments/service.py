@@ -27,9 +27,11 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import ColumnElement, bindparam, exists, func, select, true, update
+from sqlalchemy import ColumnElement, and_, bindparam, exists, func, select, true, update
 from sqlalchemy import inspect as sa_inspect
+from sqlalchemy.dialects import postgresql
 from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.orm import aliased
 
 from callboard_core import clock, states
 from callboard_core.agents.models import Agent
@@ -37,7 +39,7 @@ from callboard_core.billing import service as billing
 from callboard_core.billing.models import BuyerProfile
 from callboard_core.db.engine import dialect_of
 from callboard_core.db.lookup import by_pk, reread
-from callboard_core.db.rows import insert_at_commit
+from callboard_core.db.rows import Rider, insert_at_commit, ride_at_commit, row_values
 from callboard_core.db.uow import UnitsOfWork
 from callboard_core.errors import Conflict, NotFound, PaymentNotReady, PrepareFirst, field_error
 from callboard_core.guidance import Act, step
@@ -557,6 +559,103 @@ _LOCK_PROFILE = {exclusive: _lock_profile_read(exclusive=exclusive) for exclusiv
 _SUMMING_OWNERS: set[str] = set()
 _SUMMING_OWNERS_MAX = 10_000
 
+# Requesters (the acting agent, or owner) whose last publish in this process was of a paid job: their next
+# publish's first read brings what a paid publish reads (`with_paid_reads`). Only a hint of which read to
+# send, bounded like the set above: a miss costs a paid publish its separate profile read, or a free one a
+# few empty columns, never a rule.
+_PAYING_REQUESTERS: set[str] = set()
+
+
+def _requester_key(actor: Actor) -> str | None:
+    return actor.agent_id or actor.user_id
+
+
+def reads_paid_with_job(session: AsyncSession, actor: Actor) -> bool:
+    """Whether a publish's first attempt reads its job with `with_paid_reads` (PostgreSQL): the actor's last
+    publish here was paid, and its owner's publishes (as far as this process knows) share the profile."""
+    key = _requester_key(actor)
+    owner = actor.key.owner_id if actor.key is not None else actor.user_id
+    return key in _PAYING_REQUESTERS and owner not in _SUMMING_OWNERS and dialect_of(session) == "postgresql"
+
+
+def note_publish(actor: Actor, job: Job) -> None:
+    """Remember whether the actor's publish was of a paid job (`reads_paid_with_job`)."""
+    key = _requester_key(actor)
+    if key is None:
+        return
+    if job.reward_amount_cents > 0:
+        if len(_PAYING_REQUESTERS) >= _SUMMING_OWNERS_MAX:
+            _PAYING_REQUESTERS.clear()
+        _PAYING_REQUESTERS.add(key)
+    else:
+        _PAYING_REQUESTERS.discard(key)
+
+
+def with_paid_reads(statement: Any, job: Any) -> Any:
+    """PostgreSQL: a publish's read of its job (`statement`, whose `job` is the `Job` entity read from a
+    sub-select that locks the row FOR UPDATE) with what the first attempt of a paid publish reads, each only
+    where the job has a reward: the owner's buyer profile, locked FOR SHARE in a LATERAL sub-select, which
+    runs once the job's lock is held (the order every paid publish takes them in), so it finds the profile's
+    newest version; the publishing agent's latest activation and the reserve's accounts as `_lock_profile`
+    reads them (unlocked, as found). One round trip where there were two. Not the job's payment: read so,
+    it could predate its writers' last work, done under the job's lock this read may have waited for (the
+    caller reads it after, or guards its insert: `secure`). Pass the two further entities and the accounts
+    to `secure(read=...)`."""
+    paid = job.reward_amount_cents > 0
+    locked = (
+        select(BuyerProfile)
+        .where(BuyerProfile.user_id == job.owner_id, paid)
+        .with_for_update(read=True)
+        .lateral("locked_profile")
+    )
+    profile = aliased(BuyerProfile, locked)
+    activations = aliased(OnboardingActivation)
+    latest = (
+        select(activations.id)
+        .where(activations.agent_id == job.requester_agent_id)
+        .order_by(activations.created_at.desc(), activations.id.desc())
+        .limit(1)
+        .correlate(sa_inspect(job).selectable)
+        .scalar_subquery()
+    )
+    statement = (
+        statement.add_columns(profile, OnboardingActivation)
+        .outerjoin(locked, true())
+        .outerjoin(OnboardingActivation, and_(paid, OnboardingActivation.id == latest))
+    )
+    # The accounts by the job's owner (the profile's user where there is one): found by index from the job.
+    return ledger.with_flow_accounts(statement, TransactionKind.RESERVE, job.owner_id, paid)
+
+
+def _payment_once(columns: tuple[str, ...]) -> tuple[tuple[Any, ...], Any]:
+    """A new payment's insert as a `Rider`: nothing where the job has one already (made by a writer that held
+    the job's lock while this publish waited for it), and a count of what it wrote."""
+    table: Any = JobPayment.__table__
+    inserted = (
+        postgresql.insert(table)
+        .values({c: bindparam(f"jp_{c}", type_=table.c[c].type) for c in columns})
+        .on_conflict_do_nothing(index_elements=[table.c.job_id])
+        .returning(table.c.id)
+        .cte("payment_once")
+    )
+    return (inserted,), select(func.count()).select_from(inserted).scalar_subquery()
+
+
+async def _insert_once(session: AsyncSession, payment: JobPayment) -> None:
+    """Insert a publish's new payment with the commit's statement, unless the job has one by then: then the
+    commit stores nothing and the pipeline runs the prepare step (PrepareFirst), whose next attempt finds it."""
+    values = row_values(payment)
+    await ride_at_commit(
+        session,
+        Rider(
+            build=_payment_once,
+            args=(tuple(values),),
+            params={f"jp_{c}": v for c, v in values.items()},
+            expected=1,
+            refused=PrepareFirst,
+        ),
+    )
+
 
 def _sums_spending(profile: BuyerProfile, activation: OnboardingActivation | None) -> bool:
     """Whether a publish's checks add up the owner's or the agent's earlier spending (a daily cap, an
@@ -589,13 +688,16 @@ async def secure(
     *,
     first_attempt: bool = False,
     has_row: bool = True,
+    read: Sequence[Any] | None = None,
 ) -> JobPayment | None:
     """In the publish's write unit of work (the job locked, still a draft): reserve pay + fee from the
     requester owner's balance, or raise 409 `payment_not_ready` naming what is missing. A free job needs
     nothing (a payment left waiting from a paid version of the draft is voided; `has_row` False: the
     caller's read found the job has no payment row, so there is none to look for). `first_attempt` (the
     publish ran before its prepare step): raise PrepareFirst instead of refusing, so `prepare` records the
-    waiting payment, tells the owner, or charges an auto top-up, and the publish runs again."""
+    waiting payment, tells the owner, or charges an auto top-up, and the publish runs again. `read`: what the
+    caller's read of the job brought of a paid job (`with_paid_reads`: the profile, the activation, the
+    reserve's accounts; the profile None where it was not read), or None."""
     if job.reward_amount_cents <= 0:
         leftover = await find(session, job.id) if has_row else None
         if leftover is not None and leftover.status == PaymentStatus.REQUIRES_ACTION:
@@ -607,9 +709,18 @@ async def secure(
     # (this process saw the owner's so, or finds them so now: the next attempt then locks it FOR UPDATE).
     postgres = dialect_of(session) == "postgresql"
     exclusive = not (postgres and first_attempt) or job.owner_id in _SUMMING_OWNERS
-    profile, activation, found, *reserve_accounts = await _lock_profile(
-        session, job, job.owner_id, exclusive=exclusive
-    )
+    folded = read is not None and read[0] is not None  # the profile came with the job, locked FOR SHARE
+    if folded and exclusive:
+        raise PrepareFirst  # this owner's checks need the profile alone: the next attempt locks it so
+    if folded:
+        assert read is not None
+        profile, activation, *reserve_accounts = read
+        # The payment is read now, after the job's lock: the job's read may predate its writers' last work.
+        found = await find(session, job.id) if has_row else None
+    else:
+        profile, activation, found, *reserve_accounts = await _lock_profile(
+            session, job, job.owner_id, exclusive=exclusive
+        )
     if postgres and first_attempt and _sums_spending(profile, activation) != exclusive:
         if exclusive:
             _SUMMING_OWNERS.discard(job.owner_id)
@@ -678,8 +789,12 @@ async def secure(
         payment.status, payment.missing = PaymentStatus.RESERVED, []
         payment.reserve_transaction_id, payment.reserved_at = txn.id, now
         # In its final state, with the transaction's last statement (db/rows.py): nothing in the publish
-        # reads it back but a retry's answer, which writes it first.
-        await insert_at_commit(session, [payment])
+        # reads it back but a retry's answer, which writes it first. Where the job's read said it had no
+        # payment (`folded`), one made meanwhile refuses the commit instead (`_insert_once`).
+        if folded:
+            await _insert_once(session, payment)
+        else:
+            await insert_at_commit(session, [payment])
         return payment
     return await _move(
         session,
