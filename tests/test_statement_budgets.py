@@ -30,7 +30,6 @@ from tests.jobs_helpers import (
     job_body,
     new_agent,
     new_owner,
-    postgres_only,
     submit_body,
     to_review,
 )
@@ -216,13 +215,10 @@ async def test_a_paid_publish_reads_the_accounts_it_reserves_with_the_buyer_prof
 async def test_a_requesters_next_paid_publish_reads_the_profile_with_its_job(
     app: Any, core: Core, client: httpx.AsyncClient, books_balance: None
 ) -> None:
-    """PostgreSQL: once a requester's publish was paid, its next publish's first read brings the owner's
-    profile (locked FOR SHARE in a LATERAL sub-select), the activation and the reserve's accounts with the
+    """Once a requester's publish was paid, its next publish's first read brings the owner's profile (on
+    PostgreSQL locked FOR SHARE in a LATERAL sub-select), the activation and the reserve's accounts with the
     job: one statement fewer than a publish that reads the profile on its own, as one does when this process
     has not seen the requester publish a paid job (the hint forgotten here). All three reserve."""
-    postgres_only(
-        core, "SQLite's paid publish reads the profile in its own statement, the writer holding all"
-    )
     b = await buyer(app, core)
     await _warm(client, b.agent, await new_agent(await new_owner(app, core)))
     job_id = await draft(client, b, 1_000)

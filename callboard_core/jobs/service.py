@@ -22,6 +22,7 @@ from callboard_core.agents.models import Agent
 from callboard_core.blobs import BlobStore
 from callboard_core.capabilities.models import CapabilityTag, TaxonomyStatus
 from callboard_core.config import Settings
+from callboard_core.db.engine import writes_serialised
 from callboard_core.db.lookup import by_pk, note_locked
 from callboard_core.db.readcache import ReadCache
 from callboard_core.db.rows import insert_at_commit, write_gathered
@@ -251,13 +252,13 @@ def _for_publish(kind: str) -> Any:
 
 
 @functools.cache
-def _for_paid_publish(kind: str) -> Any:
-    """`_for_publish` with what a paid publish reads (`payments.with_paid_reads`, PostgreSQL). The job is
-    locked in a sub-select, so that its lock is taken before the profile's, as on every other path."""
+def _for_paid_publish(kind: str, serialised: bool) -> Any:
+    """`_for_publish` with what a paid publish reads (`payments.with_paid_reads`). The job is locked in a
+    sub-select (PostgreSQL), so that its lock is taken before the profile's, as on every other path."""
     locked = _requested_by(_LOCKED, kind).subquery("locked_job")
     job = aliased(Job, locked)
     statement = _publish_read(job).options(*WITHOUT_CAPABILITIES).execution_options(populate_existing=True)
-    return payments.with_paid_reads(statement, job)
+    return payments.with_paid_reads(statement, job, serialised=serialised)
 
 
 def _publish_read(job: Any = Job) -> Any:
@@ -613,9 +614,10 @@ async def publish(
     # The requester agent is kept (`requester`): the paid checks find it in the session (payments.secure).
     # The same read says whether there are input files to verify, or a payment row a free job must look at:
     # most jobs have neither, and skip both reads. A requester whose last publish was paid has the first
-    # attempt's read bring what a paid publish reads, too (`paid`: PostgreSQL, `payments.with_paid_reads`).
-    fold = first_attempt and payments.reads_paid_with_job(session, actor)
-    build = _for_paid_publish if fold else _for_publish
+    # attempt's read bring what a paid publish reads, too (`paid`: `payments.with_paid_reads`).
+    fold = first_attempt and payments.reads_paid_with_job(actor)
+    serialised = writes_serialised(session)
+    build = functools.partial(_for_paid_publish, serialised=serialised) if fold else _for_publish
     job, requester, has_inputs, has_payment, *paid = await locked_requester_row(session, actor, build, job_id)
     payments.note_publish(actor, job)
     check_job("publish", job.status, JobStatus.ADMISSION_OPEN, job_id=job.id)

@@ -570,12 +570,12 @@ def _requester_key(actor: Actor) -> str | None:
     return actor.agent_id or actor.user_id
 
 
-def reads_paid_with_job(session: AsyncSession, actor: Actor) -> bool:
-    """Whether a publish's first attempt reads its job with `with_paid_reads` (PostgreSQL): the actor's last
-    publish here was paid, and its owner's publishes (as far as this process knows) share the profile."""
+def reads_paid_with_job(actor: Actor) -> bool:
+    """Whether a publish's first attempt reads its job with `with_paid_reads`: the actor's last publish here
+    was paid, and its owner's publishes (as far as this process knows) share the profile."""
     key = _requester_key(actor)
     owner = actor.key.owner_id if actor.key is not None else actor.user_id
-    return key in _PAYING_REQUESTERS and owner not in _SUMMING_OWNERS and dialect_of(session) == "postgresql"
+    return key in _PAYING_REQUESTERS and owner not in _SUMMING_OWNERS
 
 
 def note_publish(actor: Actor, job: Job) -> None:
@@ -591,24 +591,34 @@ def note_publish(actor: Actor, job: Job) -> None:
         _PAYING_REQUESTERS.discard(key)
 
 
-def with_paid_reads(statement: Any, job: Any) -> Any:
-    """PostgreSQL: a publish's read of its job (`statement`, whose `job` is the `Job` entity read from a
-    sub-select that locks the row FOR UPDATE) with what the first attempt of a paid publish reads, each only
-    where the job has a reward: the owner's buyer profile, locked FOR SHARE in a LATERAL sub-select, which
-    runs once the job's lock is held (the order every paid publish takes them in), so it finds the profile's
-    newest version; the publishing agent's latest activation and the reserve's accounts as `_lock_profile`
-    reads them (unlocked, as found). One round trip where there were two. Not the job's payment: read so,
-    it could predate its writers' last work, done under the job's lock this read may have waited for (the
-    caller reads it after, or guards its insert: `secure`). Pass the two further entities and the accounts
-    to `secure(read=...)`."""
+def with_paid_reads(statement: Any, job: Any, *, serialised: bool) -> Any:
+    """A publish's read of its job (`statement`, whose `job` is the `Job` entity read from a sub-select that
+    locks the row FOR UPDATE on PostgreSQL) with what the first attempt of a paid publish reads, each only
+    where the job has a reward: the owner's buyer profile, the publishing agent's latest activation and the
+    reserve's accounts, as `_lock_profile` reads them. One round trip where there were two. PostgreSQL: the
+    profile locked FOR SHARE in a LATERAL sub-select, which runs once the job's lock is held (the order every
+    paid publish takes them in), so it finds the profile's newest version; the activation and the accounts
+    unlocked, as found. SQLite (`serialised`: the transaction's writer holds the whole database) joins the
+    profile as it is. Not the job's payment: on PostgreSQL, read so, it could predate its writers' last work,
+    done under the job's lock this read may have waited for (the caller reads it after, or guards its
+    insert: `secure`). Pass the two further entities and the accounts to `secure(read=...)`."""
     paid = job.reward_amount_cents > 0
+    if serialised:
+        statement = statement.add_columns(BuyerProfile).outerjoin(
+            BuyerProfile, and_(paid, BuyerProfile.user_id == job.owner_id)
+        )
+        return _with_activation_and_accounts(statement, job, paid)
     locked = (
         select(BuyerProfile)
         .where(BuyerProfile.user_id == job.owner_id, paid)
         .with_for_update(read=True)
         .lateral("locked_profile")
     )
-    profile = aliased(BuyerProfile, locked)
+    statement = statement.add_columns(aliased(BuyerProfile, locked)).outerjoin(locked, true())
+    return _with_activation_and_accounts(statement, job, paid)
+
+
+def _with_activation_and_accounts(statement: Any, job: Any, paid: Any) -> Any:
     activations = aliased(OnboardingActivation)
     latest = (
         select(activations.id)
@@ -618,10 +628,8 @@ def with_paid_reads(statement: Any, job: Any) -> Any:
         .correlate(sa_inspect(job).selectable)
         .scalar_subquery()
     )
-    statement = (
-        statement.add_columns(profile, OnboardingActivation)
-        .outerjoin(locked, true())
-        .outerjoin(OnboardingActivation, and_(paid, OnboardingActivation.id == latest))
+    statement = statement.add_columns(OnboardingActivation).outerjoin(
+        OnboardingActivation, and_(paid, OnboardingActivation.id == latest)
     )
     # The accounts by the job's owner (the profile's user where there is one): found by index from the job.
     return ledger.with_flow_accounts(statement, TransactionKind.RESERVE, job.owner_id, paid)
@@ -709,13 +717,14 @@ async def secure(
     # (this process saw the owner's so, or finds them so now: the next attempt then locks it FOR UPDATE).
     postgres = dialect_of(session) == "postgresql"
     exclusive = not (postgres and first_attempt) or job.owner_id in _SUMMING_OWNERS
-    folded = read is not None and read[0] is not None  # the profile came with the job, locked FOR SHARE
-    if folded and exclusive:
+    folded = read is not None and read[0] is not None  # the profile came with the job (PostgreSQL: shared)
+    if folded and exclusive and postgres:
         raise PrepareFirst  # this owner's checks need the profile alone: the next attempt locks it so
     if folded:
         assert read is not None
         profile, activation, *reserve_accounts = read
-        # The payment is read now, after the job's lock: the job's read may predate its writers' last work.
+        # The payment is read now, after the job's lock: on PostgreSQL the job's read may predate its
+        # writers' last work (SQLite's writer holds the database: the job's read is current).
         found = await find(session, job.id) if has_row else None
     else:
         profile, activation, found, *reserve_accounts = await _lock_profile(
@@ -790,8 +799,8 @@ async def secure(
         payment.reserve_transaction_id, payment.reserved_at = txn.id, now
         # In its final state, with the transaction's last statement (db/rows.py): nothing in the publish
         # reads it back but a retry's answer, which writes it first. Where the job's read said it had no
-        # payment (`folded`), one made meanwhile refuses the commit instead (`_insert_once`).
-        if folded:
+        # payment (`folded`, PostgreSQL), one made meanwhile refuses the commit instead (`_insert_once`).
+        if folded and postgres:
             await _insert_once(session, payment)
         else:
             await insert_at_commit(session, [payment])
