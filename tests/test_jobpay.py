@@ -435,6 +435,27 @@ async def test_another_owners_job_payment_is_404_over_key_and_session_and_both_n
     assert (await client.get(f"/api/v2/jobs/{job_id}/payment", headers=sibling.h)).status_code == 404
 
 
+async def test_a_paying_requester_cannot_publish_another_owners_paid_draft(
+    app: Any, core: Core, client: httpx.AsyncClient
+) -> None:
+    """An agent whose last publish was paid reads a publish's job with the owner's profile and accounts
+    (`payments.with_paid_reads`); pointed at another owner's paid draft, that read finds nothing: 404, and
+    the other owner's draft stays a draft with no payment and no money held."""
+    stranger = await buyer(app, core)
+    await publish_a_paid_job(client, stranger)
+    assert payments.reads_paid_with_job(Actor.agent(stranger.agent.id))
+    b = await buyer(app, core)
+    job_id = await draft(client, b, 1000)
+    before = await money(core, b.owner.user_id)
+    r = await client.post(f"/api/v2/jobs/{job_id}/publish", headers=stranger.agent.h)
+    assert r.status_code == 404 and r.json()["code"] == "job_not_found", r.text
+    assert (await client.get(f"/api/v2/jobs/{job_id}", headers=b.agent.h)).json()["job"]["status"] == "DRAFT"
+    assert await money(core, b.owner.user_id) == before
+    assert await kinds_for(core, job_id) == []
+    async with core.db.session(write=False) as s:
+        assert (await s.scalar(select(JobPayment).where(JobPayment.job_id == job_id))) is None
+
+
 # --- races ---------------------------------------------------------------------------------------------
 
 

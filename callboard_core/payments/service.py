@@ -137,13 +137,19 @@ async def _activation(session: AsyncSession, agent_id: str) -> OnboardingActivat
     return await session.scalar(_LATEST_ACTIVATION, {"p_agent": agent_id})
 
 
+def _latest_activation(agent_id: Any, activations: Any = OnboardingActivation) -> Any:
+    """The latest activation of the agent in `agent_id` (a bind, or a column of the caller's read), from
+    `activations` (an alias where the caller's read joins the table too)."""
+    return (
+        select(activations)
+        .where(activations.agent_id == agent_id)
+        .order_by(activations.created_at.desc(), activations.id.desc())
+        .limit(1)
+    )
+
+
 # Every paid publish reads it: built once.
-_LATEST_ACTIVATION = (
-    select(OnboardingActivation)
-    .where(OnboardingActivation.agent_id == bindparam("p_agent"))
-    .order_by(OnboardingActivation.created_at.desc(), OnboardingActivation.id.desc())
-    .limit(1)
-)
+_LATEST_ACTIVATION = _latest_activation(bindparam("p_agent"))
 
 
 async def _standing(
@@ -557,7 +563,7 @@ _LOCK_PROFILE = {exclusive: _lock_profile_read(exclusive=exclusive) for exclusiv
 # publishes lock the profile FOR UPDATE from the first attempt. Bounded: emptied when full (a forgotten owner
 # costs one more attempt, never a rule).
 _SUMMING_OWNERS: set[str] = set()
-_SUMMING_OWNERS_MAX = 10_000
+_HINTS_MAX = 10_000  # the bound of this set and the next
 
 # Requesters (the acting agent, or owner) whose last publish in this process was of a paid job: their next
 # publish's first read brings what a paid publish reads (`with_paid_reads`). Only a hint of which read to
@@ -584,7 +590,7 @@ def note_publish(actor: Actor, job: Job) -> None:
     if key is None:
         return
     if job.reward_amount_cents > 0:
-        if len(_PAYING_REQUESTERS) >= _SUMMING_OWNERS_MAX:
+        if len(_PAYING_REQUESTERS) >= _HINTS_MAX:
             _PAYING_REQUESTERS.clear()
         _PAYING_REQUESTERS.add(key)
     else:
@@ -621,10 +627,8 @@ def with_paid_reads(statement: Any, job: Any, *, serialised: bool) -> Any:
 def _with_activation_and_accounts(statement: Any, job: Any, paid: Any) -> Any:
     activations = aliased(OnboardingActivation)
     latest = (
-        select(activations.id)
-        .where(activations.agent_id == job.requester_agent_id)
-        .order_by(activations.created_at.desc(), activations.id.desc())
-        .limit(1)
+        _latest_activation(job.requester_agent_id, activations)
+        .with_only_columns(activations.id)
         .correlate(sa_inspect(job).selectable)
         .scalar_subquery()
     )
@@ -734,7 +738,7 @@ async def secure(
         if exclusive:
             _SUMMING_OWNERS.discard(job.owner_id)
         else:
-            if len(_SUMMING_OWNERS) >= _SUMMING_OWNERS_MAX:
+            if len(_SUMMING_OWNERS) >= _HINTS_MAX:
                 _SUMMING_OWNERS.clear()
             _SUMMING_OWNERS.add(job.owner_id)
             raise PrepareFirst
